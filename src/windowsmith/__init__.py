@@ -1,0 +1,1 @@
+"""windowsmith: context engineering for LLM agents."""

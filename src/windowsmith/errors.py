@@ -1,0 +1,104 @@
+"""Every error windowsmith raises, in one tree.
+
+    WindowsmithError                  base of everything below
+    ├── UsageError                    "you used it wrong": fix the call, the input or the config
+    │   ├── InvalidMessageError       a message, block or event is malformed (unknown role, bad field)
+    │   ├── InvalidToolSchemaError    a tool definition is not a valid JSON Schema function spec
+    │   ├── UnmatchedToolResultError  a tool result names a call id that no assistant message made
+    │   ├── UnknownModelError         the model is not in the registry (add it with a registry file)
+    │   ├── ConfigError               a budget, threshold or engine option is out of range
+    │   ├── TaskRequiredError         the task layer is required but no goal/acceptance was declared
+    │   └── TraceFormatError          a trace file could not be recognised or parsed
+    └── RuntimeFailure                "it failed at run time": the input was fine, something else was not
+        ├── BudgetExceededError       a required layer cannot fit in window - reserved output
+        ├── StoreError                the session store failed (corrupt log, hash mismatch, migration)
+        ├── TokenizerError            a shipped BPE file is missing or does not match its expected hash
+        └── ProviderResponseError     a provider response could not be parsed
+
+Every message says what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class WindowsmithError(Exception):
+    """Base class for all windowsmith errors."""
+
+
+class UsageError(WindowsmithError, ValueError):
+    """The caller passed something invalid. The message says how to fix it."""
+
+
+class InvalidMessageError(UsageError):
+    """A message, content block or event is malformed."""
+
+
+class InvalidToolSchemaError(UsageError):
+    """A tool definition is not a valid JSON Schema function specification."""
+
+
+class UnmatchedToolResultError(UsageError):
+    """A tool result refers to a call id that no assistant message issued."""
+
+
+class UnknownModelError(UsageError, KeyError):
+    """The model name is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(UsageError):
+    """A configuration value is out of range or inconsistent."""
+
+
+class TaskRequiredError(UsageError):
+    """The task layer is declared required but the session has no goal or acceptance checklist."""
+
+
+class TraceFormatError(UsageError):
+    """A trace file could not be recognised or parsed."""
+
+
+class RuntimeFailure(WindowsmithError, RuntimeError):
+    """Something failed at run time although the input was valid."""
+
+
+class BudgetExceededError(RuntimeFailure):
+    """A required layer cannot fit in the window minus the reserved output."""
+
+    def __init__(self, message: str, *, layer: str, needed: int, available: int) -> None:
+        super().__init__(message)
+        self.layer = layer
+        self.needed = needed
+        self.available = available
+
+
+class StoreError(RuntimeFailure):
+    """The session store failed: corrupt log, hash mismatch, failed migration."""
+
+
+class TokenizerError(RuntimeFailure):
+    """A shipped tokenizer file is missing or corrupt."""
+
+
+class ProviderResponseError(RuntimeFailure):
+    """A provider response could not be parsed into a message and usage."""
+
+
+__all__ = [
+    "BudgetExceededError",
+    "ConfigError",
+    "InvalidMessageError",
+    "InvalidToolSchemaError",
+    "ProviderResponseError",
+    "RuntimeFailure",
+    "StoreError",
+    "TaskRequiredError",
+    "TokenizerError",
+    "TraceFormatError",
+    "UnknownModelError",
+    "UnmatchedToolResultError",
+    "UsageError",
+    "WindowsmithError",
+]

@@ -1,0 +1,87 @@
+"""The neutral request: what the assembler hands to a renderer.
+
+Order is the cache order (invariant 3): tools → system → stable session context → history →
+dynamic tail. ``CachePlan`` says where provider cache breakpoints go; renderers never decide that.
+
+Tail placement (every renderer follows it):
+
+* the last message is a ``user`` message holding only text/images → the tail is rendered *before*
+  those blocks in the same message, so the user's request stays verbatim at the very end;
+* the last message is a ``tool`` message (or a user message with tool results) → the tail is
+  rendered *after* the tool results (Anthropic: a text block after the ``tool_result`` blocks;
+  OpenAI Chat: a ``user`` message after the ``tool`` messages; Responses: a ``message`` item after
+  the ``function_call_output`` items; Gemini: a text part after the ``functionResponse`` parts);
+* otherwise (no messages, or the last is an assistant message) → a new user message holding the tail.
+
+The planner puts the message breakpoint on a message whose rendering does not change on the next
+turn, so the previous request's cached prefix is always a byte prefix of the next request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .model import Image, Message, Text, ToolSpec
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of system-side text with the layer it came from."""
+
+    text: str
+    layer: str
+
+
+@dataclass(frozen=True)
+class CachePlan:
+    """Where cache breakpoints go (Anthropic ``cache_control``; at most ``max_breakpoints``).
+
+    ``message_index`` is the index in ``NeutralRequest.messages`` of the message whose last block
+    carries the breakpoint, or ``None``.
+    """
+
+    tools: bool = False
+    system: bool = False
+    session: bool = False
+    message_index: int | None = None
+
+    @property
+    def count(self) -> int:
+        return int(self.tools) + int(self.system) + int(self.session) + int(self.message_index is not None)
+
+
+@dataclass(frozen=True)
+class NeutralRequest:
+    model: str
+    system: tuple[Segment, ...]
+    session: tuple[Segment, ...]
+    tools: tuple[ToolSpec, ...]
+    messages: tuple[Message, ...]
+    tail: str | None
+    max_output_tokens: int
+    cache_key: str
+    cache: CachePlan = field(default_factory=CachePlan)
+
+    @property
+    def system_text(self) -> str:
+        return "\n\n".join(s.text for s in self.system)
+
+    @property
+    def session_text(self) -> str:
+        return "\n\n".join(s.text for s in self.session)
+
+    def tail_mode(self) -> str:
+        """``"prepend"``, ``"append"`` or ``"new"``: where the tail goes (see module docstring)."""
+        if not self.tail:
+            return "none"
+        if not self.messages:
+            return "new"
+        last = self.messages[-1]
+        if last.role == "tool" or (last.role == "user" and last.tool_results):
+            return "append"
+        if last.role == "user" and all(isinstance(b, Text | Image) for b in last.content):
+            return "prepend"
+        return "new"
+
+
+__all__ = ["CachePlan", "NeutralRequest", "Segment"]
