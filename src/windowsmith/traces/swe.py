@@ -1,0 +1,165 @@
+"""SWE-bench agents: mini-swe-agent and SWE-agent trajectories.
+
+mini-swe-agent (``*.traj.json``, ``trajectory_format: mini-swe-agent-1``): ``messages`` with roles
+``system``/``user``/``assistant``; actions are bash blocks in assistant text and observations come
+back as user messages, so there are no native tool calls: they stay text. The raw API response of
+each assistant turn is under ``extra.response``; its ``usage`` is the billed usage of that call.
+Reasoning (Gemini ``reasoning_details``) was never sent back by the agent and is only counted in meta.
+
+SWE-agent (``*.traj``): ``history`` with roles ``system``/``user``/``assistant``/``tool``; 1.x
+function-calling runs have OpenAI ``tool_calls`` on assistant entries and ``tool_call_ids`` on tool
+entries; 0.x runs have text actions and user observations. Demonstrations (``is_demo``) were part of
+the prompt and are kept. A file with only ``trajectory`` is rebuilt from the last step's ``messages``
+when present, else from each step's ``response`` and ``observation``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Builder, Ctx, Trace, make_trace, usage_from
+from .logs import chat_parts
+
+
+def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
+    doc = ctx.obj(value)
+    msgs = ctx.get(doc, "messages", list)
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    b = Builder()
+    system: list[str] = []
+    reasoning = 0
+    model = None
+    for i, m in enumerate(msgs):
+        w = f"messages[{i}]"
+        m = ctx.obj(m, w)
+        role = m.get("role")
+        parts = chat_parts(b, m.get("content"), w)
+        if role == "system":
+            system.append("\n".join(p.text for p in parts if hasattr(p, "text")))
+        elif role == "user":
+            b.user(parts, w)
+        elif role == "assistant":
+            extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
+            resp = extra.get("response") if isinstance(extra.get("response"), dict) else {}
+            model = resp.get("model") or model
+            choices = resp.get("choices") if isinstance(resp.get("choices"), list) else []
+            if choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
+                details = choices[0]["message"].get("reasoning_details")
+                if isinstance(details, list):
+                    reasoning += len(details)
+            b.assistant(parts, (), w, usage=usage_from(resp.get("usage")))
+        else:
+            raise ctx.err(f"{w}.role", f"unknown role {role!r} (expected system, user or assistant)")
+    cfg = info.get("config") if isinstance(info.get("config"), dict) else {}
+    model_cfg = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    meta: dict[str, Any] = {
+        "instance_id": doc.get("instance_id"),
+        "exit_status": info.get("exit_status"),
+        "model": model_cfg.get("model_name") or model,
+        "model_stats": info.get("model_stats"),
+        "mini_version": info.get("mini_version"),
+        "submission": info.get("submission"),
+    }
+    if reasoning:
+        meta["reasoning_blocks_not_replayed"] = reasoning
+    return [
+        make_trace(
+            id=str(doc.get("instance_id") or trace_id),
+            format="mini-swe-agent",
+            source=ctx.source,
+            system="\n\n".join(system),
+            tools=(),
+            builder=b,
+            meta=meta,
+            notes=notes,
+        )
+    ]
+
+
+def _history_entries(b: Builder, entries: list[Any], ctx: Ctx, key: str) -> list[str]:
+    system: list[str] = []
+    for i, m in enumerate(entries):
+        w = f"{ctx.where}.{key}[{i}]" if ctx.where else f"{key}[{i}]"
+        m = ctx.obj(m, f"{key}[{i}]")
+        role = m.get("role")
+        parts = chat_parts(b, m.get("content"), w)
+        if role == "system":
+            system.append("\n".join(p.text for p in parts if hasattr(p, "text")))
+        elif role == "user":
+            b.user(parts, w)
+        elif role == "assistant":
+            calls = []
+            for k, tc in enumerate(m.get("tool_calls") or []):
+                tc = ctx.obj(tc, f"{key}[{i}].tool_calls[{k}]")
+                fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+                calls.append((tc.get("id"), fn.get("name"), fn.get("arguments")))
+            b.assistant(parts, calls, w)
+        elif role == "tool":
+            ids = m.get("tool_call_ids") or ([m["tool_call_id"]] if m.get("tool_call_id") else [None])
+            if len(ids) > 1:
+                b.repairs.append(f"{w}: one observation for {len(ids)} tool calls; given to the first call")
+            b.tool_result(ids[0], parts, w)
+        else:
+            raise ctx.err(f"{key}[{i}].role", f"unknown role {role!r} (expected system, user, assistant or tool)")
+    return system
+
+
+def import_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
+    doc = ctx.obj(value)
+    b = Builder()
+    history = doc.get("history")
+    traj = doc.get("trajectory")
+    meta: dict[str, Any] = {}
+    if isinstance(history, list) and history:
+        system = _history_entries(b, history, ctx, "history")
+        meta["rebuilt_from"] = "history"
+        agents = sorted({str(m.get("agent")) for m in history if isinstance(m, dict) and m.get("agent")})
+        if agents:
+            meta["agents"] = agents
+        meta["demonstration_messages"] = sum(1 for m in history if isinstance(m, dict) and m.get("is_demo"))
+        meta["version"] = "1.x" if any(isinstance(m, dict) and m.get("role") == "tool" for m in history) else "0.x"
+    elif isinstance(traj, list) and traj:
+        last = ctx.obj(traj[-1], f"trajectory[{len(traj) - 1}]")
+        if isinstance(last.get("messages"), list):
+            system = _history_entries(b, last["messages"], ctx.sub(f"trajectory[{len(traj) - 1}]"), "messages")
+            b.assistant(last.get("response") or "", (), f"trajectory[{len(traj) - 1}].response")
+            b.user(last.get("observation") or "", f"trajectory[{len(traj) - 1}].observation")
+        else:
+            system = []
+            for i, step in enumerate(traj):
+                step = ctx.obj(step, f"trajectory[{i}]")
+                text = step.get("response") or "\n".join(str(step.get(k) or "") for k in ("thought", "action")).strip()
+                b.assistant(text, (), f"trajectory[{i}].response")
+                b.user(step.get("observation") or "", f"trajectory[{i}].observation")
+        meta["rebuilt_from"] = "trajectory"
+    else:
+        raise ctx.err("history", "a SWE-agent trajectory needs a non-empty 'history' or 'trajectory' array")
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    meta.update(
+        {
+            "exit_status": info.get("exit_status"),
+            "model_stats": info.get("model_stats"),
+            "environment": doc.get("environment"),
+        }
+    )
+    replay = doc.get("replay_config")
+    if isinstance(replay, dict):
+        ps = replay.get("problem_statement") if isinstance(replay.get("problem_statement"), dict) else {}
+        if ps.get("id"):
+            meta["instance_id"] = ps["id"]
+        agent = replay.get("agent") if isinstance(replay.get("agent"), dict) else {}
+        model = agent.get("model") if isinstance(agent.get("model"), dict) else {}
+        if model.get("name"):
+            meta["model"] = model["name"]
+    return [
+        make_trace(
+            id=trace_id,
+            format="swe-agent",
+            source=ctx.source,
+            system="\n\n".join(system),
+            tools=(),
+            builder=b,
+            meta=meta,
+            notes=notes,
+        )
+    ]

@@ -1,0 +1,178 @@
+"""tau-bench and tau2-bench result files (sierra-research).
+
+tau-bench: a list of runs ``{task_id, trial, reward, info, traj}``; ``traj`` is OpenAI chat messages
+with the system policy first. Real quirk: the gpt-4o airline file reuses tool-call ids within a run
+(49 of 200 runs); later duplicates are renamed ``<id>~2`` with a repair note.
+
+tau2-bench: ``{info{agent_info, environment_info{policy, tool_defs}}, tasks, simulations}``; each
+simulation's ``messages`` have roles ``assistant``/``user``/``tool``; tool calls are
+``{id, name, arguments (dict), requestor}``, tool messages carry the call ``id``, a ``requestor`` and
+an ``error`` flag. Assistant ``usage`` (prompt/completion tokens) is the billed usage of the call;
+user messages carry the user *simulator's* usage, which is not ours and is kept out of ``billed``.
+``tool_defs`` is null in the published files, so ``tools`` is empty and ``meta["tools_recorded"]``
+says so. Tool calls or results whose ``requestor`` is ``user`` (telecom domain: tools the simulated
+user runs on their phone) are not the agent's and become user text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..model import Usage
+from .base import Builder, Ctx, Trace, make_trace, tools_from, usage_from
+from .logs import import_chat_messages
+
+
+def import_tau_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
+    runs = value if isinstance(value, list) else [value]
+    out: list[Trace] = []
+    ids: set[str] = set()
+    for i, run in enumerate(runs):
+        rctx = ctx.sub(f"[{i}]", source=f"{ctx.source}#{i}")
+        run = rctx.obj(run)
+        traj = rctx.get(run, "traj", list)
+        b = Builder()
+        system = import_chat_messages(b, traj, rctx.sub("traj"))
+        info = run.get("info") if isinstance(run.get("info"), dict) else {}
+        meta: dict[str, Any] = {
+            "task_id": run.get("task_id"),
+            "trial": run.get("trial"),
+            "reward": run.get("reward"),
+            "index": i,
+        }
+        task = info.get("task") if isinstance(info.get("task"), dict) else {}
+        if task.get("instruction"):
+            meta["instruction"] = task["instruction"]
+        if "user_cost" in info:
+            meta["user_cost"] = info["user_cost"]
+        tid = f"{trace_id}/task-{run.get('task_id')}/trial-{run.get('trial')}"
+        if tid in ids:
+            tid = f"{tid}/#{i}"
+        ids.add(tid)
+        out.append(
+            make_trace(
+                id=tid,
+                format="tau-bench",
+                source=rctx.source,
+                system="\n\n".join(system),
+                tools=(),
+                builder=b,
+                meta=meta,
+                notes=notes,
+            )
+        )
+    return out
+
+
+def _tau2_system(info: dict[str, Any]) -> str:
+    env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+    agent = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
+    parts = []
+    for key in ("system_prompt", "instructions", "agent_instruction"):
+        if isinstance(agent.get(key), str) and agent[key].strip():
+            parts.append(agent[key])
+            break
+    if isinstance(env.get("policy"), str) and env["policy"].strip():
+        parts.append(env["policy"])
+    return "\n\n".join(parts)
+
+
+def _tau2_usage(m: dict[str, Any]) -> Usage | None:
+    usage = usage_from(m.get("usage"))
+    raw = m.get("raw_data")
+    if usage is not None and isinstance(raw, dict):
+        # Anthropic raw responses split cache reads/writes; keep that split when it sums to the same total
+        finer = usage_from(raw.get("usage"))
+        if (
+            finer is not None
+            and finer.prompt_tokens == usage.prompt_tokens
+            and finer.output_tokens == usage.output_tokens
+        ):
+            usage = finer
+    return usage
+
+
+def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
+    doc = ctx.obj(value)
+    info = ctx.get(doc, "info", dict, required=False) or {}
+    sims = ctx.get(doc, "simulations", list)
+    env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+    system = _tau2_system(info)
+    tool_repairs: list[str] = []
+    tools = tools_from(env.get("tool_defs"), ctx.sub("info.environment_info.tool_defs"), tool_repairs)
+    agent_info = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
+    out: list[Trace] = []
+    for si, sim in enumerate(sims):
+        sctx = ctx.sub(f"simulations[{si}]", source=f"{ctx.source}#simulations[{si}]")
+        sim = sctx.obj(sim)
+        msgs = sctx.get(sim, "messages", list)
+        b = Builder()
+        thinking_blocks = 0
+        for i, m in enumerate(msgs):
+            w = f"{sctx.where}.messages[{i}]"
+            m = sctx.obj(m, f"messages[{i}]")
+            role = m.get("role")
+            calls = m.get("tool_calls") or []
+            if not isinstance(calls, list):
+                raise sctx.err(f"messages[{i}].tool_calls", "expected a JSON array")
+            if role == "assistant":
+                agent_calls = [
+                    c for c in calls if isinstance(c, dict) and c.get("requestor", "assistant") == "assistant"
+                ]
+                raw = m.get("raw_data") if isinstance(m.get("raw_data"), dict) else {}
+                if isinstance(raw.get("thinking_blocks"), list):
+                    thinking_blocks += len(raw["thinking_blocks"])
+                b.assistant(
+                    m.get("content") or "",
+                    [(c.get("id"), c.get("name"), c.get("arguments")) for c in agent_calls],
+                    w,
+                    usage=_tau2_usage(m),
+                )
+            elif role == "user":
+                text = b.text(m.get("content") or "", w)
+                if calls:  # the simulated user ran its own tools (telecom): not agent tool calls
+                    rendered = "\n".join(
+                        f"[user tool call {c.get('name')}({json.dumps(c.get('arguments'), ensure_ascii=False)})]"
+                        for c in calls
+                        if isinstance(c, dict)
+                    )
+                    text = f"{text}\n{rendered}" if text else rendered
+                b.user(text, w)
+            elif role == "tool":
+                content = m.get("content")
+                if m.get("requestor", "assistant") != "assistant":
+                    b.user(f"[user tool result]\n{b.text(content or '', w)}", w)
+                else:
+                    b.tool_result(m.get("id"), content if content is not None else "", w, is_error=bool(m.get("error")))
+            else:
+                raise sctx.err(f"messages[{i}].role", f"unknown role {role!r} (expected assistant, user or tool)")
+        reward_info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}
+        meta: dict[str, Any] = {
+            "simulation_id": sim.get("id"),
+            "task_id": sim.get("task_id"),
+            "trial": sim.get("trial"),
+            "reward": reward_info.get("reward"),
+            "termination_reason": sim.get("termination_reason"),
+            "agent_cost": sim.get("agent_cost"),
+            "model": agent_info.get("llm"),
+            "domain": env.get("domain_name"),
+            "tools_recorded": env.get("tool_defs") is not None,
+        }
+        if thinking_blocks:
+            meta["thinking_blocks_not_replayed"] = thinking_blocks
+        sid = sim.get("id") or f"{si}"
+        out.append(
+            make_trace(
+                id=f"{trace_id}/{sid}",
+                format="tau2-bench",
+                source=sctx.source,
+                system=system,
+                tools=tools,
+                builder=b,
+                meta=meta,
+                notes=notes,
+                extra_repairs=tool_repairs,
+            )
+        )
+    return out
