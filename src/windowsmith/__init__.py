@@ -1,1 +1,82 @@
-"""windowsmith: context engineering for LLM agents."""
+"""windowsmith: context engineering for LLM agents.
+
+Builds the exact provider request for every model call from an append-only session log: within a
+token budget, ordered so the provider's prompt cache hits, with a manifest of what went in and why.
+"""
+
+from .assemble import Action, Assembly, LayerUsage
+from .budget import Budget, BudgetConfig
+from .engine import Engine, Pack, Session
+from .errors import (
+    BudgetExceededError,
+    ConfigError,
+    InvalidMessageError,
+    InvalidToolSchemaError,
+    ProviderResponseError,
+    RuntimeFailure,
+    StoreError,
+    TaskRequiredError,
+    TokenizerError,
+    TraceFormatError,
+    UnknownModelError,
+    UnmatchedToolResultError,
+    UsageError,
+    WindowsmithError,
+)
+from .layers.base import BuildContext, Item, Layer
+from .manifest import Manifest, diff
+from .model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
+from .registry import ModelSpec, Registry, load_registry
+from .request import CachePlan, NeutralRequest, Segment
+from .store import SQLiteStore, Store, open_store
+from .tokens import Calibration, TokenCounter, count_text
+
+__all__ = [
+    "Action",
+    "Assembly",
+    "Budget",
+    "BudgetConfig",
+    "BudgetExceededError",
+    "BuildContext",
+    "CachePlan",
+    "Calibration",
+    "ConfigError",
+    "Engine",
+    "Image",
+    "InvalidMessageError",
+    "InvalidToolSchemaError",
+    "Item",
+    "Layer",
+    "LayerUsage",
+    "Manifest",
+    "Message",
+    "ModelSpec",
+    "NeutralRequest",
+    "Pack",
+    "ProviderResponseError",
+    "Registry",
+    "RuntimeFailure",
+    "SQLiteStore",
+    "Segment",
+    "Session",
+    "Store",
+    "StoreError",
+    "TaskRequiredError",
+    "Text",
+    "Thinking",
+    "TokenCounter",
+    "TokenizerError",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "TraceFormatError",
+    "UnknownModelError",
+    "UnmatchedToolResultError",
+    "Usage",
+    "UsageError",
+    "WindowsmithError",
+    "count_text",
+    "diff",
+    "load_registry",
+    "open_store",
+]

@@ -14,9 +14,10 @@ Thinking/reasoning blocks are opaque: ``Thinking.data`` holds the provider's ori
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Mapping, Sequence, Union
+from typing import Any, Literal, Union
 
 from .errors import InvalidMessageError, InvalidToolSchemaError
 from .hashing import canonical_json, content_digest
@@ -142,7 +143,7 @@ class Thinking:
         return {"type": "thinking", "provider": self.provider, "data": dict(self.data), "text": self.text}
 
 
-Block = Union[Text, Image, ToolCall, ToolResult, Thinking]
+Block = Union[Text, Image, ToolCall, ToolResult, Thinking]  # noqa: UP007 (a runtime alias used in isinstance)
 
 
 def block_from_dict(d: Any, where: str = "block") -> Block:

@@ -1,0 +1,233 @@
+"""Assembly: run the layers, allocate the budget, fit, and build the neutral request.
+
+    items ← every layer
+    fixed ← per-request overhead + required items (system, tools, task)   — must fit, or BudgetExceededError
+    alloc ← budget.allocate(available - fixed, wants per optional layer, weights)
+    fit   ← per layer, items by priority: keep, else shrink, else drop   — every action recorded
+    build ← tools → system → session → history → tail (TASK, STEP, ACCEPTANCE, EVIDENCE, MEMORY, …)
+
+The assembler knows no particular layer: it only reads item slots, phases, priorities and policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budget import Budget, BudgetConfig, allocate
+from .errors import BudgetExceededError
+from .layers.base import TAIL_HEADERS, BuildContext, Item, Layer
+from .model import Message, ToolSpec
+from .request import NeutralRequest, Segment
+from .state import SessionState
+from .tokens import TokenCounter
+
+_TAIL_SECTION_OVERHEAD = 4  # "## HEADER\n" and the blank line
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing the assembler did to fit the window; goes into the manifest."""
+
+    kind: str  # "drop" | "shrink" | "truncate" | "clip"
+    layer: str
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"kind": self.kind, "layer": self.layer, "reason": self.reason,
+             "tokens_before": self.tokens_before, "tokens_after": self.tokens_after}
+        if self.detail:
+            d["detail"] = self.detail
+        return d
+
+
+@dataclass
+class LayerUsage:
+    allocated: int = 0
+    used: int = 0
+    items: int = 0
+    dropped: int = 0
+    required: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"allocated": self.allocated, "used": self.used, "items": self.items, "dropped": self.dropped,
+                "required": self.required}
+
+
+@dataclass
+class Assembly:
+    request: NeutralRequest
+    budget: Budget
+    layers: dict[str, LayerUsage]
+    actions: list[Action]
+    tokens: int
+    history: Item | None
+    refs: list[str]
+
+
+def measure(item: Item, counter: TokenCounter) -> int:
+    c = item.content
+    if "raw_tokens" in item.meta:
+        return int(item.meta["raw_tokens"] * counter.scale + 0.999999)
+    if isinstance(c, ToolSpec):
+        return counter._scaled(counter.overheads.per_tool + counter.raw_text(c.canonical))
+    if isinstance(c, str):
+        if item.slot == "tail":
+            return counter.text(c) + _TAIL_SECTION_OVERHEAD
+        return counter.segment(c)
+    return sum(counter.message(m) for m in c)
+
+
+def render_tail(items: Sequence[Item]) -> str | None:
+    """The dynamic tail text: sections in the standard header order, items in order within each."""
+    if not items:
+        return None
+    by_header: dict[str, list[str]] = {}
+    for it in items:
+        by_header.setdefault(it.header or "NOTE", []).append(str(it.content))
+    order = [h for h in TAIL_HEADERS if h in by_header] + sorted(h for h in by_header if h not in TAIL_HEADERS)
+    parts = []
+    for h in order:
+        texts = by_header[h]
+        body = "\n".join(texts) if h in ("TASK", "STEP", "ACCEPTANCE") else "\n".join(f"- {t}" for t in texts)
+        parts.append(f"## {h}\n{body}")
+    return "\n\n".join(parts)
+
+
+def assemble(
+    state: SessionState,
+    layers: Sequence[Layer],
+    counter: TokenCounter,
+    budget: Budget,
+    config: BudgetConfig,
+    *,
+    model: str,
+    cache_key: str,
+) -> Assembly:
+    ctx = BuildContext(state=state, counter=counter, window=budget.window, available=budget.available)
+    gathered: list[tuple[Item, int]] = []
+    for layer in layers:
+        for it in layer.items(ctx):
+            gathered.append((it, measure(it, counter)))
+
+    usage: dict[str, LayerUsage] = {}
+    for it, _n in gathered:
+        u = usage.setdefault(it.layer, LayerUsage())
+        u.required = u.required or it.required
+
+    fixed = counter._scaled(counter.overheads.per_request)
+    if any(isinstance(it.content, ToolSpec) for it, _ in gathered):
+        fixed += counter._scaled(counter.overheads.tools_base)
+    required_by_layer: dict[str, int] = {}
+    for it, n in gathered:
+        if it.required:
+            required_by_layer[it.layer] = required_by_layer.get(it.layer, 0) + n
+    fixed += sum(required_by_layer.values())
+    if fixed > budget.available:
+        worst = max(required_by_layer, key=lambda k: required_by_layer[k]) if required_by_layer else "request"
+        raise BudgetExceededError(
+            f"the required layers need {fixed:,} tokens but only {budget.available:,} are available "
+            f"(window {budget.window:,} - reserved output {budget.reserved_output:,} - slack {budget.slack:,}); "
+            f"the largest is {worst!r} with {required_by_layer.get(worst, 0):,} tokens. Shorten it, use a model "
+            "with a larger window, or lower BudgetConfig(reserved_output=...)",
+            layer=worst, needed=fixed, available=budget.available,
+        )
+
+    wants: dict[str, int] = {}
+    for it, n in gathered:
+        if not it.required:
+            wants[it.layer] = wants.get(it.layer, 0) + n
+    alloc = allocate(budget.available - fixed, wants, config.weights)
+
+    kept: list[tuple[Item, int]] = []
+    actions: list[Action] = []
+    for layer_name, u in usage.items():
+        u.allocated = required_by_layer.get(layer_name, 0) + alloc.get(layer_name, 0)
+    for it, n in gathered:
+        if it.required:
+            kept.append((it, n))
+    # optional items: per layer, by priority (highest first), then declared order
+    optional: dict[str, list[tuple[Item, int]]] = {}
+    for it, n in gathered:
+        if not it.required:
+            optional.setdefault(it.layer, []).append((it, n))
+    for layer_name, entries in optional.items():
+        left = alloc.get(layer_name, 0)
+        for it, n in sorted(entries, key=lambda e: (-e[0].priority, e[0].order)):
+            if n <= left:
+                kept.append((it, n))
+                left -= n
+                continue
+            shrunk = it.shrink(it, left, counter) if it.shrink is not None else None
+            if shrunk is not None:
+                m = measure(shrunk, counter)
+                if m <= left or (shrunk.slot == "history" and m <= left + 0):
+                    kept.append((shrunk, m))
+                    left -= m
+                    actions.append(_shrink_action(it, shrunk, n, m))
+                    continue
+            usage[layer_name].dropped += 1
+            actions.append(Action("drop", layer_name, f"over the layer's budget of {alloc.get(layer_name, 0):,} tokens "
+                                  f"(priority {it.priority})", n, 0, {"provenance": it.provenance}))
+
+    kept.sort(key=lambda e: (e[0].order))
+    system: list[Segment] = []
+    session: list[Segment] = []
+    tools: list[ToolSpec] = []
+    messages: tuple[Message, ...] = ()
+    tail_items: list[Item] = []
+    history: Item | None = None
+    refs: list[str] = []
+    total = fixed - sum(required_by_layer.values())
+    for it, n in kept:
+        usage[it.layer].used += n
+        usage[it.layer].items += 1
+        total += n
+        if "ref" in it.meta:
+            refs.append(it.meta["ref"])
+        if it.slot == "system":
+            system.append(Segment(str(it.content), it.layer))
+        elif it.slot == "session":
+            session.append(Segment(str(it.content), it.layer))
+        elif it.slot == "tools":
+            assert isinstance(it.content, ToolSpec)
+            tools.append(it.content)
+        elif it.slot == "history":
+            assert isinstance(it.content, tuple)
+            messages = it.content
+            history = it
+        elif it.slot == "tail":
+            tail_items.append(it)
+    tail_items.sort(key=lambda it: (TAIL_HEADERS.index(it.header) if it.header in TAIL_HEADERS else 99, it.order))
+    req = NeutralRequest(
+        model=model,
+        system=tuple(system),
+        session=tuple(session),
+        tools=tuple(tools),
+        messages=messages,
+        tail=render_tail(tail_items),
+        max_output_tokens=budget.reserved_output,
+        cache_key=cache_key,
+    )
+    return Assembly(req, budget, usage, actions, total, history, refs)
+
+
+def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:
+    if before.slot == "history":
+        meta = after.meta
+        detail = {"dropped_units": meta.get("dropped_units", 0), "dropped_tokens": meta.get("dropped_tokens", 0),
+                  "keep_from_seq": meta.get("keep_from_seq")}
+        if meta.get("clipped"):
+            detail["clipped_results"] = meta["clipped"]
+        kind = "truncate" if not meta.get("clipped") else "clip"
+        return Action(kind, "history", "history over its budget: oldest units dropped (first user message pinned; "
+                      "tool calls kept with their results)", n, m, detail)
+    return Action("shrink", before.layer, "over the layer's budget: head and tail kept, middle elided", n, m,
+                  {"provenance": before.provenance})
+
+
+__all__ = ["Action", "Assembly", "LayerUsage", "assemble", "measure", "render_tail"]

@@ -1,0 +1,88 @@
+"""Cache planning and cache statistics.
+
+Breakpoints (Anthropic ``cache_control``; at most the model's ``max_breakpoints``, 4) go at the ends
+of tools, system, stable session context and the newest message whose rendering will not change on
+the next turn. When fewer are allowed, the later ones win (a later breakpoint also covers everything
+before it; earlier ones only help when later content changes).
+
+The newest-message rule: if the dynamic tail is prepended to the final user message, that message
+will look different next turn (it will have no tail), so the breakpoint goes on the message before
+it; otherwise it goes on the final message (the tail, if any, is a separate trailing block).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .request import CachePlan, NeutralRequest
+from .tokens import TokenCounter
+
+
+def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
+    msg_idx: int | None
+    n = len(req.messages)
+    if n == 0:
+        msg_idx = None
+    elif req.tail_mode() == "prepend":
+        msg_idx = n - 2 if n >= 2 else None
+    else:
+        msg_idx = n - 1
+    wanted = [
+        ("message", msg_idx is not None),
+        ("session", bool(req.session)),
+        ("system", bool(req.system)),
+        ("tools", bool(req.tools)),
+    ]
+    chosen = {name for name, ok in wanted if ok}
+    if max_breakpoints <= 0:
+        # implicit-cache providers (OpenAI, Gemini) cache by prefix; keep the plan for accounting
+        pass
+    else:
+        keep = [name for name, ok in wanted if ok][:max_breakpoints]
+        chosen = set(keep)
+    return CachePlan(
+        tools="tools" in chosen,
+        system="system" in chosen,
+        session="session" in chosen,
+        message_index=msg_idx if "message" in chosen else None,
+    )
+
+
+def with_plan(req: NeutralRequest, max_breakpoints: int) -> NeutralRequest:
+    return replace(req, cache=plan_cache(req, max_breakpoints))
+
+
+def prefix_tokens(req: NeutralRequest, counter: TokenCounter) -> int:
+    """Tokens covered by the last breakpoint (the cacheable prefix)."""
+    plan = req.cache
+    raw = counter.overheads.per_request + counter.raw_tools(req.tools)
+    if not (plan.system or plan.session or plan.message_index is not None):
+        return counter._scaled(raw) if plan.tools else 0
+    raw += counter.raw_segment(req.system_text)
+    if plan.session or plan.message_index is not None:
+        raw += counter.raw_segment(req.session_text)
+    if plan.message_index is not None:
+        raw += sum(counter.raw_message(m) for m in req.messages[: plan.message_index + 1])
+    return counter._scaled(raw)
+
+
+@dataclass(frozen=True)
+class PrefixReuse:
+    """How much of a request's prefix is shared with the previous request (part-wise, exact)."""
+
+    shared_parts: int
+    total_parts: int
+    broke_at: int | None  # index of the first differing part, or None if fully shared
+
+
+def shared_prefix(prev_parts: tuple[str, ...] | list[str], parts: tuple[str, ...] | list[str]) -> PrefixReuse:
+    n = 0
+    for a, b in zip(prev_parts, parts, strict=False):
+        if a != b:
+            break
+        n += 1
+    broke = None if n >= len(prev_parts) else n
+    return PrefixReuse(n, len(parts), broke)
+
+
+__all__ = ["PrefixReuse", "plan_cache", "prefix_tokens", "shared_prefix", "with_plan"]

@@ -1,0 +1,134 @@
+"""Cache-adjusted cost of a sequence of requests, priced as each provider bills them.
+
+The cached prefix of a request is computed exactly from consecutive requests, in neutral terms
+(tools → system → session → messages, compared by content digest), which is renderer-independent:
+
+* Anthropic (explicit breakpoints): a request reads from cache the longest of the previous
+  request's breakpoint prefixes that is still a prefix of this one (and at least the model's minimum
+  cacheable prefix); it writes the rest of its own prefix up to its last breakpoint.
+* OpenAI and Gemini (implicit prefix caching): cached tokens are the shared prefix with the previous
+  request, rounded down to 128-token blocks, when at least the minimum prefix; no write surcharge.
+
+Uncached input is everything else. Output tokens are priced as given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .registry import ModelSpec
+from .request import NeutralRequest
+from .tokens import TokenCounter
+
+
+@dataclass(frozen=True)
+class CallCost:
+    prompt_tokens: int
+    input_tokens: int  # uncached
+    cache_read_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    shared_prefix_tokens: int
+    usd: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "input_tokens": self.input_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "output_tokens": self.output_tokens,
+            "shared_prefix_tokens": self.shared_prefix_tokens,
+            "usd": self.usd,
+        }
+
+
+def _boundaries(req: NeutralRequest, counter: TokenCounter) -> tuple[int, int, int]:
+    base = counter.overheads.per_request + counter.raw_tools(req.tools)
+    sys_end = base + counter.raw_segment(req.system_text)
+    ses_end = sys_end + counter.raw_segment(req.session_text)
+    return base, sys_end, ses_end
+
+
+def _stable_messages(req: NeutralRequest) -> int:
+    """How many leading messages render the same next turn (the tail-prepended one does not)."""
+    n = len(req.messages)
+    return n - 1 if req.tail_mode() == "prepend" and n else n
+
+
+def shared_prefix_tokens(prev: NeutralRequest | None, cur: NeutralRequest, counter: TokenCounter) -> int:
+    """Raw tokens of the longest common prefix of ``prev`` and ``cur`` in cache order."""
+    if prev is None:
+        return 0
+    if prev.tools != cur.tools:
+        return 0
+    base, sys_end, ses_end = _boundaries(cur, counter)
+    if prev.system_text != cur.system_text:
+        return base
+    if prev.session_text != cur.session_text:
+        return sys_end
+    raw = ses_end
+    limit = min(_stable_messages(prev), len(cur.messages))
+    pm, cm = prev.messages, cur.messages
+    for i in range(limit):
+        a, b = pm[i], cm[i]
+        if a is not b and a.digest != b.digest:
+            break
+        raw += counter.raw_message(b)
+    return raw
+
+
+def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[int]:
+    """Raw token positions of each cache breakpoint of ``req`` (Anthropic)."""
+    plan = req.cache
+    base, sys_end, ses_end = _boundaries(req, counter)
+    out = []
+    if plan.tools:
+        out.append(base)
+    if plan.system:
+        out.append(sys_end)
+    if plan.session:
+        out.append(ses_end)
+    if plan.message_index is not None:
+        out.append(ses_end + sum(counter.raw_message(m) for m in req.messages[: plan.message_index + 1]))
+    return out
+
+
+def call_cost(
+    spec: ModelSpec,
+    fmt: str,
+    prev: NeutralRequest | None,
+    cur: NeutralRequest,
+    counter: TokenCounter,
+    *,
+    prompt_tokens: int,
+    output_tokens: int = 0,
+    prev_candidates: list[int] | None = None,
+) -> tuple[CallCost, list[int]]:
+    """Price ``cur`` given the previous request. Returns the cost and ``cur``'s breakpoint positions
+    (pass them back as ``prev_candidates`` next time to avoid recomputing)."""
+    shared_raw = shared_prefix_tokens(prev, cur, counter)
+    scale = counter.scale
+    shared = int(shared_raw * scale)
+    minimum = spec.min_cacheable_prefix
+    if fmt == "anthropic" and spec.max_breakpoints > 0:
+        cands = prev_candidates if prev_candidates is not None else (
+            _prefix_candidates(prev, counter) if prev is not None else []
+        )
+        read_raw = max((c for c in cands if c <= shared_raw and c * scale >= minimum), default=0)
+        mine = _prefix_candidates(cur, counter)
+        top = max(mine, default=0)
+        read = int(read_raw * scale)
+        write = max(0, int(top * scale) - read) if top * scale >= minimum else 0
+    else:
+        mine = []
+        read = (shared // 128) * 128 if shared >= max(minimum, 1024 if minimum == 0 else minimum) else 0
+        write = 0
+    read = min(read, prompt_tokens)
+    write = min(write, prompt_tokens - read)
+    uncached = max(0, prompt_tokens - read - write)
+    usd = spec.cost(uncached, output_tokens, read, write)
+    return CallCost(prompt_tokens, uncached, read, write, output_tokens, shared, usd), mine
+
+
+__all__ = ["CallCost", "call_cost", "shared_prefix_tokens"]

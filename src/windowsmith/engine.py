@@ -1,0 +1,545 @@
+"""The engine and its sessions: the public entry points.
+
+    engine = Engine(model="claude-sonnet-4-5")        # SQLite store in ./.windowsmith/ by default
+    s = engine.session("ticket-42", goal="...", acceptance=["...", "..."])
+    s.system("You are ...")
+    s.tools([...])
+    s.user("...")
+    pack = s.build()                                   # pack.request → the provider SDK
+    s.record(response)                                 # assistant message + billed usage
+    s.tool_result(call_id, output)
+
+Every call that changes the session validates its input first and then appends one event to the
+log; the session's state is a fold of the log, so a session resumed in another process builds the
+same packs byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .assemble import Assembly, assemble
+from .budget import Budget, BudgetConfig
+from .cache import plan_cache, prefix_tokens
+from .errors import ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
+from .hashing import sha256_hex
+from .layers.base import Layer
+from .layers.builtin import default_layers, elide
+from .manifest import PART_LEN, Manifest
+from .model import (
+    Block,
+    Image,
+    Message,
+    Text,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    block_from_dict,
+    clean_text,
+)
+from .registry import ModelSpec, Registry, load_registry
+from .render.base import Rendered, Renderer
+from .request import NeutralRequest
+from .state import SessionState
+from .store import Store, open_store
+from .tokens import Calibration, TokenCounter
+
+#: Tool outputs longer than this many characters are stored whole as a blob and shown head + tail
+#: with an ``artifact://`` reference (the full ingest pipeline refines this).
+OFFLOAD_CHARS = 200_000
+OFFLOAD_KEEP_CHARS = 16_000
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A built request: ``request`` goes to the provider SDK as ``**kwargs``."""
+
+    request: dict[str, Any]
+    manifest: Manifest
+    rendered: Rendered
+    neutral: NeutralRequest
+    format: str
+
+    @property
+    def id(self) -> str:
+        return self.manifest.pack_id
+
+    @property
+    def tokens(self) -> int:
+        return self.manifest.tokens
+
+
+class Engine:
+    """Builds packs for sessions of one default model, over one store.
+
+    ``store``: a :class:`Store`, a path to a SQLite file, a ``postgresql://`` URL, or None for
+    ``./.windowsmith/windowsmith.db`` (``$WINDOWSMITH_HOME`` overrides the folder).
+    ``registry``: a :class:`Registry` or a JSON/TOML file merged over the packaged models.
+    ``window``: use a smaller window than the model's (e.g. to test compaction).
+    ``format``: the request format when ``build()`` is not told one (default: the model's).
+    ``layers``: a factory returning the layers to assemble (default: the built-in ones).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        store: Store | str | Path | None = None,
+        registry: Registry | str | Path | None = None,
+        budget: BudgetConfig | None = None,
+        window: int | None = None,
+        format: str | None = None,
+        layers: Callable[[], list[Layer]] | None = None,
+    ) -> None:
+        self.registry = registry if isinstance(registry, Registry) else load_registry(registry)
+        self.spec: ModelSpec = self.registry.get(model)
+        self.model = model
+        self.budget = budget or BudgetConfig()
+        if window is not None and (not isinstance(window, int) or window <= 0):
+            raise ConfigError(f"window must be a positive number of tokens, got {window!r}")
+        self.window = window
+        self.format = format
+        if format is not None:
+            _check_format(format)
+        self._owns_store = not isinstance(store, Store)
+        self.store: Store = store if isinstance(store, Store) else open_store(None if store is None else str(store))
+        self._layers_factory = layers or (lambda: default_layers(self.budget.history_low_water))
+        self._renderers: dict[str, Renderer] = {}
+
+    def session(
+        self,
+        session_id: str,
+        *,
+        goal: str | None = None,
+        acceptance: Sequence[str] | None = None,
+        step: str | None = None,
+        task_required: bool | None = None,
+    ) -> Session:
+        """Open (or create) a session. A task given here is recorded only if it differs from the
+        session's current task, so reopening with the same arguments changes nothing."""
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise UsageError("session id must be a non-empty string, e.g. engine.session('ticket-42')")
+        if self.store.get_session(session_id) is None:
+            self.store.create_session(session_id, {})
+        s = Session(self, session_id)
+        if goal is not None or acceptance is not None or step is not None or task_required is not None:
+            s.task(goal=goal, acceptance=acceptance, step=step, required=task_required)
+        return s
+
+    def sessions(self) -> list[str]:
+        return [r.id for r in self.store.list_sessions()]
+
+    def renderer(self, fmt: str) -> Renderer:
+        r = self._renderers.get(fmt)
+        if r is None:
+            from .render import get_renderer
+
+            r = get_renderer(fmt)
+            self._renderers[fmt] = r
+        return r
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_FORMATS = ("anthropic", "openai-chat", "openai-responses", "gemini")
+_PROVIDER_ALIASES = {"openai": "openai-chat", "claude": "anthropic", "google": "gemini", "responses": "openai-responses"}
+
+
+def _check_format(fmt: str) -> str:
+    fmt = _PROVIDER_ALIASES.get(fmt, fmt)
+    if fmt not in _FORMATS:
+        raise ConfigError(f"unknown provider format {fmt!r}; use one of {', '.join(_FORMATS)}")
+    return fmt
+
+
+class Session:
+    """One agent conversation: an append-only log plus the state folded from it."""
+
+    def __init__(self, engine: Engine, session_id: str) -> None:
+        self.engine = engine
+        self.id = session_id
+        self.store = engine.store
+        self.state = SessionState(session_id)
+        for ev in self.store.events(session_id):
+            self.state.apply(ev)
+        self._layers = engine._layers_factory()
+        self._counters: dict[str, TokenCounter] = {}
+        self._calibrations: dict[str, Calibration] = {}
+        self.last_pack: Pack | None = None
+
+    # ------------------------------------------------------------------ writing events
+
+    def _append(self, kind: str, data: Mapping[str, Any]) -> None:
+        ev = self.store.append(self.id, kind, dict(data), expected_parent=self.state.head)
+        self.state.apply(ev)
+
+    def system(self, text: str, *, name: str = "system") -> None:
+        """Set a system instruction block (``name`` lets several coexist; same name replaces)."""
+        text, _ = clean_text(text, "system text")
+        if self.state.system.get(name) != text:
+            self._append("system", {"name": name, "text": text})
+
+    def context(self, text: str, *, name: str = "instructions") -> None:
+        """Set stable session context (instruction files, project notes), placed after the system prompt."""
+        text, _ = clean_text(text, "context text")
+        if self.state.context.get(name) != text:
+            self._append("system", {"name": name, "text": text, "slot": "session"})
+
+    def tools(self, tools: Iterable[Mapping[str, Any] | ToolSpec]) -> None:
+        """Declare the tool definitions (neutral, OpenAI, Anthropic or Gemini form). Validated as JSON Schema."""
+        if isinstance(tools, Mapping | str):
+            raise InvalidMessageError("tools(...) takes a list of tool definitions")
+        specs = [t if isinstance(t, ToolSpec) else ToolSpec.from_dict(t, f"tools[{i}]") for i, t in enumerate(tools)]
+        names = [t.name for t in specs]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise InvalidMessageError(f"duplicate tool name(s) {dup}; each tool needs a unique name")
+        if tuple(specs) != self.state.tools:
+            self._append("tools", {"tools": [t.to_dict() for t in specs]})
+
+    def task(
+        self,
+        goal: str | None = None,
+        *,
+        step: str | None = None,
+        acceptance: Sequence[str] | None = None,
+        required: bool | None = None,
+    ) -> None:
+        """Set the task: goal, current step, acceptance checklist. Omitted fields keep their value."""
+        cur = self.state.task
+        if acceptance is not None and (isinstance(acceptance, str) or not all(isinstance(a, str) for a in acceptance)):
+            raise InvalidMessageError("acceptance must be a list of strings, e.g. ['refund issued', 'customer told']")
+        new_acc = cur.acceptance if acceptance is None else tuple(
+            (a, dict(cur.acceptance).get(a, False)) for a in acceptance
+        )
+        data = {
+            "goal": cur.goal if goal is None else goal,
+            "step": cur.step if step is None else step,
+            "acceptance": [{"item": a, "done": d} for a, d in new_acc],
+            "required": cur.required if required is None else bool(required),
+        }
+        if data != cur.to_dict():
+            self._append("task", data)
+
+    def check(self, item: str | int, done: bool = True) -> None:
+        """Mark an acceptance item (by text or index) done or not done."""
+        acc = list(self.state.task.acceptance)
+        idx = item if isinstance(item, int) else next((i for i, (a, _) in enumerate(acc) if a == item), None)
+        if idx is None or not 0 <= idx < len(acc):
+            raise UsageError(f"no acceptance item {item!r}; the checklist is {[a for a, _ in acc]}")
+        acc[idx] = (acc[idx][0], done)
+        data = self.state.task.to_dict()
+        data["acceptance"] = [{"item": a, "done": d} for a, d in acc]
+        if data != self.state.task.to_dict():
+            self._append("task", data)
+
+    def note(self, layer: str, text: str, *, source: str | None = None, ref: str | None = None) -> None:
+        """Add a note to a tail layer: ``memory``, ``evidence`` or ``knowledge``."""
+        if layer not in ("memory", "evidence", "knowledge"):
+            raise UsageError(f"unknown note layer {layer!r}; use 'memory', 'evidence' or 'knowledge'")
+        text, _ = clean_text(text, "note text")
+        data: dict[str, Any] = {"type": "note", "layer": layer, "text": text}
+        if source:
+            data["source"] = source
+        if ref:
+            data["ref"] = ref
+        self._append("meta", data)
+
+    def remember(self, text: str, *, source: str | None = None) -> None:
+        self.note("memory", text, source=source)
+
+    def add(self, message: Message | Mapping[str, Any]) -> Message:
+        """Append a neutral message (or its dict form) after validating it against the session."""
+        msg = message if isinstance(message, Message) else Message.from_dict(message)
+        if msg.role == "tool":
+            open_calls = self.state.open_calls
+            for r in msg.tool_results:
+                self._check_result(r.call_id, open_calls)
+            msg = Message("tool", tuple(
+                r if r.name else ToolResult(r.call_id, r.content, r.is_error, self.state.call_names.get(r.call_id))
+                for r in msg.tool_results
+            ))
+        elif msg.role == "assistant":
+            seen = set(self.state.call_names)
+            for c in msg.tool_calls:
+                if c.id in seen:
+                    raise InvalidMessageError(f"tool call id {c.id!r} was already used in this session; ids must be unique")
+                seen.add(c.id)
+        if not msg.content:
+            raise InvalidMessageError("a message needs at least one content block")
+        self._append("message", {"message": msg.to_dict()})
+        return msg
+
+    def user(self, content: str | bytes | Sequence[Block | Mapping[str, Any]]) -> Message:
+        """Append a user message (text, or a list of text/image blocks)."""
+        return self.add(Message("user", _blocks(content, "user content")))
+
+    def assistant(self, content: str | Sequence[Block | Mapping[str, Any]] = "", *,
+                  tool_calls: Sequence[ToolCall | Mapping[str, Any]] = ()) -> Message:
+        """Append an assistant message recorded by the caller (``record()`` does this from a response)."""
+        blocks = list(_blocks(content, "assistant content")) if content else []
+        for i, c in enumerate(tool_calls):
+            blocks.append(c if isinstance(c, ToolCall) else block_from_dict({"type": "tool_call", **c}, f"tool_calls[{i}]"))
+        return self.add(Message("assistant", tuple(blocks)))
+
+    def _check_result(self, call_id: str, open_calls: frozenset[str]) -> None:
+        if call_id in open_calls:
+            return
+        if call_id in self.state.answered:
+            raise UnmatchedToolResultError(f"tool call {call_id!r} already has a result; record each result once")
+        hint = f"open calls: {sorted(open_calls)}" if open_calls else "no tool call is waiting for a result"
+        raise UnmatchedToolResultError(
+            f"no assistant tool call with id {call_id!r} is waiting for a result ({hint}); "
+            "record the assistant message with its tool calls first (session.record(response))"
+        )
+
+    def tool_result(self, call_id: str, output: Any, *, is_error: bool = False) -> Message:
+        """Record the result of a tool call. ``output``: text, bytes, JSON-able value, or blocks."""
+        self._check_result(call_id, self.state.open_calls)
+        content = self._ingest_output(output)
+        res = ToolResult(call_id, content, bool(is_error), self.state.call_names.get(call_id))
+        return self.add(Message("tool", (res,)))
+
+    def _ingest_output(self, output: Any) -> tuple[Text | Image, ...]:
+        if isinstance(output, list | tuple) and output and all(isinstance(b, Text | Image | Mapping) for b in output):
+            blocks = _blocks(output, "tool output")
+            return tuple(b for b in blocks if isinstance(b, Text | Image))
+        if isinstance(output, bytes | bytearray | memoryview):
+            raw = bytes(output)
+            if b"\x00" in raw[:8192]:
+                sha = self.store.put_blob(raw, session_id=self.id)
+                return (Text(f"[binary output: {len(raw):,} bytes, stored as artifact://{sha}]"),)
+            text, _ = clean_text(raw, "tool output")
+        elif isinstance(output, str):
+            text, _ = clean_text(output, "tool output")
+        elif output is None:
+            text = ""
+        else:
+            try:
+                text = json.dumps(output, ensure_ascii=False, default=str)
+            except (TypeError, ValueError) as e:
+                raise InvalidMessageError(f"tool output is not text, bytes or JSON-serializable: {e}") from None
+        if len(text) > OFFLOAD_CHARS:
+            sha = self.store.put_blob(text.encode("utf-8"), session_id=self.id)
+            text = elide(text, OFFLOAD_KEEP_CHARS) + (
+                f"\n[full output: {len(text):,} chars stored as artifact://{sha}]"
+            )
+        return (Text(text),)
+
+    # ------------------------------------------------------------------ building
+
+    def counter(self, fmt: str) -> TokenCounter:
+        c = self._counters.get(fmt)
+        if c is None:
+            spec = self.engine.spec
+            c = TokenCounter(spec.tokenizer, fmt, spec.token_factor, self._calibration(fmt))
+            self._counters[fmt] = c
+        return c
+
+    def _calibration_key(self, fmt: str) -> str:
+        return f"{self.engine.spec.name}|{fmt}"
+
+    def _calibration(self, fmt: str) -> Calibration:
+        cal = self._calibrations.get(fmt)
+        if cal is None:
+            cal = Calibration.from_dict(self.store.get_kv("calibration", self._calibration_key(fmt)))
+            self._calibrations[fmt] = cal
+        return cal
+
+    def build(self, provider: str | None = None) -> Pack:
+        """Build the request for the next model call."""
+        eng = self.engine
+        spec = eng.spec
+        fmt = _check_format(provider or eng.format or spec.default_format)
+        if self.state.open_calls:
+            raise UsageError(
+                f"tool call(s) {sorted(self.state.open_calls)} have no result yet; record them with "
+                "session.tool_result(call_id, output) before build()"
+            )
+        if not self.state.units and not self.state.task.declared:
+            raise UsageError("the session has no messages; add one with session.user('...') before build()")
+        counter = self.counter(fmt)
+        window = eng.window or spec.context_window
+        budget = Budget.for_window(window, spec.max_output, eng.budget)
+        cache_key = "ws-" + hashlib.sha256(self.id.encode()).hexdigest()[:24]
+        asm = assemble(self.state, self._layers, counter, budget, eng.budget, model=spec.name, cache_key=cache_key)
+        self._persist_truncation(asm)
+        req = asm.request
+        from dataclasses import replace
+
+        req = replace(req, model=eng.model, cache=plan_cache(req, spec.max_breakpoints))
+        rendered = eng.renderer(fmt).render(req)
+        manifest = self._manifest(asm, req, rendered, counter, fmt, window)
+        existing = self.store.get_pack(manifest.pack_id)
+        if existing is None:
+            self.store.save_pack(manifest.pack_id, self.id, self.state.seq, manifest.to_dict())
+        pack = Pack(rendered.request, manifest, rendered, req, fmt)
+        self.last_pack = pack
+        return pack
+
+    def _persist_truncation(self, asm: Assembly) -> None:
+        h = asm.history
+        if h is None:
+            return
+        keep = h.meta.get("keep_from_seq")
+        if keep is not None and keep > self.state.keep_from_seq:
+            self._append("compaction", {
+                "type": "truncate",
+                "keep_from_seq": keep,
+                "dropped_units": h.meta.get("dropped_units", 0),
+                "dropped_tokens": h.meta.get("dropped_tokens", 0),
+                "reason": "history over its budget",
+            })
+
+    def _manifest(self, asm: Assembly, req: NeutralRequest, rendered: Rendered, counter: TokenCounter,
+                  fmt: str, window: int) -> Manifest:
+        cfg = self.engine.budget
+        layers = {k: v.to_dict() for k, v in asm.layers.items()}
+        comp = {c: 0 for c in ("system", "tools", "skills", "memory", "knowledge", "task", "history", "tail")}
+        for name, u in asm.layers.items():
+            key = name if name in comp else ("system" if name == "instructions" else None)
+            if key:
+                comp[key] += u.used
+        comp["tail"] = sum(u.used for n, u in asm.layers.items() if n in ("task", "evidence", "memory", "knowledge"))
+        fill = asm.tokens / asm.budget.available
+        status = "ok"
+        warnings: list[str] = []
+        if fill >= cfg.block_at:
+            status = "block"
+        elif fill >= cfg.compact_at:
+            status = "compact"
+        elif fill >= cfg.warn_at:
+            status = "warn"
+        if status != "ok":
+            warnings.append(f"the request fills {fill:.0%} of the available budget ({status} threshold)")
+        n_tools = len(req.tools)
+        n_system = len(rendered.parts) - len(req.messages) - n_tools - (1 if req.tail_mode() == "new" else 0)
+        layout = {"tools": n_tools, "system": max(0, n_system)}
+        ptoks = prefix_tokens(req, counter)
+        checksum = rendered.checksum
+        pack_id = "pk_" + sha256_hex(f"{self.id}|{self.state.head}|{fmt}|{checksum}")[:20]
+        return Manifest(
+            pack_id=pack_id,
+            session_id=self.id,
+            seq=self.state.seq,
+            head=self.state.head,
+            model=self.engine.spec.name,
+            format=fmt,
+            window=window,
+            reserved_output=asm.budget.reserved_output,
+            available=asm.budget.available,
+            tokens=asm.tokens,
+            layers=layers,
+            components=comp,
+            actions=[a.to_dict() for a in asm.actions],
+            repairs=[r.to_dict() for r in self.state.repairs],
+            artifacts=sorted(set(asm.refs) | _artifact_refs(req)),
+            cache={
+                "breakpoints": req.cache.count,
+                "prefix_tokens": ptoks,
+                "prefix_parts": rendered.cache_prefix_parts,
+                "prefix_hash": rendered.prefix_hash,
+                "layout": layout,
+            },
+            checksum=checksum,
+            parts="".join(p[:PART_LEN] for p in rendered.parts),
+            status=status,
+            warnings=warnings,
+            calibration=counter.calibration.ratio,
+            messages=len(req.messages),
+        )
+
+    # ------------------------------------------------------------------ recording responses
+
+    def record(self, response: Any = None, *, message: Message | None = None, usage: Usage | Mapping[str, int] | None = None,
+               pack: Pack | None = None) -> Message | None:
+        """Record a provider response (parsed with the format of the pack it answers), or a neutral
+        ``message`` and/or ``usage``. Billed usage calibrates later token counts."""
+        pack = pack or self.last_pack
+        if response is not None:
+            if pack is None:
+                raise UsageError("record(response) needs the pack it answers; call build() first or pass pack=")
+            parsed = self.engine.renderer(pack.format).parse_response(response)
+            message, usage = parsed.message, parsed.usage
+        msg = None
+        if message is not None and message.content:
+            msg = self.add(message)
+        if usage is not None:
+            u = usage if isinstance(usage, Usage) else Usage.from_dict(usage)
+            self._append("usage", {"usage": u.to_dict(), "pack_id": pack.id if pack else None})
+            if pack is not None and u.prompt_tokens > 0:
+                cal = self._calibration(pack.format)
+                cal.observe(pack.tokens, u.prompt_tokens)
+                self.store.set_kv("calibration", self._calibration_key(pack.format), cal.to_dict())
+        return msg
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def messages(self) -> list[Message]:
+        """The full transcript (never trimmed by compaction)."""
+        return list(self.state.messages)
+
+    def packs(self) -> list[Manifest]:
+        return [Manifest.from_dict(m) for m in self.store.list_packs(self.id)]
+
+
+def _blocks(content: Any, where: str) -> tuple[Block, ...]:
+    if isinstance(content, str | bytes):
+        text, _ = clean_text(content, where)
+        return (Text(text),)
+    if isinstance(content, Block.__args__):  # type: ignore[attr-defined]
+        return (content,)
+    if not isinstance(content, Sequence):
+        raise InvalidMessageError(f"{where} must be text or a list of blocks, got {type(content).__name__}")
+    return tuple(b if isinstance(b, Block.__args__) else block_from_dict(b, f"{where}[{i}]")  # type: ignore[attr-defined]
+                 for i, b in enumerate(content))
+
+
+_ARTIFACT_RE = re.compile(r"artifact://[0-9a-f]{64}")
+_refs_cache: dict[str, tuple[str, ...]] = {}
+
+
+def _message_refs(m: Message) -> tuple[str, ...]:
+    key = m.digest
+    refs = _refs_cache.get(key)
+    if refs is None:
+        found: set[str] = set()
+        for b in m.content:
+            if isinstance(b, ToolResult | Text):
+                t = b.text
+                if "artifact://" in t:
+                    found.update(_ARTIFACT_RE.findall(t))
+        refs = tuple(sorted(found))
+        if len(_refs_cache) > 200_000:
+            _refs_cache.clear()
+        _refs_cache[key] = refs
+    return refs
+
+
+def _artifact_refs(req: NeutralRequest) -> set[str]:
+    """Every artifact reference in the request (per-message results are cached by digest)."""
+    refs: set[str] = set(_ARTIFACT_RE.findall(req.tail or ""))
+    for m in req.messages:
+        r = _message_refs(m)
+        if r:
+            refs.update(r)
+    return refs
+
+
+__all__ = ["Engine", "Pack", "Session"]

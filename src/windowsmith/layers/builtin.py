@@ -1,0 +1,252 @@
+"""The built-in context sources: system, instructions, tools, task, history and notes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..errors import TaskRequiredError
+from ..model import Message, Text, ToolResult
+from .base import BuildContext, Item, Layer
+
+if TYPE_CHECKING:
+    from ..state import SessionState
+    from ..tokens import TokenCounter
+
+
+class SystemLayer(Layer):
+    """System instructions: stable, required, first after tools."""
+
+    name = "system"
+
+    def items(self, ctx: BuildContext) -> Iterable[Item]:
+        for i, (name, text) in enumerate(ctx.state.system.items()):
+            if text:
+                yield Item(self.name, "system", "stable", text, priority=100, required=True,
+                           provenance=f"system:{name}", order=i)
+
+
+class ContextLayer(Layer):
+    """Stable session context (instruction files, project notes): after system, before history."""
+
+    name = "instructions"
+
+    def items(self, ctx: BuildContext) -> Iterable[Item]:
+        for i, (name, text) in enumerate(ctx.state.context.items()):
+            if text:
+                yield Item(self.name, "session", "session", text, priority=80, provenance=f"context:{name}",
+                           order=i, shrink=shrink_text)
+
+
+class ToolsLayer(Layer):
+    """Tool definitions, in declared order, canonically formatted (same tools → same bytes)."""
+
+    name = "tools"
+
+    def items(self, ctx: BuildContext) -> Iterable[Item]:
+        for i, t in enumerate(ctx.state.tools):
+            yield Item(self.name, "tools", "stable", t, priority=100, required=True, provenance=f"tool:{t.name}", order=i)
+
+
+class TaskLayer(Layer):
+    """Goal, current step and acceptance checklist, recited in the dynamic tail every turn."""
+
+    name = "task"
+
+    def items(self, ctx: BuildContext) -> Iterable[Item]:
+        task = ctx.state.task
+        if task.required and not task.declared:
+            raise TaskRequiredError(
+                f"session {ctx.state.session_id!r} requires a task but has no goal or acceptance checklist; "
+                "call session.task(goal=..., acceptance=[...]) before build()"
+            )
+        if task.goal:
+            yield Item(self.name, "tail", "dynamic", task.goal, priority=100, required=True, provenance="task:goal",
+                       header="TASK")
+        if task.step:
+            yield Item(self.name, "tail", "dynamic", task.step, priority=100, required=True, provenance="task:step",
+                       header="STEP")
+        if task.acceptance:
+            lines = "\n".join(f"- [{'x' if done else ' '}] {item}" for item, done in task.acceptance)
+            yield Item(self.name, "tail", "dynamic", lines, priority=100, required=True,
+                       provenance="task:acceptance", header="ACCEPTANCE")
+
+
+class NotesLayer(Layer):
+    """Notes added to the session for a tail section (memory, evidence, knowledge).
+
+    Newer notes have higher priority, so the oldest go first when the layer is over budget.
+    """
+
+    def __init__(self, name: str, header: str) -> None:
+        self.name = name
+        self.header = header
+
+    def items(self, ctx: BuildContext) -> Iterable[Item]:
+        notes = ctx.state.notes_for(self.name)
+        for i, note in enumerate(notes):
+            yield Item(self.name, "tail", "dynamic", note["text"], priority=i, provenance=note.get("source", self.name),
+                       header=self.header, order=i, shrink=shrink_text,
+                       meta={"ref": note["ref"]} if note.get("ref") else {})
+
+
+class HistoryLayer(Layer):
+    """The conversation as the model sees it: the view of the log after compaction records.
+
+    Yields a single item holding the visible messages; it shrinks by dropping whole units (a tool call
+    never leaves without its result) from the oldest, down to ``history_low_water`` of the cap so the
+    cache prefix breaks rarely. The user's first message is pinned and never dropped. Per-unit token
+    counts are kept incrementally, so a build costs O(new messages), not O(session).
+    """
+
+    name = "history"
+
+    def __init__(self, low_water: float = 0.7) -> None:
+        self.low_water = low_water
+        self._cache: dict[int, tuple[TokenCounter, list[int], list[int]]] = {}
+
+    def unit_counts(self, state: SessionState, counter: TokenCounter) -> tuple[list[int], list[int]]:
+        """Raw (unscaled) per-unit counts and their prefix sums, extended incrementally."""
+        entry = self._cache.get(id(counter))
+        if entry is None or entry[0] is not counter:
+            entry = (counter, [], [0])
+            self._cache[id(counter)] = entry
+        _, counts, prefix = entry
+        units = state.units
+        start = max(0, len(counts) - 1)  # the last unit may have grown since
+        del counts[start:]
+        del prefix[start + 1:]
+        for u in units[start:]:
+            n = sum(counter.raw_message(m) for m in u.messages)
+            counts.append(n)
+            prefix.append(prefix[-1] + n)
+        return counts, prefix
+
+    def items(self, ctx: BuildContext) -> Iterable[Item]:
+        state = ctx.state
+        if not state.units:
+            return
+        counts, prefix = self.unit_counts(state, ctx.counter)
+        lo = state.first_visible_unit()
+        pinned = lo > 0 and state.pinned
+        raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0)
+        yield Item(
+            self.name, "history", "session", state.view_slice(lo), priority=50, provenance="log",
+            shrink=self._shrink,
+            meta={"raw_tokens": raw, "first_unit": lo, "state": state, "counts": counts, "prefix": prefix},
+        )
+
+    def _shrink(self, item: Item, cap: int, counter: TokenCounter) -> Item | None:
+        meta = item.meta
+        state: SessionState = meta["state"]
+        counts: list[int] = meta["counts"]
+        prefix: list[int] = meta["prefix"]
+        n = len(counts)
+        lo = meta["first_unit"]
+        pinned_raw = counts[0] if state.pinned else 0
+        scale = counter.scale
+        target = cap * self.low_water
+        new_lo = lo
+        # drop oldest units until under the low-water mark, always keeping the newest unit
+        while new_lo < n - 1:
+            pin = pinned_raw if (new_lo > 0 and state.pinned) else 0
+            if (prefix[n] - prefix[new_lo] + pin) * scale <= target:
+                break
+            new_lo += 1
+        if new_lo == 0 and state.pinned:
+            new_lo = 1 if n > 1 else 0
+        if new_lo <= lo and (prefix[n] - prefix[lo] + (pinned_raw if lo > 0 else 0)) * scale <= cap:
+            return item
+        pin = pinned_raw if (new_lo > 0 and state.pinned) else 0
+        raw = prefix[n] - prefix[new_lo] + pin
+        messages = state.view_slice(new_lo)
+        clipped: list[str] = []
+        if raw * scale > cap:
+            # even the newest unit(s) do not fit: clip the largest tool results (overflow guard)
+            messages, raw, clipped = clip_messages(messages, cap, counter)
+        dropped = [i for i in range(lo, new_lo) if not (i == 0 and state.pinned)]
+        return replace(item, content=messages, meta={
+            **meta,
+            "raw_tokens": raw,
+            "first_unit": new_lo,
+            "keep_from_seq": state.units[new_lo].first_seq if new_lo < n else state.seq + 1,
+            "dropped_units": len(dropped),
+            "dropped_tokens": sum(counts[i] for i in dropped),
+            "clipped": clipped,
+        })
+
+
+def elide(text: str, keep_chars: int) -> str:
+    """Head + tail of ``text`` with a marker that says exactly how much was cut."""
+    if len(text) <= keep_chars:
+        return text
+    head = keep_chars * 2 // 3
+    tail = keep_chars - head
+    cut = text[head: len(text) - tail]
+    marker = f"\n[… windowsmith elided {cut.count(chr(10)) + 1} lines / {len(cut):,} chars …]\n"
+    return text[:head] + marker + text[len(text) - tail:]
+
+
+def shrink_text(item: Item, cap: int, counter: TokenCounter) -> Item | None:
+    """Shrink a text item to ``cap`` tokens by head + tail elision, or None if nothing useful fits."""
+    assert isinstance(item.content, str)
+    if cap < 32:
+        return None
+    text = item.content
+    keep = len(text)
+    while keep > 64:
+        keep = int(keep * min(0.9, cap / max(1, counter.text(text[:keep] if keep < len(text) else text))))
+        candidate = elide(item.content, keep)
+        if counter.text(candidate) <= cap:
+            return replace(item, content=candidate, meta={**item.meta, "elided": True})
+        text = candidate
+    return None
+
+
+def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter) -> tuple[tuple[Message, ...], int, list[str]]:
+    """Cut the largest tool results head + tail until the messages fit ``cap`` (scaled) tokens."""
+    msgs = list(messages)
+    clipped: list[str] = []
+    for _ in range(64):
+        raw = sum(counter.raw_message(m) for m in msgs)
+        if raw * counter.scale <= cap:
+            break
+        # find the largest tool result text
+        best: tuple[int, int, int] | None = None
+        for mi, m in enumerate(msgs):
+            for bi, b in enumerate(m.content):
+                if isinstance(b, ToolResult):
+                    size = counter.raw_text(b.text)
+                    if best is None or size > best[0]:
+                        best = (size, mi, bi)
+        if best is None or best[0] < 64:
+            break
+        size, mi, bi = best
+        over = raw - cap / counter.scale
+        keep_tokens = max(32, int(size - over - 64))
+        block = msgs[mi].content[bi]
+        assert isinstance(block, ToolResult)
+        text = block.text
+        keep_chars = max(128, int(len(text) * keep_tokens / max(1, size)))
+        new_text = elide(text, keep_chars)
+        new_block = ToolResult(block.call_id, (Text(new_text),), block.is_error, block.name)
+        content = list(msgs[mi].content)
+        content[bi] = new_block
+        msgs[mi] = Message(msgs[mi].role, tuple(content))
+        clipped.append(block.call_id)
+    raw = sum(counter.raw_message(m) for m in msgs)
+    return tuple(msgs), raw, clipped
+
+
+def default_layers(low_water: float = 0.7) -> list[Layer]:
+    return [
+        ToolsLayer(),
+        SystemLayer(),
+        ContextLayer(),
+        HistoryLayer(low_water),
+        TaskLayer(),
+        NotesLayer("evidence", "EVIDENCE"),
+        NotesLayer("memory", "MEMORY"),
+        NotesLayer("knowledge", "KNOWLEDGE"),
+    ]

@@ -1,0 +1,121 @@
+"""The manifest: what went into a pack, what was compressed or dropped, and why.
+
+Stored with every pack. ``parts`` is the request's cache-order part digests (12 hex chars each,
+concatenated), so two manifests can say exactly where a cache prefix broke without storing requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PART_LEN = 12
+
+
+@dataclass
+class Manifest:
+    pack_id: str
+    session_id: str
+    seq: int  # log seq the pack was built at
+    head: str | None  # log head hash
+    model: str
+    format: str
+    window: int
+    reserved_output: int
+    available: int
+    tokens: int  # counted tokens of the whole request
+    layers: dict[str, dict[str, Any]]
+    components: dict[str, int]
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    repairs: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[str] = field(default_factory=list)
+    cache: dict[str, Any] = field(default_factory=dict)
+    checksum: str = ""
+    parts: str = ""
+    status: str = "ok"  # ok | warn | compact | block
+    warnings: list[str] = field(default_factory=list)
+    calibration: float = 1.0
+    messages: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Manifest:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @property
+    def part_list(self) -> list[str]:
+        return [self.parts[i: i + PART_LEN] for i in range(0, len(self.parts), PART_LEN)]
+
+    @property
+    def fill(self) -> float:
+        return self.tokens / self.available if self.available else 0.0
+
+    def summary(self) -> str:
+        lines = [
+            f"pack {self.pack_id}  session {self.session_id}  seq {self.seq}  {self.model} ({self.format})",
+            f"tokens {self.tokens:,} of {self.available:,} available ({self.fill:.0%}); window {self.window:,}, "
+            f"reserved output {self.reserved_output:,}; status {self.status}",
+            "layers: " + ", ".join(f"{k} {v['used']:,}" for k, v in self.layers.items() if v["used"] or v["dropped"]),
+            f"cache: {self.cache.get('breakpoints', 0)} breakpoints, prefix {self.cache.get('prefix_tokens', 0):,} tokens "
+            f"({self.cache.get('prefix_hash', '')[:12]})",
+        ]
+        for a in self.actions:
+            lines.append(f"  {a['kind']} {a['layer']}: {a['tokens_before']:,} → {a['tokens_after']:,} tokens; {a['reason']}")
+        for r in self.repairs:
+            lines.append(f"  repair at seq {r['seq']}: {r['what']}")
+        for w in self.warnings:
+            lines.append(f"  warning: {w}")
+        lines.append(f"checksum {self.checksum[:16]}")
+        return "\n".join(lines)
+
+
+def diff(a: Manifest, b: Manifest) -> dict[str, Any]:
+    """What changed from pack ``a`` to pack ``b``, and where ``b``'s cache prefix diverged from ``a``."""
+    pa, pb = a.part_list, b.part_list
+    shared = 0
+    for x, y in zip(pa, pb, strict=False):
+        if x != y:
+            break
+        shared += 1
+    a_prefix = a.cache.get("prefix_parts", 0)
+    prefix_kept = shared >= a_prefix
+    layers = {}
+    for name in sorted(set(a.layers) | set(b.layers)):
+        ua = a.layers.get(name, {}).get("used", 0)
+        ub = b.layers.get(name, {}).get("used", 0)
+        if ua != ub:
+            layers[name] = {"a": ua, "b": ub, "delta": ub - ua}
+    return {
+        "a": a.pack_id,
+        "b": b.pack_id,
+        "same_session": a.session_id == b.session_id,
+        "tokens": {"a": a.tokens, "b": b.tokens, "delta": b.tokens - a.tokens},
+        "layers": layers,
+        "parts": {"a": len(pa), "b": len(pb), "shared": shared},
+        "cache_prefix": {
+            "a_prefix_parts": a_prefix,
+            "kept": prefix_kept,
+            "broke_at_part": None if prefix_kept else shared,
+            "broke_in": None if prefix_kept else _locate(b, shared),
+        },
+        "actions_b": b.actions,
+        "identical": a.checksum == b.checksum,
+    }
+
+
+def _locate(m: Manifest, part: int) -> str:
+    """Name the region of the request a part index falls in (tools, system, message N)."""
+    layout = m.cache.get("layout", {})
+    tools = layout.get("tools", 0)
+    system = layout.get("system", 0)
+    if part < tools:
+        return f"tools (definition {part})"
+    if part < tools + system:
+        return f"system (block {part - tools})"
+    return f"messages (message {part - tools - system})"
+
+
+__all__ = ["Manifest", "diff"]

@@ -1,0 +1,204 @@
+"""Session state: a pure, incremental fold of the session's log.
+
+``SessionState.apply(event)`` is the only way state changes, so the state after loading a log is the
+same as the state that was built live, and every pack is a function of (log, config).
+
+The history view groups messages into *units* that are kept or dropped together: a user message, an
+assistant message without tool calls, or an *exchange* (an assistant message with tool calls plus the
+tool messages answering them). A tool call is never separated from its result. If a new message
+arrives while calls are unanswered, the exchange is closed with a synthetic error result and the
+repair is recorded (the log itself is not edited).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidMessageError, StoreError
+from .model import Event, Message, Text, ToolResult, ToolSpec, Usage
+
+MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Messages kept or dropped together. ``first_seq`` is the log seq of its first message."""
+
+    messages: tuple[Message, ...]
+    first_seq: int
+    last_seq: int
+    open_calls: frozenset[str] = frozenset()
+    pinned: bool = False
+
+    @property
+    def is_open(self) -> bool:
+        return bool(self.open_calls)
+
+
+@dataclass
+class TaskState:
+    goal: str | None = None
+    step: str | None = None
+    acceptance: tuple[tuple[str, bool], ...] = ()
+    required: bool = False
+
+    @property
+    def declared(self) -> bool:
+        return bool(self.goal or self.acceptance)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "goal": self.goal,
+            "step": self.step,
+            "acceptance": [{"item": a, "done": d} for a, d in self.acceptance],
+            "required": self.required,
+        }
+
+
+@dataclass
+class Repair:
+    seq: int
+    what: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "what": self.what}
+
+
+@dataclass
+class SessionState:
+    session_id: str
+    system: dict[str, str] = field(default_factory=dict)  # layer name → text (system, instructions, ...)
+    context: dict[str, str] = field(default_factory=dict)  # stable session context, by name
+    tools: tuple[ToolSpec, ...] = ()
+    task: TaskState = field(default_factory=TaskState)
+    messages: list[Message] = field(default_factory=list)  # the full transcript, never trimmed
+    units: list[Unit] = field(default_factory=list)
+    view: list[Message] = field(default_factory=list)  # flat history as sent (with repairs), append-only
+    unit_start: list[int] = field(default_factory=list)  # index in ``view`` of each unit's first message
+    notes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # memory/evidence/knowledge items
+    usages: list[tuple[int, Usage, str | None]] = field(default_factory=list)  # (seq, usage, pack id)
+    keep_from_seq: int = 0  # history truncation boundary (from compaction records)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    repairs: list[Repair] = field(default_factory=list)
+    call_names: dict[str, str] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
+    head: str | None = None
+    seq: int = -1
+    version: int = 0  # bumps on every change of the history view
+
+    # ------------------------------------------------------------------ folding events
+
+    def apply(self, event: Event) -> None:
+        if event.parent != self.head:
+            raise StoreError(
+                f"session {self.session_id!r}: event seq {event.seq} has parent {event.parent!r}, "
+                f"expected {self.head!r}; the log is corrupt (run `windowsmith verify`)"
+            )
+        d = event.data
+        kind = event.kind
+        if kind == "system":
+            name = d.get("name", "system")
+            if d.get("slot") == "session":
+                self.context[name] = d["text"]
+            else:
+                self.system[name] = d["text"]
+        elif kind == "tools":
+            self.tools = tuple(ToolSpec(t["name"], t.get("description", ""), t["parameters"]) for t in d["tools"])
+        elif kind == "task":
+            self.task = TaskState(
+                goal=d.get("goal"),
+                step=d.get("step"),
+                acceptance=tuple((a["item"], bool(a.get("done", False))) for a in d.get("acceptance", [])),
+                required=bool(d.get("required", False)),
+            )
+        elif kind == "message":
+            self._apply_message(Message.from_dict(d["message"]), event.seq)
+        elif kind == "usage":
+            self.usages.append((event.seq, Usage.from_dict(d["usage"]), d.get("pack_id")))
+        elif kind == "compaction":
+            self.compactions.append(dict(d))
+            if "keep_from_seq" in d:
+                self.keep_from_seq = max(self.keep_from_seq, int(d["keep_from_seq"]))
+                self.version += 1
+        elif kind == "meta" and d.get("type") == "note":
+            self.notes.setdefault(d["layer"], []).append(dict(d))
+        self.head = event.hash
+        self.seq = event.seq
+
+    def _apply_message(self, msg: Message, seq: int) -> None:
+        self.version += 1
+        self.messages.append(msg)
+        if msg.role == "tool":
+            self._apply_tool_message(msg, seq)
+            return
+        last = self.units[-1] if self.units else None
+        if last is not None and last.is_open:
+            self._close_open_unit(seq)
+        calls = msg.tool_calls
+        for c in calls:
+            self.call_names[c.id] = c.name
+        pinned = not self.units and msg.role == "user"
+        self.unit_start.append(len(self.view))
+        self.view.append(msg)
+        self.units.append(
+            Unit((msg,), seq, seq, open_calls=frozenset(c.id for c in calls), pinned=pinned)
+        )
+
+    def _apply_tool_message(self, msg: Message, seq: int) -> None:
+        last = self.units[-1] if self.units else None
+        ids = [r.call_id for r in msg.tool_results]
+        if last is None or not last.open_calls.issuperset(ids):
+            # validated at the API edge; a log written by an older version may still hold one
+            raise InvalidMessageError(f"tool result(s) {ids} at seq {seq} answer no open tool call")
+        self.answered.update(ids)
+        self.view.append(msg)
+        self.units[-1] = Unit((*last.messages, msg), last.first_seq, seq, last.open_calls - set(ids), last.pinned)
+
+    def _close_open_unit(self, seq: int) -> None:
+        last = self.units[-1]
+        synth = tuple(
+            ToolResult(call_id=cid, content=(Text(MISSING_RESULT_TEXT),), is_error=True, name=self.call_names.get(cid))
+            for cid in sorted(last.open_calls)
+        )
+        self.repairs.append(
+            Repair(seq, f"tool call(s) {sorted(last.open_calls)} had no result when the next message arrived; "
+                        "a synthetic error result was inserted in the view")
+        )
+        self.view.append(Message("tool", synth))
+        self.units[-1] = Unit((*last.messages, Message("tool", synth)), last.first_seq, last.last_seq, frozenset(), last.pinned)
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def open_calls(self) -> frozenset[str]:
+        return self.units[-1].open_calls if self.units else frozenset()
+
+    def first_visible_unit(self) -> int:
+        """Index of the first unit at or after the truncation boundary (units are sorted by seq)."""
+        if self.keep_from_seq <= 0:
+            return 0
+        return bisect.bisect_left(self.units, self.keep_from_seq, key=lambda u: u.first_seq)
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the first unit is the user's original request, kept even when older history goes."""
+        return bool(self.units) and self.units[0].pinned
+
+    def view_slice(self, first_unit: int) -> tuple[Message, ...]:
+        """The history as sent: the pinned first unit (if before ``first_unit``) plus units from there on."""
+        if first_unit >= len(self.units):
+            return ()
+        tail = self.view[self.unit_start[first_unit]:]
+        if first_unit > 0 and self.pinned:
+            head_end = self.unit_start[1] if len(self.units) > 1 else len(self.view)
+            return tuple(self.view[:head_end]) + tuple(tail)
+        return tuple(tail)
+
+    def notes_for(self, layer: str) -> list[Mapping[str, Any]]:
+        return self.notes.get(layer, [])
+
+
+__all__ = ["MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit"]

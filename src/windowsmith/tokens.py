@@ -1,0 +1,297 @@
+"""Exact token counting, offline, counted once per content.
+
+The o200k_base and cl100k_base BPE rank files ship inside the package and are checked against the
+sha256 that ``tiktoken_ext.openai_public`` expects, so no network is ever needed.
+
+OpenAI families count exactly. Anthropic and Gemini have no public offline tokenizer; they use the
+closest exact encoding times the model's ``token_factor`` from the registry, and every billed usage
+passed to ``Calibration.observe`` refines a per-model correction that later counts use.
+
+Each text is tokenized once per process: counts are cached by content digest (and whole messages by
+their digest), so a long session tokenizes only its new content on each turn.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+
+from .errors import TokenizerError
+from .hashing import text_digest
+from .model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    from .request import NeutralRequest
+
+_ENDOFTEXT = "<|endoftext|>"
+_ENDOFPROMPT = "<|endofprompt|>"
+
+# The encoding specs, as in tiktoken_ext.openai_public (pat_str and special tokens), with the files
+# shipped in windowsmith/data/tokenizers instead of downloaded ones.
+_SPECS: dict[str, dict[str, Any]] = {
+    "o200k_base": {
+        "expected_hash": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        "special_tokens": {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+        "pat_str": "|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+    },
+    "cl100k_base": {
+        "expected_hash": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        "special_tokens": {
+            _ENDOFTEXT: 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            _ENDOFPROMPT: 100276,
+        },
+        "pat_str": r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+    },
+}
+
+ENCODINGS: tuple[str, ...] = tuple(_SPECS)
+
+_enc_lock = threading.Lock()
+_encodings: dict[str, tiktoken.Encoding] = {}
+
+
+def get_encoding(name: str) -> tiktoken.Encoding:
+    """The tiktoken encoding ``name`` built from the BPE file shipped in the package."""
+    enc = _encodings.get(name)
+    if enc is not None:
+        return enc
+    spec = _SPECS.get(name)
+    if spec is None:
+        raise TokenizerError(f"unknown encoding {name!r}; windowsmith ships {', '.join(ENCODINGS)}")
+    with _enc_lock:
+        enc = _encodings.get(name)
+        if enc is None:
+            ref = resources.files("windowsmith") / "data" / "tokenizers" / f"{name}.tiktoken"
+            try:
+                with resources.as_file(ref) as path:
+                    ranks = load_tiktoken_bpe(str(path), expected_hash=spec["expected_hash"])
+            except FileNotFoundError:
+                raise TokenizerError(
+                    f"the tokenizer file {name}.tiktoken is missing from the windowsmith package; reinstall windowsmith"
+                ) from None
+            except ValueError as e:  # tiktoken raises ValueError on a hash mismatch
+                raise TokenizerError(f"the shipped {name}.tiktoken is corrupt ({e}); reinstall windowsmith") from None
+            enc = tiktoken.Encoding(
+                name=name, pat_str=spec["pat_str"], mergeable_ranks=ranks, special_tokens=spec["special_tokens"]
+            )
+            _encodings[name] = enc
+    return enc
+
+
+class _CountCache:
+    """Process-wide text → token count cache, keyed by (encoding, content digest)."""
+
+    def __init__(self, maxsize: int = 500_000) -> None:
+        self._d: dict[tuple[str, str], int] = {}
+        self.maxsize = maxsize
+        self.hits = 0
+        self.misses = 0
+
+    def count(self, enc_name: str, text: str) -> int:
+        if not text:
+            return 0
+        if len(text) < 64:  # hashing short strings costs about as much as encoding them
+            key: tuple[str, str] = (enc_name, text)
+        else:
+            key = (enc_name, text_digest(text))
+        n = self._d.get(key)
+        if n is not None:
+            self.hits += 1
+            return n
+        self.misses += 1
+        n = len(get_encoding(enc_name).encode_ordinary(text))
+        if len(self._d) >= self.maxsize:
+            # drop the oldest half (dicts keep insertion order)
+            for k in list(self._d)[: self.maxsize // 2]:
+                del self._d[k]
+        self._d[key] = n
+        return n
+
+
+COUNT_CACHE = _CountCache()
+
+
+def count_text(text: str, encoding: str = "o200k_base") -> int:
+    """Exact number of tokens of ``text`` in ``encoding`` (cached by content)."""
+    return COUNT_CACHE.count(encoding, text)
+
+
+# Per-format structural overheads (tokens). OpenAI's are documented in the cookbook ("How to count
+# tokens with tiktoken"): 3 per message, 3 to prime the reply, about 8 per function definition plus
+# the definitions themselves. Anthropic adds a tool-use system prompt when tools are present (346
+# tokens for Claude 4.x with tool_choice auto, per its tool-use pricing table). The rest is measured
+# by calibration against billed usage.
+@dataclass(frozen=True)
+class Overheads:
+    per_message: int
+    per_request: int
+    per_tool: int
+    tools_base: int
+    per_tool_call: int
+    per_tool_result: int
+    image: int
+
+
+OVERHEADS: dict[str, Overheads] = {
+    "openai-chat": Overheads(per_message=3, per_request=3, per_tool=8, tools_base=12, per_tool_call=7, per_tool_result=4, image=765),
+    "openai-responses": Overheads(per_message=4, per_request=3, per_tool=8, tools_base=12, per_tool_call=7, per_tool_result=5, image=765),
+    "anthropic": Overheads(per_message=4, per_request=3, per_tool=6, tools_base=346, per_tool_call=10, per_tool_result=6, image=1600),
+    "gemini": Overheads(per_message=3, per_request=2, per_tool=6, tools_base=8, per_tool_call=6, per_tool_result=6, image=258),
+}
+
+
+@dataclass
+class Calibration:
+    """Per-model correction learnt from billed usage: ``billed / counted``, smoothed.
+
+    The ratio is an exponential moving average (``alpha``) of observed ratios, clamped to
+    ``[low, high]`` so one odd response cannot wreck the budget.
+    """
+
+    ratio: float = 1.0
+    observations: int = 0
+    alpha: float = 0.3
+    low: float = 0.5
+    high: float = 2.0
+    last_error: float | None = field(default=None)
+
+    def observe(self, counted: int, billed: int) -> float:
+        if counted <= 0 or billed <= 0:
+            return self.ratio
+        # compare the raw count (without the current correction) with what was billed
+        raw = counted / self.ratio
+        observed = billed / raw
+        self.last_error = (counted - billed) / billed
+        if self.observations == 0:
+            self.ratio = observed
+        else:
+            self.ratio = (1 - self.alpha) * self.ratio + self.alpha * observed
+        self.ratio = min(self.high, max(self.low, self.ratio))
+        self.observations += 1
+        return self.ratio
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ratio": self.ratio, "observations": self.observations, "last_error": self.last_error}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Calibration:
+        if not d:
+            return cls()
+        return cls(ratio=float(d.get("ratio", 1.0)), observations=int(d.get("observations", 0)), last_error=d.get("last_error"))
+
+
+class TokenCounter:
+    """Counts tokens of messages, tools and requests for one model in one provider format.
+
+    ``factor`` is the registry's ``token_factor`` (1.0 for OpenAI models); ``calibration`` is the
+    correction learnt from billed usage. Message counts are cached by message digest.
+    """
+
+    def __init__(self, encoding: str = "o200k_base", fmt: str = "openai-chat", factor: float = 1.0,
+                 calibration: Calibration | None = None) -> None:
+        if fmt not in OVERHEADS:
+            raise TokenizerError(f"unknown request format {fmt!r}; use one of {', '.join(OVERHEADS)}")
+        get_encoding(encoding)  # fail early on a bad encoding
+        self.encoding = encoding
+        self.format = fmt
+        self.factor = factor
+        self.calibration = calibration or Calibration()
+        self.overheads = OVERHEADS[fmt]
+        self._messages: dict[str, int] = {}
+
+    @property
+    def scale(self) -> float:
+        return self.factor * self.calibration.ratio
+
+    def _scaled(self, raw: int) -> int:
+        s = self.scale
+        return raw if s == 1.0 else math.ceil(raw * s)
+
+    def raw_text(self, text: str) -> int:
+        return COUNT_CACHE.count(self.encoding, text)
+
+    def text(self, text: str) -> int:
+        """Tokens of a bare text (no structural overhead)."""
+        return self._scaled(self.raw_text(text))
+
+    def _raw_block(self, b: Any) -> int:
+        o = self.overheads
+        if isinstance(b, Text):
+            return self.raw_text(b.text)
+        if isinstance(b, ToolCall):
+            return o.per_tool_call + self.raw_text(b.name) + self.raw_text(b.arguments_json)
+        if isinstance(b, ToolResult):
+            return o.per_tool_result + sum(self._raw_block(c) for c in b.content)
+        if isinstance(b, Image):
+            return o.image
+        if isinstance(b, Thinking):
+            return self.raw_text(b.text) + 8
+        return 0
+
+    def raw_message(self, m: Message) -> int:
+        key = m.digest
+        n = self._messages.get(key)
+        if n is None:
+            n = self.overheads.per_message + sum(self._raw_block(b) for b in m.content)
+            if len(self._messages) > 200_000:
+                self._messages.clear()
+            self._messages[key] = n
+        return n
+
+    def message(self, m: Message) -> int:
+        return self._scaled(self.raw_message(m))
+
+    def raw_tools(self, tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> int:
+        if not tools:
+            return 0
+        o = self.overheads
+        return o.tools_base + sum(o.per_tool + self.raw_text(t.canonical) for t in tools)
+
+    def tools(self, tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> int:
+        return self._scaled(self.raw_tools(tools))
+
+    def raw_segment(self, text: str) -> int:
+        return (self.overheads.per_message + self.raw_text(text)) if text else 0
+
+    def segment(self, text: str) -> int:
+        """A system or context segment rendered as its own block/message."""
+        return self._scaled(self.raw_segment(text))
+
+    def request(self, req: NeutralRequest) -> int:
+        """Tokens of a whole neutral request as this format sends it."""
+        raw = self.overheads.per_request + self.raw_tools(req.tools)
+        raw += self.raw_segment(req.system_text) + self.raw_segment(req.session_text)
+        raw += sum(self.raw_message(m) for m in req.messages)
+        if req.tail:
+            raw += self.raw_text(req.tail) + (self.overheads.per_message if req.tail_mode() == "new" else 2)
+        return self._scaled(raw)
+
+
+__all__ = [
+    "COUNT_CACHE",
+    "ENCODINGS",
+    "OVERHEADS",
+    "Calibration",
+    "TokenCounter",
+    "count_text",
+    "get_encoding",
+]

@@ -1,0 +1,86 @@
+import hashlib
+from importlib import resources
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from windowsmith.errors import TokenizerError
+from windowsmith.model import Message, Text, ToolCall, ToolResult, ToolSpec
+from windowsmith.tokens import COUNT_CACHE, Calibration, TokenCounter, count_text, get_encoding
+
+
+def test_shipped_bpe_files_match_tiktoken_expected_hashes():
+    expected = {
+        "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    }
+    for name, sha in expected.items():
+        data = (resources.files("windowsmith") / "data" / "tokenizers" / f"{name}.tiktoken").read_bytes()
+        assert hashlib.sha256(data).hexdigest() == sha
+
+
+def test_known_token_counts_offline():
+    # reference values from OpenAI's tokenizer for these encodings
+    assert get_encoding("cl100k_base").encode("hello world") == [15339, 1917]
+    assert get_encoding("o200k_base").encode("hello world") == [24912, 2375]
+    assert count_text("tiktoken is great!", "cl100k_base") == 6
+
+
+def test_unknown_encoding_is_a_clear_error():
+    with pytest.raises(TokenizerError, match="ships o200k_base, cl100k_base"):
+        get_encoding("p50k_base")
+
+
+def test_each_text_is_tokenized_once_per_process():
+    text = "a unique piece of content for the cache test " * 20
+    before = COUNT_CACHE.misses
+    n1 = count_text(text)
+    n2 = count_text(text)
+    assert n1 == n2 > 0
+    assert COUNT_CACHE.misses == before + 1
+
+
+def test_message_count_includes_overheads_and_tool_blocks():
+    c = TokenCounter("o200k_base", "openai-chat")
+    m = Message("assistant", (Text("ok"), ToolCall("c1", "get_order", {"id": 1234})))
+    raw = 3 + count_text("ok") + 7 + count_text("get_order") + count_text('{"id":1234}')
+    assert c.message(m) == raw
+    r = Message("tool", (ToolResult("c1", (Text("done"),)),))
+    assert c.message(r) == 3 + 4 + count_text("done")
+
+
+def test_factor_and_calibration_scale_counts():
+    c = TokenCounter("o200k_base", "anthropic", factor=1.15)
+    text = "The quick brown fox jumps over the lazy dog. " * 10
+    raw = count_text(text)
+    assert c.text(text) == -(-raw * 115 // 100) or c.text(text) == int(raw * 1.15) + 1
+    c.calibration.observe(counted=c.text(text), billed=int(raw * 1.3))
+    assert c.text(text) == pytest.approx(raw * 1.3, rel=0.01)
+
+
+def test_calibration_smooths_and_clamps():
+    cal = Calibration()
+    cal.observe(1000, 1100)
+    assert cal.ratio == pytest.approx(1.1)
+    cal.observe(1100, 1100 * 10)  # one absurd observation cannot push past the clamp
+    assert cal.ratio <= 2.0
+    assert cal.observations == 2
+    assert Calibration.from_dict(cal.to_dict()).ratio == cal.ratio
+    assert cal.observe(0, 100) == cal.ratio  # ignored
+
+
+def test_tools_count_is_stable_for_equal_schemas():
+    a = ToolSpec.from_dict({"name": "t", "description": "d", "parameters": {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}}})
+    b = ToolSpec.from_dict({"name": "t", "description": "d", "parameters": {"properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "type": "object"}})
+    assert a.canonical == b.canonical
+    c = TokenCounter()
+    assert c.tools([a]) == c.tools([b]) > 12
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.text(max_size=200), max_size=5))
+def test_counts_are_additive_over_messages(texts):
+    c = TokenCounter()
+    msgs = [Message.user(t or "x") for t in texts]
+    assert sum(c.message(m) for m in msgs) == sum(3 + count_text(t or "x") for t in texts)
