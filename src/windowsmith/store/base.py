@@ -1,0 +1,383 @@
+"""The session store interface every storage engine implements.
+
+A store holds four things, all keyed by session where it matters:
+
+* **the log**: per session, an append-only chain of :class:`~windowsmith.model.Event` rows. Each
+  event's ``hash`` is ``chain_hash(parent, canonical_json({"kind": kind, "data": data}))`` and its
+  ``seq`` counts from 0. Appends are optimistic: the caller names the head it last saw
+  (``expected_parent``) and the append fails with :class:`~windowsmith.errors.StoreError` if another
+  writer moved the session on. ``created_at`` is stored but is not part of any hash.
+* **packs**: the manifest of every context pack built for a session, in build order, addressable by
+  a unique prefix of their id (like git).
+* **blobs**: content-addressed bytes (sha256 hex), stored once, with a reference per session that
+  uses them; :meth:`Store.gc_blobs` removes blobs no session references.
+* **key-value**: small JSON values per scope (calibration data).
+
+Validation (event kind, JSON-ability, unicode) happens here, before a backend opens a transaction;
+backends only write prepared rows. Errors follow :mod:`windowsmith.errors`: a bad call raises a
+:class:`~windowsmith.errors.UsageError` subclass, a failure of the store itself a ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from ..errors import InvalidMessageError, StoreError, UsageError
+from ..hashing import HASH_SCHEME, canonical_json, chain_hash
+from ..model import EVENT_KINDS, Event
+
+#: Highest U+ code point; ``prefix <= id < prefix + _MAX_CHAR`` selects the ids starting with prefix.
+_MAX_CHAR = "\U0010ffff"
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A session as the store knows it: its metadata and where its log stands."""
+
+    id: str
+    meta: Mapping[str, Any]
+    created_at: datetime
+    head: str | None  # hash of the last event, None for an empty session
+    event_count: int
+
+
+@dataclass(frozen=True)
+class PreparedEvent:
+    """An event validated and hashed before any transaction opens (seq is assigned by the backend)."""
+
+    kind: str
+    data_json: str
+    hash: str
+    parent: str | None
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def check_session_id(session_id: Any) -> str:
+    if not isinstance(session_id, str) or not session_id:
+        raise UsageError(f"a session id must be a non-empty string, got {session_id!r}")
+    return session_id
+
+
+def to_json(value: Any, what: str, error: type[UsageError] = UsageError) -> str:
+    """``canonical_json(value)``, turning every way it can fail into ``error`` naming ``what``."""
+    try:
+        text = canonical_json(value)
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # before ValueError, its base class
+        raise error(
+            f"{what} contains a lone surrogate and is not valid UTF-8; clean its text with "
+            "windowsmith.model.clean_text before storing it"
+        ) from None
+    except (TypeError, ValueError) as e:  # unserializable type, NaN/Infinity, circular reference
+        raise error(
+            f"{what} is not JSON-serializable: {e}; pass plain dicts, lists, str, int, float, bool, None"
+        ) from None
+    return text
+
+
+def prepare_events(items: Sequence[tuple[str, Mapping[str, Any]]], parent: str | None) -> list[PreparedEvent]:
+    """Validate ``items`` and hash them as a chain starting after ``parent``.
+
+    Hashing before the transaction is sound because the backend refuses the write unless the
+    session's head *is* ``parent``; the lock is then held only for the head check and the inserts.
+    """
+    out: list[PreparedEvent] = []
+    for i, item in enumerate(items):
+        try:
+            kind, data = item
+        except (TypeError, ValueError):
+            raise InvalidMessageError(f"item {i} must be a (kind, data) pair, got {item!r:.80}") from None
+        if kind not in EVENT_KINDS:
+            raise InvalidMessageError(f"item {i} has unknown event kind {kind!r}; use one of {', '.join(EVENT_KINDS)}")
+        if not isinstance(data, Mapping):
+            raise InvalidMessageError(f"item {i} ({kind}) data must be a JSON object (dict), got {type(data).__name__}")
+        data_json = to_json(data, f"item {i} ({kind}) data", InvalidMessageError)
+        # == canonical_json({"kind": kind, "data": data}): keys sort as "data" < "kind"; saves a 2nd dump.
+        payload = '{"data":' + data_json + ',"kind":' + canonical_json(kind) + "}"
+        h = chain_hash(parent, payload)
+        out.append(PreparedEvent(kind, data_json, h, parent))
+        parent = h
+    return out
+
+
+def moved_on(session_id: str, head: str | None, expected: str | None) -> StoreError:
+    return StoreError(
+        f"session {session_id!r} moved on: head is {head}, expected {expected}; "
+        "reload the session (store.head()) and rebuild before appending"
+    )
+
+
+def unknown_session(session_id: str) -> UsageError:
+    return UsageError(
+        f"no session {session_id!r} in this store; create it with store.create_session({session_id!r}, meta) "
+        "or check the id against store.list_sessions()"
+    )
+
+
+def event_from_row(seq: int, kind: str, data_json: str, hash_: str, parent: str | None) -> Event:
+    return Event(seq=seq, kind=kind, data=json.loads(data_json), hash=hash_, parent=parent)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Migrations
+# ---------------------------------------------------------------------------------------------------
+
+C = TypeVar("C")
+
+
+class Migrations(Generic[C]):
+    """An ordered registry of named, forward-only migrations (``@migrations`` on ``def m001_x(conn)``).
+
+    A backend applies each unapplied migration in its own transaction together with the row that
+    records it, and refuses a database that records a migration this code does not know (it was
+    written by a newer windowsmith).
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[str, Callable[[C], None]] = {}
+
+    def __call__(self, fn: Callable[[C], None]) -> Callable[[C], None]:
+        name = fn.__name__
+        if name in self._items:
+            raise RuntimeError(f"migration {name} registered twice")
+        if self._items and name <= list(self._items)[-1]:
+            raise RuntimeError(f"migration {name} must sort after {list(self._items)[-1]}")
+        self._items[name] = fn
+        return fn
+
+    def __iter__(self) -> Iterator[tuple[str, Callable[[C], None]]]:
+        return iter(self._items.items())
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._items)
+
+    def check_known(self, applied: set[str], where: str) -> None:
+        unknown = sorted(applied - set(self._items))
+        if unknown:
+            raise StoreError(
+                f"{where} was written by a newer windowsmith (unknown migrations: {', '.join(unknown)}); "
+                "upgrade windowsmith (pip install -U windowsmith) to open it"
+            )
+
+
+# ---------------------------------------------------------------------------------------------------
+# The interface
+# ---------------------------------------------------------------------------------------------------
+
+
+class Store(ABC):
+    """Abstract session store. See the module docstring for what it holds and its guarantees.
+
+    Stores are context managers; leaving the ``with`` block closes them.
+    """
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_session(self, session_id: str, meta: Mapping[str, Any] | None = None) -> None:
+        """Create a session. Idempotent when the session exists with equal ``meta``; a different
+        ``meta`` raises :class:`~windowsmith.errors.UsageError`."""
+
+    @abstractmethod
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session's record, or None if there is no such session."""
+
+    @abstractmethod
+    def list_sessions(self) -> list[SessionRecord]:
+        """Every session, oldest first."""
+
+    @abstractmethod
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session with its events, packs and blob references (blobs stay until
+        :meth:`gc_blobs`). Returns whether it existed."""
+
+    # -- log --------------------------------------------------------------------------------------
+
+    def append(self, session_id: str, kind: str, data: Mapping[str, Any], *, expected_parent: str | None) -> Event:
+        """Append one event after ``expected_parent`` (the head hash the caller last saw; None for
+        an empty session). Raises ``StoreError`` if the session moved on, ``InvalidMessageError``
+        for a bad kind or non-JSON data, ``UsageError`` for an unknown session."""
+        return self.append_many(session_id, [(kind, data)], expected_parent=expected_parent)[0]
+
+    def append_many(
+        self,
+        session_id: str,
+        items: Sequence[tuple[str, Mapping[str, Any]]],
+        *,
+        expected_parent: str | None,
+    ) -> list[Event]:
+        """Append several events in one transaction: all are written or none."""
+        check_session_id(session_id)
+        if isinstance(items, tuple) and len(items) == 2 and isinstance(items[0], str):
+            raise UsageError("append_many takes a list of (kind, data) pairs; for one event use append()")
+        prepared = prepare_events(items, expected_parent)
+        if not prepared:
+            return []
+        return self._write_events(session_id, prepared, expected_parent)
+
+    @abstractmethod
+    def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None) -> list[Event]:
+        """Atomically: check the head is ``expected_parent``, insert ``prepared`` with the next seqs."""
+
+    @abstractmethod
+    def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
+        """Events with ``seq >= since_seq``, in seq order."""
+
+    @abstractmethod
+    def head(self, session_id: str) -> Event | None:
+        """The last event of the session, or None if it has none."""
+
+    def verify(self, session_id: str) -> None:
+        """Recompute every hash and parent link; raise ``StoreError`` naming the first bad seq."""
+        record = self.get_session(session_id)
+        if record is None:
+            raise unknown_session(session_id)
+        parent: str | None = None
+        expected_seq = 0
+        for e in self.events(session_id):
+            where = f"session {session_id!r} is corrupt at seq {e.seq}"
+            if e.seq != expected_seq:
+                raise StoreError(f"{where}: expected seq {expected_seq} (a row is missing or renumbered)")
+            if e.parent != parent:
+                raise StoreError(f"{where}: parent is {e.parent}, but the previous event's hash is {parent}")
+            scheme = e.hash.split(":", 1)[0]
+            if scheme != HASH_SCHEME:
+                raise StoreError(
+                    f"{where}: hash scheme {scheme!r} is not {HASH_SCHEME!r}; "
+                    "a newer windowsmith wrote it (upgrade) or the row was edited"
+                )
+            recomputed = chain_hash(parent, e.payload_json())
+            if recomputed != e.hash:
+                raise StoreError(
+                    f"{where}: stored hash {e.hash} != recomputed {recomputed}; the row was changed outside windowsmith"
+                )
+            parent = e.hash
+            expected_seq += 1
+        if record.head != parent or record.event_count != expected_seq:
+            raise StoreError(
+                f"session {session_id!r} is corrupt: its record says head {record.head} after "
+                f"{record.event_count} events, the log ends at {parent} after {expected_seq}"
+            )
+
+    # -- packs ------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
+        """Record a pack built from the session's log up to ``seq``. Saving the same id with an
+        equal manifest again is a no-op (rebuilds are deterministic); a different one raises."""
+
+    def get_pack(self, pack_id: str) -> dict[str, Any] | None:
+        """The manifest saved under ``pack_id`` or under the one id that starts with it."""
+        full = self.resolve_pack_id(pack_id)
+        return None if full is None else self._get_pack_exact(full)
+
+    def resolve_pack_id(self, prefix: str) -> str | None:
+        """The full pack id that ``prefix`` names (exactly or as the unique prefix), or None.
+        An ambiguous prefix raises ``UsageError`` listing the candidates."""
+        if not isinstance(prefix, str) or not prefix:
+            raise UsageError(f"a pack id or prefix must be a non-empty string, got {prefix!r}")
+        ids = self._pack_ids_with_prefix(prefix, limit=6)
+        if prefix in ids or len(ids) == 1:
+            return prefix if prefix in ids else ids[0]
+        if not ids:
+            return None
+        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        raise UsageError(f"pack prefix {prefix!r} is ambiguous: it matches {shown}; give more characters")
+
+    @abstractmethod
+    def _pack_ids_with_prefix(self, prefix: str, limit: int) -> list[str]: ...
+
+    @abstractmethod
+    def _get_pack_exact(self, pack_id: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def list_packs(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's manifests in build order."""
+
+    # -- blobs ------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def put_blob(self, data: bytes, *, session_id: str | None = None) -> str:
+        """Store ``data`` once under its sha256 hex and return it; record that ``session_id`` uses it.
+        A blob stored without a session is unreferenced and the next :meth:`gc_blobs` removes it."""
+
+    @abstractmethod
+    def get_blob(self, sha: str) -> bytes | None:
+        """The bytes stored under ``sha``, checked against it, or None."""
+
+    @abstractmethod
+    def blob_refs(self, sha: str) -> list[str]:
+        """Ids of the sessions that reference the blob, sorted."""
+
+    @abstractmethod
+    def gc_blobs(self) -> int:
+        """Delete every blob no session references; return how many were deleted."""
+
+    # -- key-value --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def get_kv(self, scope: str, key: str) -> Any | None:
+        """The JSON value stored under (scope, key), or None."""
+
+    @abstractmethod
+    def set_kv(self, scope: str, key: str, value: Any) -> None:
+        """Store a JSON-able value under (scope, key), replacing any previous one."""
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection. Idempotent."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def blob_sha(data: Any) -> tuple[bytes, str]:
+    import hashlib
+
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise UsageError(f"put_blob takes bytes, got {type(data).__name__}; encode text first (text.encode('utf-8'))")
+    raw = bytes(data)
+    return raw, hashlib.sha256(raw).hexdigest()
+
+
+def check_blob(sha: str, raw: bytes, where: str) -> bytes:
+    import hashlib
+
+    if hashlib.sha256(raw).hexdigest() != sha:
+        raise StoreError(f"blob {sha} in {where} does not match its hash; the row was changed outside windowsmith")
+    return raw
+
+
+def check_pack_args(pack_id: Any, session_id: Any, seq: Any, manifest: Any) -> str:
+    if not isinstance(pack_id, str) or not pack_id:
+        raise UsageError(f"a pack id must be a non-empty string, got {pack_id!r}")
+    check_session_id(session_id)
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < -1:
+        raise UsageError(f"a pack's seq must be the int seq of the last event it covers (-1 for none), got {seq!r}")
+    if not isinstance(manifest, Mapping):
+        raise UsageError(f"a pack manifest must be a dict, got {type(manifest).__name__}")
+    return to_json(manifest, f"the manifest of pack {pack_id!r}")
+
+
+def check_kv_args(scope: Any, key: Any) -> None:
+    for name, v in (("scope", scope), ("key", key)):
+        if not isinstance(v, str) or not v:
+            raise UsageError(f"a kv {name} must be a non-empty string, got {v!r}")
+
+
+def pack_prefix_upper(prefix: str) -> str:
+    return prefix + _MAX_CHAR

@@ -1,0 +1,408 @@
+"""The embedded default store: one SQLite file.
+
+The file is opened in WAL mode with ``synchronous=NORMAL`` (a commit is an append to the WAL, no
+fsync per turn; a power loss can drop the last commits but never corrupts the file), a busy timeout
+so several processes can share it, and foreign keys on. Every write runs in ``BEGIN IMMEDIATE``,
+taking the write lock up front, so the optimistic head check and the insert cannot interleave with
+another writer's. One connection per store, guarded by a lock, so a store can be shared by threads.
+
+The schema is built by named, forward-only migrations (``@migration def m001_initial(conn)``),
+each applied in its own transaction with the row recording it in ``_windowsmith_migrations``.
+They run once, when the store opens; nothing checks the schema per call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError, UsageError
+from ..model import Event
+from .base import (
+    Migrations,
+    PreparedEvent,
+    SessionRecord,
+    Store,
+    blob_sha,
+    check_blob,
+    check_kv_args,
+    check_pack_args,
+    check_session_id,
+    event_from_row,
+    moved_on,
+    now_utc,
+    pack_prefix_upper,
+    to_json,
+    unknown_session,
+)
+
+MIGRATIONS_TABLE = "_windowsmith_migrations"
+
+migration: Migrations[sqlite3.Connection] = Migrations()
+
+
+@migration
+def m001_initial(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            meta TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            head_hash TEXT,
+            head_seq INTEGER NOT NULL DEFAULT -1
+        )"""
+    )
+    conn.execute(
+        """CREATE TABLE events (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            data TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            parent TEXT,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq),
+            UNIQUE (session_id, hash)
+        )"""
+    )
+
+
+@migration
+def m002_packs(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """CREATE TABLE packs (
+            ord INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            manifest TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        )"""
+    )
+    conn.execute("CREATE INDEX packs_by_session ON packs (session_id, ord)")
+
+
+@migration
+def m003_blobs(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """CREATE TABLE blobs (
+            sha TEXT PRIMARY KEY,
+            data BLOB NOT NULL,
+            size INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        )"""
+    )
+    conn.execute(
+        """CREATE TABLE blob_refs (
+            sha TEXT NOT NULL REFERENCES blobs(sha) ON DELETE CASCADE,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            PRIMARY KEY (sha, session_id)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute("CREATE INDEX blob_refs_by_session ON blob_refs (session_id)")
+
+
+@migration
+def m004_kv(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """CREATE TABLE kv (
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (scope, key)
+        ) WITHOUT ROWID"""
+    )
+
+
+def _ts() -> str:
+    return now_utc().isoformat()
+
+
+class SQLiteStore(Store):
+    """A :class:`~windowsmith.store.Store` in one SQLite file (``":memory:"`` for a throwaway one)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0) -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        if not memory:
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create the folder for the store at {self.path}: {e}") from None
+        try:
+            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open the SQLite store at {self.path}: {e}") from None
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if not memory:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"the SQLite store at {self.path} cannot use WAL mode (got {mode})")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except BaseException as e:
+            conn.close()
+            self._conn = None
+            if isinstance(e, sqlite3.DatabaseError):
+                raise StoreError(f"cannot open the SQLite store at {self.path}: {e}") from None
+            raise
+
+    @staticmethod
+    def default_path() -> Path:
+        """``$WINDOWSMITH_HOME/windowsmith.db`` if the variable is set, else ``./.windowsmith/windowsmith.db``."""
+        home = os.environ.get("WINDOWSMITH_HOME")
+        return Path(home) / "windowsmith.db" if home else Path(".windowsmith") / "windowsmith.db"
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise UsageError(f"the store at {self.path} is closed; open a new SQLiteStore")
+        return self._conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction holding the database's write lock from its first statement."""
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                raise StoreError(
+                    f"cannot lock the SQLite store at {self.path} for writing: {e}; another process "
+                    "held it longer than the busy timeout (raise SQLiteStore(..., busy_timeout=))"
+                ) from None
+            try:
+                yield db
+            except BaseException as e:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise StoreError(f"write to the SQLite store at {self.path} failed: {e}") from e
+                raise
+            try:
+                db.execute("COMMIT")
+            except sqlite3.Error as e:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise StoreError(f"commit to the SQLite store at {self.path} failed: {e}") from None
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _migrate(self) -> None:
+        db = self._db
+        db.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        applied = {r[0] for r in db.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
+        migration.check_known(applied, f"the SQLite store at {self.path}")
+        for name, fn in migration:
+            if name in applied:
+                continue
+            with self._write():
+                # Another process may have applied it since we looked; re-check under the write lock.
+                if db.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = ?", (name,)).fetchone():
+                    continue
+                fn(db)
+                db.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)", (name, _ts()))
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the migrations recorded in this file, in the order they were applied."""
+        return [r[0] for r in self._read(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY rowid")]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, meta: Mapping[str, Any] | None = None) -> None:
+        check_session_id(session_id)
+        meta_json = to_json(dict(meta or {}), f"the meta of session {session_id!r}")
+        with self._write() as db:
+            cur = db.execute(
+                "INSERT INTO sessions (id, meta, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (session_id, meta_json, _ts()),
+            )
+            if cur.rowcount == 0:
+                (existing,) = db.execute("SELECT meta FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                if existing != meta_json:
+                    raise UsageError(
+                        f"session {session_id!r} already exists with different meta ({existing:.200}); "
+                        "use a new session id, or pass the same meta to reuse it"
+                    )
+
+    def _record(self, row: tuple[Any, ...]) -> SessionRecord:
+        sid, meta, created_at, head, head_seq = row
+        return SessionRecord(sid, json.loads(meta), datetime.fromisoformat(created_at), head, head_seq + 1)
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        rows = self._read(
+            "SELECT id, meta, created_at, head_hash, head_seq FROM sessions WHERE id = ?",
+            (check_session_id(session_id),),
+        )
+        return self._record(rows[0]) if rows else None
+
+    def list_sessions(self) -> list[SessionRecord]:
+        rows = self._read("SELECT id, meta, created_at, head_hash, head_seq FROM sessions ORDER BY created_at, id")
+        return [self._record(r) for r in rows]
+
+    def delete_session(self, session_id: str) -> bool:
+        check_session_id(session_id)
+        with self._write() as db:
+            return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+    # -- log --------------------------------------------------------------------------------------
+
+    def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None) -> list[Event]:
+        ts = _ts()
+        with self._write() as db:
+            row = db.execute("SELECT head_hash, head_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise unknown_session(session_id)
+            head, head_seq = row
+            if head != expected_parent:
+                raise moved_on(session_id, head, expected_parent)
+            db.executemany(
+                "INSERT INTO events (session_id, seq, kind, data, hash, parent, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (session_id, head_seq + 1 + i, p.kind, p.data_json, p.hash, p.parent, ts)
+                    for i, p in enumerate(prepared)
+                ],
+            )
+            db.execute(
+                "UPDATE sessions SET head_hash = ?, head_seq = ? WHERE id = ?",
+                (prepared[-1].hash, head_seq + len(prepared), session_id),
+            )
+        return [event_from_row(head_seq + 1 + i, p.kind, p.data_json, p.hash, p.parent) for i, p in enumerate(prepared)]
+
+    def _require_session(self, session_id: str) -> None:
+        if not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            raise unknown_session(session_id)
+
+    def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
+        check_session_id(session_id)
+        with self._lock:
+            rows = self._read(
+                "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq",
+                (session_id, since_seq),
+            )
+            if not rows:
+                self._require_session(session_id)
+        return [event_from_row(*r) for r in rows]
+
+    def head(self, session_id: str) -> Event | None:
+        check_session_id(session_id)
+        with self._lock:
+            rows = self._read(
+                "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            )
+            if not rows:
+                self._require_session(session_id)
+        return event_from_row(*rows[0]) if rows else None
+
+    # -- packs ------------------------------------------------------------------------------------
+
+    def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
+        manifest_json = check_pack_args(pack_id, session_id, seq, manifest)
+        with self._write() as db:
+            try:
+                cur = db.execute(
+                    "INSERT INTO packs (id, session_id, seq, manifest, created_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (id) DO NOTHING",
+                    (pack_id, session_id, seq, manifest_json, _ts()),
+                )
+            except sqlite3.IntegrityError:  # the foreign key: no such session
+                raise unknown_session(session_id) from None
+            if cur.rowcount == 0:
+                sid, old_seq, old = db.execute(
+                    "SELECT session_id, seq, manifest FROM packs WHERE id = ?", (pack_id,)
+                ).fetchone()
+                if (sid, old_seq, old) != (session_id, seq, manifest_json):
+                    raise UsageError(
+                        f"pack {pack_id!r} is already saved with a different session, seq or manifest; "
+                        "pack ids must be unique (derive them from the manifest checksum)"
+                    )
+
+    def _pack_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        rows = self._read(
+            "SELECT id FROM packs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+            (prefix, pack_prefix_upper(prefix), limit),
+        )
+        return [r[0] for r in rows]
+
+    def _get_pack_exact(self, pack_id: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT manifest FROM packs WHERE id = ?", (pack_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def list_packs(self, session_id: str) -> list[dict[str, Any]]:
+        check_session_id(session_id)
+        rows = self._read("SELECT manifest FROM packs WHERE session_id = ? ORDER BY ord", (session_id,))
+        return [json.loads(r[0]) for r in rows]
+
+    # -- blobs ------------------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes, *, session_id: str | None = None) -> str:
+        raw, sha = blob_sha(data)
+        if session_id is not None:
+            check_session_id(session_id)
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO blobs (sha, data, size, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (sha) DO NOTHING",
+                (sha, raw, len(raw), _ts()),
+            )
+            if session_id is not None:
+                try:
+                    db.execute("INSERT OR IGNORE INTO blob_refs (sha, session_id) VALUES (?, ?)", (sha, session_id))
+                except sqlite3.IntegrityError:
+                    raise unknown_session(session_id) from None
+        return sha
+
+    def get_blob(self, sha: str) -> bytes | None:
+        rows = self._read("SELECT data FROM blobs WHERE sha = ?", (sha,))
+        return check_blob(sha, bytes(rows[0][0]), self.path) if rows else None
+
+    def blob_refs(self, sha: str) -> list[str]:
+        return [r[0] for r in self._read("SELECT session_id FROM blob_refs WHERE sha = ? ORDER BY session_id", (sha,))]
+
+    def gc_blobs(self) -> int:
+        with self._write() as db:
+            return db.execute(
+                "DELETE FROM blobs WHERE NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.sha = blobs.sha)"
+            ).rowcount
+
+    # -- key-value --------------------------------------------------------------------------------
+
+    def get_kv(self, scope: str, key: str) -> Any | None:
+        check_kv_args(scope, key)
+        rows = self._read("SELECT value FROM kv WHERE scope = ? AND key = ?", (scope, key))
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_kv(self, scope: str, key: str, value: Any) -> None:
+        check_kv_args(scope, key)
+        value_json = to_json(value, f"the kv value for ({scope!r}, {key!r})")
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO kv (scope, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                (scope, key, value_json, _ts()),
+            )

@@ -1,0 +1,417 @@
+"""Contract tests every Store backend passes (SQLite on real files; PostgreSQL when reachable)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from windowsmith.errors import InvalidMessageError, StoreError, UsageError
+from windowsmith.hashing import canonical_json, chain_hash
+from windowsmith.model import EVENT_KINDS
+from windowsmith.store import SQLiteStore, Store
+
+PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
+
+
+@pytest.fixture(scope="session")
+def pg_schema() -> Iterator[str]:
+    """A fresh schema for this test run, dropped afterwards; skips if the server is unreachable."""
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg import sql
+
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True)
+    except psycopg.OperationalError as e:
+        pytest.skip(
+            f"PostgreSQL is not reachable at 127.0.0.1:5432 ({str(e).strip()[:120]}); start it or run -m 'not postgres'"
+        )
+    schema = f"ws_test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield schema
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        admin.close()
+
+
+def open_backend(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    if kind == "sqlite":
+        return SQLiteStore(tmp_path / "ws.db")
+    from windowsmith.store.postgres import PostgresStore
+
+    schema = request.getfixturevalue("pg_schema")
+    store = PostgresStore(PG_DSN, schema=schema)
+    store._truncate_all_for_tests()
+    return store
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    s = open_backend(backend, tmp_path, request)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def second(backend: str, tmp_path: Path, request: pytest.FixtureRequest, store: Store) -> Iterator[Store]:
+    """A second, independent store instance on the same database (as another worker would open)."""
+    if backend == "sqlite":
+        s: Store = SQLiteStore(tmp_path / "ws.db")
+    else:
+        from windowsmith.store.postgres import PostgresStore
+
+        s = PostgresStore(PG_DSN, schema=request.getfixturevalue("pg_schema"))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+# -- sessions ---------------------------------------------------------------------------------------
+
+
+def test_create_session_is_idempotent_with_equal_meta(store: Store) -> None:
+    store.create_session("s1", {"agent": "coder", "n": 1})
+    store.create_session("s1", {"n": 1, "agent": "coder"})  # same meta, other key order
+    rec = store.get_session("s1")
+    assert rec is not None
+    assert (rec.id, dict(rec.meta), rec.head, rec.event_count) == ("s1", {"agent": "coder", "n": 1}, None, 0)
+    assert rec.created_at.tzinfo is not None
+    with pytest.raises(UsageError, match="already exists with different meta"):
+        store.create_session("s1", {"agent": "other"})
+
+
+def test_get_session_unknown_is_none_and_bad_ids_are_usage_errors(store: Store) -> None:
+    assert store.get_session("nope") is None
+    with pytest.raises(UsageError, match="non-empty string"):
+        store.create_session("", {})
+    with pytest.raises(UsageError, match="not JSON-serializable"):
+        store.create_session("s", {"x": object()})
+
+
+def test_unknown_session_is_named_with_the_fix(store: Store) -> None:
+    with pytest.raises(UsageError, match=r"no session 'ghost'.*create_session"):
+        store.append("ghost", "message", {}, expected_parent=None)
+    with pytest.raises(UsageError, match="no session 'ghost'"):
+        store.events("ghost")
+    with pytest.raises(UsageError, match="no session 'ghost'"):
+        store.head("ghost")
+
+
+def test_many_sessions_in_one_store(store: Store) -> None:
+    heads: dict[str, str | None] = {}
+    for i in range(30):
+        sid = f"sess-{i:02d}"
+        store.create_session(sid, {"i": i})
+        heads[sid] = None
+    for turn in range(3):
+        for sid in heads:
+            heads[sid] = store.append(sid, "message", {"sid": sid, "turn": turn}, expected_parent=heads[sid]).hash
+    records = store.list_sessions()
+    assert [r.id for r in records] == sorted(heads)
+    for r in records:
+        assert r.event_count == 3 and r.head == heads[r.id]
+        assert [e.data for e in store.events(r.id)] == [{"sid": r.id, "turn": t} for t in range(3)]
+        store.verify(r.id)
+
+
+def test_delete_session_removes_its_log_packs_and_refs(store: Store) -> None:
+    store.create_session("a", {})
+    store.create_session("b", {})
+    store.append("a", "message", {"x": 1}, expected_parent=None)
+    store.save_pack("pack-a", "a", 0, {"n": 1})
+    sha = store.put_blob(b"shared", session_id="a")
+    store.put_blob(b"shared", session_id="b")
+    assert store.delete_session("a") is True
+    assert store.delete_session("a") is False
+    assert store.get_session("a") is None
+    assert store.get_pack("pack-a") is None
+    assert store.blob_refs(sha) == ["b"]
+    assert store.gc_blobs() == 0
+    store.delete_session("b")
+    assert store.gc_blobs() == 1
+    assert store.get_blob(sha) is None
+
+
+# -- log --------------------------------------------------------------------------------------------
+
+
+def test_append_and_read_round_trip(store: Store) -> None:
+    store.create_session("s", {})
+    data1 = {"role": "user", "content": [{"type": "text", "text": "héllo ✓ \u0000 tab\t"}]}
+    e0 = store.append("s", "message", data1, expected_parent=None)
+    e1 = store.append("s", "usage", {"input_tokens": 10, "ratio": 0.25, "neg": -0.0}, expected_parent=e0.hash)
+    assert (e0.seq, e0.parent, e1.seq, e1.parent) == (0, None, 1, e0.hash)
+    assert e0.hash == chain_hash(None, canonical_json({"kind": "message", "data": data1}))
+    assert e0.hash.startswith("b1:")
+    assert store.events("s") == [e0, e1]
+    assert store.events("s", since_seq=1) == [e1]
+    assert store.events("s", since_seq=2) == []
+    assert store.head("s") == e1
+    rec = store.get_session("s")
+    assert rec is not None and (rec.head, rec.event_count) == (e1.hash, 2)
+    store.verify("s")
+
+
+def test_returned_event_is_detached_from_the_callers_dict(store: Store) -> None:
+    store.create_session("s", {})
+    data: dict[str, Any] = {"items": [1, 2]}
+    e = store.append("s", "meta", data, expected_parent=None)
+    data["items"].append(3)
+    assert e.data == {"items": [1, 2]} == store.events("s")[0].data
+
+
+def test_empty_session_head_is_none(store: Store) -> None:
+    store.create_session("s", {})
+    assert store.head("s") is None
+    assert store.events("s") == []
+    store.verify("s")
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "match"),
+    [
+        ("chat", {}, "unknown event kind 'chat'"),
+        ("message", {"x": object()}, "not JSON-serializable"),
+        ("message", {"x": float("nan")}, "not JSON-serializable"),
+        ("message", {"x": "\ud800"}, "lone surrogate"),
+        ("message", ["not", "a", "dict"], "must be a JSON object"),
+    ],
+)
+def test_invalid_events_are_rejected_before_writing(store: Store, kind: str, data: Any, match: str) -> None:
+    store.create_session("s", {})
+    with pytest.raises(InvalidMessageError, match=match):
+        store.append("s", kind, data, expected_parent=None)
+    assert store.events("s") == []
+    assert store.get_session("s").event_count == 0  # type: ignore[union-attr]
+
+
+def test_optimistic_conflict_between_two_store_instances(store: Store, second: Store) -> None:
+    store.create_session("s", {})
+    e0 = store.append("s", "message", {"n": 0}, expected_parent=None)
+    # the other worker sees the same head and appends first
+    assert second.head("s") == e0
+    e1 = second.append("s", "message", {"n": 1, "by": "second"}, expected_parent=e0.hash)
+    with pytest.raises(StoreError, match=r"session 's' moved on: head is b1:\w+, expected b1:\w+; reload the session"):
+        store.append("s", "message", {"n": 1, "by": "first"}, expected_parent=e0.hash)
+    with pytest.raises(StoreError, match="moved on"):
+        store.append("s", "message", {"n": 0}, expected_parent=None)
+    # after reloading, the first worker continues from the new head
+    head = store.head("s")
+    assert head == e1
+    store.append("s", "message", {"n": 2}, expected_parent=head.hash)
+    assert [e.data["n"] for e in second.events("s")] == [0, 1, 2]
+    store.verify("s")
+
+
+def test_concurrent_appenders_never_fork_the_chain(store: Store, second: Store) -> None:
+    """Two threads on two store instances race for the head; every success extends one chain."""
+    store.create_session("s", {})
+    wins: list[int] = []
+
+    def worker(s: Store, name: int) -> None:
+        for _ in range(40):
+            head = s.head("s")
+            try:
+                s.append("s", "message", {"w": name}, expected_parent=head.hash if head else None)
+                wins.append(name)
+            except StoreError:
+                pass
+
+    threads = [threading.Thread(target=worker, args=(s, i)) for i, s in enumerate((store, second))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = store.events("s")
+    assert len(events) == len(wins) >= 40
+    store.verify("s")
+
+
+def test_append_many_is_one_transaction(store: Store) -> None:
+    store.create_session("s", {})
+    e0 = store.append("s", "system", {"text": "sys"}, expected_parent=None)
+    evs = store.append_many("s", [("message", {"n": 1}), ("usage", {"n": 2})], expected_parent=e0.hash)
+    assert [(e.seq, e.kind) for e in evs] == [(1, "message"), (2, "usage")]
+    assert evs[1].parent == evs[0].hash and evs[0].parent == e0.hash
+    assert store.events("s") == [e0, *evs]
+    assert store.append_many("s", [], expected_parent=evs[-1].hash) == []
+    store.verify("s")
+
+
+def test_append_many_with_one_bad_item_writes_nothing(store: Store) -> None:
+    store.create_session("s", {})
+    with pytest.raises(InvalidMessageError, match=r"item 2 \(message\) data is not JSON-serializable"):
+        store.append_many(
+            "s", [("message", {"ok": 1}), ("usage", {"ok": 2}), ("message", {"bad": {1, 2}})], expected_parent=None
+        )
+    with pytest.raises(InvalidMessageError, match="item 1 has unknown event kind"):
+        store.append_many("s", [("message", {}), ("nope", {})], expected_parent=None)
+    with pytest.raises(UsageError, match="list of"):
+        store.append_many("s", ("message", {}), expected_parent=None)  # type: ignore[arg-type]
+    assert store.events("s") == []
+    assert store.get_session("s").head is None  # type: ignore[union-attr]
+
+
+def test_conflicting_append_many_writes_nothing(store: Store) -> None:
+    store.create_session("s", {})
+    e0 = store.append("s", "message", {}, expected_parent=None)
+    with pytest.raises(StoreError, match="moved on"):
+        store.append_many("s", [("message", {"a": 1}), ("message", {"b": 2})], expected_parent=None)
+    assert store.events("s") == [e0]
+
+
+# -- packs ------------------------------------------------------------------------------------------
+
+
+def test_packs_round_trip_in_build_order(store: Store) -> None:
+    store.create_session("s", {})
+    store.create_session("t", {})
+    ids = ["f00d", "0abc", "beef"]  # not sorted: build order is insertion order
+    for i, pid in enumerate(ids):
+        store.save_pack(pid, "s", i, {"id": pid, "i": i, "items": [{"layer": "history"}]})
+    store.save_pack("ffff", "t", 0, {"id": "ffff"})
+    assert [m["id"] for m in store.list_packs("s")] == ids
+    assert store.list_packs("t") == [{"id": "ffff"}]
+    assert store.get_pack("beef") == {"id": "beef", "i": 2, "items": [{"layer": "history"}]}
+    assert store.get_pack("nope") is None
+
+
+def test_save_pack_is_idempotent_for_equal_content(store: Store) -> None:
+    store.create_session("s", {})
+    store.save_pack("p1", "s", 0, {"a": 1})
+    store.save_pack("p1", "s", 0, {"a": 1})
+    assert store.list_packs("s") == [{"a": 1}]
+    with pytest.raises(UsageError, match="already saved with a different"):
+        store.save_pack("p1", "s", 0, {"a": 2})
+    with pytest.raises(UsageError, match="no session 'ghost'"):
+        store.save_pack("p2", "ghost", 0, {})
+
+
+def test_pack_prefix_lookup(store: Store) -> None:
+    store.create_session("s", {})
+    store.save_pack("abc123", "s", 0, {"n": 1})
+    store.save_pack("abd456", "s", 1, {"n": 2})
+    store.save_pack("abc", "s", 2, {"n": 3})  # an id that is also a prefix of another
+    store.save_pack("x_%", "s", 3, {"n": 4})  # LIKE metacharacters are not wildcards
+    assert store.get_pack("abc1") == {"n": 1}
+    assert store.get_pack("abd") == {"n": 2}
+    assert store.get_pack("abc") == {"n": 3}  # exact id wins over being a prefix
+    assert store.resolve_pack_id("abd4") == "abd456"
+    assert store.get_pack("x_%") == {"n": 4}
+    assert store.get_pack("x%") is None
+    assert store.get_pack("zz") is None
+    with pytest.raises(UsageError, match=r"pack prefix 'ab' is ambiguous: it matches abc, abc123, abd456; give more"):
+        store.get_pack("ab")
+    with pytest.raises(UsageError, match="non-empty"):
+        store.get_pack("")
+
+
+# -- blobs ------------------------------------------------------------------------------------------
+
+
+def test_blobs_dedupe_refs_and_gc(store: Store) -> None:
+    store.create_session("a", {})
+    store.create_session("b", {})
+    payload = bytes(range(256)) * 100
+    sha = store.put_blob(payload, session_id="a")
+    assert sha == __import__("hashlib").sha256(payload).hexdigest()
+    assert store.put_blob(bytearray(payload), session_id="b") == sha
+    assert store.put_blob(payload, session_id="a") == sha
+    assert store.get_blob(sha) == payload
+    assert store.blob_refs(sha) == ["a", "b"]
+    loose = store.put_blob(b"no session")
+    assert store.blob_refs(loose) == []
+    assert store.gc_blobs() == 1  # only the unreferenced one
+    assert store.get_blob(loose) is None
+    assert store.get_blob(sha) == payload
+    assert store.get_blob("0" * 64) is None
+    with pytest.raises(UsageError, match="takes bytes"):
+        store.put_blob("text")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="no session 'ghost'"):
+        store.put_blob(b"x", session_id="ghost")
+    assert store.put_blob(b"") == __import__("hashlib").sha256(b"").hexdigest()
+    assert store.get_blob(store.put_blob(b"")) == b""
+
+
+# -- key-value --------------------------------------------------------------------------------------
+
+
+def test_kv_round_trip_and_overwrite(store: Store) -> None:
+    assert store.get_kv("calibration", "gpt-x") is None
+    store.set_kv("calibration", "gpt-x", {"ratio": 1.07, "n": 12})
+    store.set_kv("calibration", "other", [1, 2])
+    store.set_kv("scope2", "gpt-x", "text")
+    assert store.get_kv("calibration", "gpt-x") == {"ratio": 1.07, "n": 12}
+    store.set_kv("calibration", "gpt-x", 3)
+    assert store.get_kv("calibration", "gpt-x") == 3
+    assert store.get_kv("scope2", "gpt-x") == "text"
+    with pytest.raises(UsageError, match="not JSON-serializable"):
+        store.set_kv("calibration", "bad", {"x": b"bytes"})
+    with pytest.raises(UsageError, match="non-empty"):
+        store.set_kv("", "k", 1)
+
+
+# -- lifecycle --------------------------------------------------------------------------------------
+
+
+def test_closed_store_says_so(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    with open_backend(backend, tmp_path, request) as s:
+        s.create_session("s", {})
+    s.close()  # idempotent
+    with pytest.raises(UsageError, match="closed"):
+        s.get_session("s")
+
+
+# -- property ---------------------------------------------------------------------------------------
+
+json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+event_item = st.tuples(st.sampled_from(EVENT_KINDS), st.dictionaries(st.text(max_size=8), json_value, max_size=4))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(event_item, min_size=1, max_size=4), min_size=1, max_size=5))
+def test_any_sequence_of_appends_round_trips_and_verifies(
+    store: Store, batches: list[list[tuple[str, dict[str, Any]]]]
+) -> None:
+    sid = uuid.uuid4().hex  # the store outlives hypothesis examples; each example gets its own session
+    store.create_session(sid, {})
+    written = []
+    head = None
+    for batch in batches:
+        if len(batch) == 1:
+            written.append(store.append(sid, batch[0][0], batch[0][1], expected_parent=head))
+        else:
+            written.extend(store.append_many(sid, batch, expected_parent=head))
+        head = written[-1].hash
+    read = store.events(sid)
+    assert read == written
+    assert [(e.kind, e.data) for e in read] == [item for batch in batches for item in batch]
+    assert [e.seq for e in read] == list(range(len(read)))
+    for e in read:
+        assert e.hash == chain_hash(e.parent, e.payload_json())
+    store.verify(sid)
