@@ -1,0 +1,261 @@
+"""Machinery shared by the four renderers (private).
+
+Every renderer renders a request as a sequence of *units* in cache-prefix order:
+
+    one unit per tool  →  system  →  session  →  one unit per neutral message  →  the tail
+
+Each unit but the tail is memoized by content (``MemoCache``), so a long session renders only its
+new messages each turn. A unit's part digest is taken over its rendering *without* cache markers
+(Anthropic ``cache_control``): providers key their cache on content, not on where the markers sit,
+so a breakpoint moving forward between turns does not change the earlier parts. Markers are added
+to a shallow copy at assembly time and recorded in the checksum instead.
+
+The tail is rendered fresh each time as its own unit, placed per ``NeutralRequest.tail_mode()``:
+before the final user message (``prepend``) or after the last message (``append``/``new``); the
+format's assembly step merges it into the neighbouring message where the format requires.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from ..errors import ConfigError, ProviderResponseError
+from ..hashing import canonical_json, sha256_hex
+from ..model import Image, Message, ToolSpec
+from ..request import NeutralRequest
+from .base import Rendered, Renderer, checksum_of
+
+
+class UnitRenderer(Renderer):
+    """A renderer built from per-unit hooks; subclasses supply the format's shapes."""
+
+    #: Formats that must merge consecutive same-role messages (Anthropic, Gemini) set this.
+    merge_same_role: bool = False
+    #: Key of the message field holding the block list ("content" or "parts").
+    content_key: str = "content"
+
+    # -- hooks ------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def render_tool(self, tool: ToolSpec) -> Any: ...
+
+    @abstractmethod
+    def render_system(self, kind: str, text: str) -> Any:
+        """``kind`` is ``"system"`` or ``"session"``."""
+
+    @abstractmethod
+    def render_message(self, message: Message, extra: tuple[Any, ...]) -> list[dict[str, Any]]:
+        """Render one neutral message as a list of provider messages/items (no cache markers)."""
+
+    @abstractmethod
+    def render_tail(self, text: str) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def build(
+        self,
+        req: NeutralRequest,
+        tools: list[Any],
+        system: list[Any],
+        messages: list[dict[str, Any]],
+        marks: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Assemble the request dict; ``marks`` says where breakpoints go (see ``render``)."""
+
+    def message_extra(self, message: Message, req: NeutralRequest, ctx: Any) -> tuple[Any, ...]:
+        """Extra memo-key parts a message's rendering depends on (Gemini: tool names)."""
+        return ()
+
+    def context(self, req: NeutralRequest) -> Any:
+        return None
+
+    def is_first_block(self, block: Mapping[str, Any]) -> bool:
+        """Blocks moved to the front of a merged message (tool results)."""
+        return False
+
+    # -- the algorithm ----------------------------------------------------------------------------
+
+    def render(self, req: NeutralRequest) -> Rendered:
+        plan = req.cache
+        n = len(req.messages)
+        if plan.message_index is not None and not 0 <= plan.message_index < n:
+            raise ConfigError(
+                f"CachePlan.message_index={plan.message_index} is out of range for {n} messages; "
+                "use an index into NeutralRequest.messages or None"
+            )
+        parts: list[str] = []
+        prefix = 0
+
+        tools: list[Any] = []
+        for tool in req.tools:
+            value, digest = self.memo.get(("tool", tool.canonical), partial(self.render_tool, tool))
+            tools.append(value)
+            parts.append(digest)
+        if plan.tools and tools:
+            prefix = len(parts)
+
+        system: list[Any] = []
+        system_marks: list[bool] = []
+        for kind, text, mark in (
+            ("system", req.system_text, plan.system),
+            ("session", req.session_text, plan.session),
+        ):
+            if not text:
+                continue
+            value, digest = self.memo.get((kind, text), partial(self.render_system, kind, text))
+            system.append(value)
+            system_marks.append(mark)
+            parts.append(digest)
+            if mark:
+                prefix = len(parts)
+
+        mode = req.tail_mode()
+        tail_unit: list[dict[str, Any]] | None = None
+        tail_digest = ""
+        if mode != "none":
+            assert req.tail is not None
+            tail_unit = self.render_tail(req.tail)
+            tail_digest = sha256_hex(canonical_json(tail_unit))
+
+        ctx = self.context(req)
+        messages: list[dict[str, Any]] = []
+        mark_at: int | None = None  # index into ``messages`` of the marked message's last provider message
+        for i, message in enumerate(req.messages):
+            if mode == "prepend" and i == n - 1:
+                assert tail_unit is not None
+                messages.extend(tail_unit)
+                parts.append(tail_digest)
+            extra = self.message_extra(message, req, ctx)
+            value, digest = self.memo.get(
+                ("msg", message.digest, extra), partial(self.render_message, message, extra)
+            )
+            messages.extend(value)
+            parts.append(digest)
+            if plan.message_index == i:
+                prefix = len(parts)
+                if value:
+                    mark_at = len(messages) - 1
+        if mode in ("append", "new"):
+            assert tail_unit is not None
+            messages.extend(tail_unit)
+            parts.append(tail_digest)
+
+        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at}
+        messages = self._merge(messages, mode, marks)
+        request = self.build(req, tools, system, messages, marks)
+        rest = {
+            "format": self.format,
+            "fields": {k: v for k, v in request.items() if k not in ("tools", "system", "messages", "input", "contents", "config")},
+            "config": {k: v for k, v in request.get("config", {}).items() if k not in ("tools", "system_instruction")},
+            "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index},
+            "tail_mode": mode,
+        }
+        ptuple = tuple(parts)
+        return Rendered(request, ptuple, prefix, checksum_of(ptuple, rest), self.format)
+
+    def _merge(self, messages: list[dict[str, Any]], mode: str, marks: dict[str, Any]) -> list[dict[str, Any]]:
+        """Merge messages as the format requires; rewrites ``marks['message']`` to (message, block)."""
+        key = self.content_key
+        marked_msg: int | None = marks["message"]
+        out: list[dict[str, Any]] = []
+        origin: list[list[tuple[int, int]]] = []  # per output message: (source message, block index)
+        for idx, msg in enumerate(messages):
+            blocks = msg.get(key)
+            n_blocks = len(blocks) if isinstance(blocks, list) else 0
+            can_merge = (
+                bool(out)
+                and isinstance(blocks, list)
+                and isinstance(out[-1].get(key), list)
+                and (
+                    (self.merge_same_role and out[-1].get("role") == msg.get("role"))
+                    or (mode == "prepend" and idx == len(messages) - 1)
+                )
+            )
+            if can_merge:
+                prev = out[-1]
+                out[-1] = {**prev, key: list(prev[key]) + list(blocks)}
+                origin[-1] = origin[-1] + [(idx, j) for j in range(n_blocks)]
+            else:
+                out.append(msg)
+                origin.append([(idx, j) for j in range(n_blocks)])
+        # move first-class blocks (tool results) to the front of merged messages
+        for k, msg in enumerate(out):
+            blocks = msg.get(key)
+            if not isinstance(blocks, list) or not self.merge_same_role:
+                continue
+            order = sorted(range(len(blocks)), key=lambda j, b=blocks: 0 if self.is_first_block(b[j]) else 1)
+            if order != list(range(len(blocks))):
+                out[k] = {**msg, key: [blocks[j] for j in order]}
+                origin[k] = [origin[k][j] for j in order]
+        new_mark: tuple[int, int] | None = None
+        if marked_msg is not None:
+            src_blocks = messages[marked_msg].get(key)
+            want = self.mark_block_index(src_blocks) if isinstance(src_blocks, list) else None
+            if want is not None:
+                for k, orig in enumerate(origin):
+                    if (marked_msg, want) in orig:
+                        new_mark = (k, orig.index((marked_msg, want)))
+                        break
+        marks["message"] = new_mark
+        return out
+
+    def mark_block_index(self, blocks: Sequence[Mapping[str, Any]]) -> int | None:
+        """Index of the block that carries a message breakpoint (the last one by default)."""
+        return len(blocks) - 1 if blocks else None
+
+
+# -------------------------------------------------------------------------------------------------
+# helpers
+# -------------------------------------------------------------------------------------------------
+
+
+def data_uri(image: Image) -> str:
+    if image.url is not None:
+        return image.url
+    return f"data:{image.media_type};base64,{image.data}"
+
+
+def tool_names(req: NeutralRequest) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for m in req.messages:
+        if m.role == "assistant":
+            for c in m.tool_calls:
+                names[c.id] = c.name
+    return names
+
+
+def to_plain(response: Any, *, what: str, by_alias: bool = True) -> dict[str, Any]:
+    """An SDK response object (pydantic model) or a dict, as a plain JSON-like dict."""
+    if isinstance(response, Mapping):
+        return dict(response)
+    dump = getattr(response, "model_dump", None)
+    if callable(dump):
+        try:
+            out = dump(mode="json", by_alias=by_alias, exclude_unset=True, warnings=False)
+        except TypeError:  # not a pydantic v2 model after all
+            out = None
+        if isinstance(out, dict):
+            return out
+    raise ProviderResponseError(
+        f"cannot parse {type(response).__name__} as {what}: pass the SDK's response object or its dict form "
+        "(response.model_dump())"
+    )
+
+
+def expect(d: Any, key: str, typ: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(d, Mapping):
+        raise ProviderResponseError(f"{where} must be an object, got {type(d).__name__}")
+    v = d.get(key)
+    if not isinstance(v, typ):
+        raise ProviderResponseError(f"{where}.{key} is missing or has the wrong type ({type(v).__name__})")
+    return v
+
+
+def as_int(v: Any) -> int:
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ProviderResponseError(f"token count must be an integer, got {v!r}")
+    return v

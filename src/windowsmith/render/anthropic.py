@@ -1,0 +1,144 @@
+"""Anthropic Messages API: ``client.messages.create(**rendered.request)``.
+
+* ``system`` is a list of text blocks: the system text, then the session context if any;
+* a neutral ``tool`` message becomes a ``user`` message of ``tool_result`` blocks, and consecutive
+  same-role messages are merged (tool results first), because Anthropic wants the results in the
+  user turn right after the ``tool_use``;
+* ``cache_control: {"type": "ephemeral"}`` goes on the last tool, the system block, the session
+  block and the last (non-thinking) block of the planned message, as ``CachePlan`` says;
+* thinking blocks produced by Anthropic are passed back unchanged; other providers' are dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ProviderResponseError
+from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
+from ..request import NeutralRequest
+from ._common import UnitRenderer, as_int, expect, to_plain
+from .base import ParsedResponse
+
+EPHEMERAL = {"type": "ephemeral"}
+_THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+def _image(image: Image) -> dict[str, Any]:
+    if image.url is not None:
+        return {"type": "image", "source": {"type": "url", "url": image.url}}
+    return {"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}
+
+
+def _blocks(content: tuple[Text | Image, ...]) -> list[dict[str, Any]]:
+    out = []
+    for b in content:
+        if isinstance(b, Text):
+            if b.text or len(content) == 1:
+                out.append({"type": "text", "text": b.text})
+        else:
+            out.append(_image(b))
+    return out
+
+
+def _marked(block: dict[str, Any]) -> dict[str, Any]:
+    return {**block, "cache_control": dict(EPHEMERAL)}
+
+
+class AnthropicRenderer(UnitRenderer):
+    format = "anthropic"
+    merge_same_role = True
+
+    def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": tool.name, "input_schema": dict(tool.parameters)}
+        if tool.description:
+            d["description"] = tool.description
+        return d
+
+    def render_system(self, kind: str, text: str) -> dict[str, Any]:
+        return {"type": "text", "text": text}
+
+    def render_tail(self, text: str) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": [{"type": "text", "text": text}]}]
+
+    def render_message(self, message: Message, extra: tuple[Any, ...]) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        for b in message.content:
+            if isinstance(b, Text):
+                if b.text or len(message.content) == 1:
+                    blocks.append({"type": "text", "text": b.text})
+            elif isinstance(b, Image):
+                blocks.append(_image(b))
+            elif isinstance(b, ToolCall):
+                blocks.append({"type": "tool_use", "id": b.id, "name": b.name, "input": dict(b.arguments)})
+            elif isinstance(b, ToolResult):
+                r: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.call_id, "content": _blocks(b.content)}
+                if b.is_error:
+                    r["is_error"] = True
+                blocks.append(r)
+            elif isinstance(b, Thinking) and b.provider == "anthropic":
+                blocks.append(dict(b.data))
+        role = "assistant" if message.role == "assistant" else "user"
+        return [{"role": role, "content": blocks}]
+
+    def is_first_block(self, block: Any) -> bool:
+        return block.get("type") == "tool_result"
+
+    def mark_block_index(self, blocks: Any) -> int | None:
+        for j in range(len(blocks) - 1, -1, -1):
+            if blocks[j].get("type") not in _THINKING_TYPES:
+                return j
+        return None
+
+    def build(self, req: NeutralRequest, tools: list[Any], system: list[Any], messages: list[dict[str, Any]], marks: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": req.model, "max_tokens": req.max_output_tokens}
+        if tools:
+            if marks["tools"]:
+                tools = [*tools[:-1], _marked(tools[-1])]
+            out["tools"] = tools
+        if system:
+            out["system"] = [_marked(s) if m else s for s, m in zip(system, marks["system"], strict=True)]
+        at = marks["message"]
+        if at is not None:
+            k, j = at
+            content = list(messages[k]["content"])
+            content[j] = _marked(content[j])
+            messages = [*messages[:k], {**messages[k], "content": content}, *messages[k + 1 :]]
+        out["messages"] = messages
+        return out
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def parse_response(self, response: Any) -> ParsedResponse:
+        d = to_plain(response, what="an Anthropic Message")
+        if d.get("type") == "error":
+            raise ProviderResponseError(f"Anthropic returned an error, not a message: {d.get('error')!r}")
+        content = expect(d, "content", list, "Anthropic response")
+        blocks: list[Text | ToolCall | Thinking] = []
+        for i, b in enumerate(content):
+            where = f"Anthropic response content[{i}]"
+            t = b.get("type") if isinstance(b, dict) else None
+            if t == "text":
+                blocks.append(Text(expect(b, "text", str, where)))
+            elif t == "tool_use":
+                blocks.append(ToolCall(id=expect(b, "id", str, where), name=expect(b, "name", str, where),
+                                       arguments=dict(expect(b, "input", dict, where))))
+            elif t == "thinking":
+                data = {"type": "thinking", "thinking": expect(b, "thinking", str, where),
+                        "signature": expect(b, "signature", str, where)}
+                blocks.append(Thinking(provider="anthropic", data=data, text=data["thinking"]))
+            elif t == "redacted_thinking":
+                blocks.append(Thinking(provider="anthropic", data={"type": "redacted_thinking", "data": expect(b, "data", str, where)}))
+            elif not isinstance(t, str):
+                raise ProviderResponseError(f"{where} has no 'type'; is this an Anthropic Messages response?")
+            # server-side tool blocks (web search etc.) are not part of the neutral model: skipped
+        usage = expect(d, "usage", dict, "Anthropic response")
+        u = Usage(
+            input_tokens=as_int(usage.get("input_tokens")),
+            output_tokens=as_int(usage.get("output_tokens")),
+            cache_read_tokens=as_int(usage.get("cache_read_input_tokens")),
+            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
+        )
+        return ParsedResponse(Message("assistant", tuple(blocks)), u, d.get("stop_reason"), d.get("model"))
+
+
+__all__ = ["AnthropicRenderer"]

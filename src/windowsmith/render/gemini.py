@@ -1,0 +1,184 @@
+"""Google Gemini (google-genai): ``client.models.generate_content(**rendered.request)``.
+
+The request is ``{model, contents, config: {system_instruction, tools, max_output_tokens}}`` in plain
+dicts with the SDK's snake_case field names:
+
+* ``system_instruction`` holds a text part for the system text, then one for the session context;
+* assistant messages become ``model`` contents; ``tool`` messages become ``user`` contents of
+  ``function_response`` parts (``{"output": ...}``, or ``{"error": ...}`` for failed calls) carrying
+  the call id and the tool's name (``ToolResult.name`` or the matching earlier ``ToolCall``'s);
+  consecutive same-role contents are merged with function responses first;
+* images: ``inline_data`` (base64) or ``file_data`` (URL);
+* Gemini thinking: a thought part is passed back unchanged; a thought *signature* attached to a
+  function call or text part is kept as ``Thinking(provider="gemini", data={"thought_signature": ...})``
+  just before that block and re-attached to it when rendering.
+
+Gemini caches implicitly by prefix; ``cache_prefix_parts`` follows ``CachePlan`` as for the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ProviderResponseError, UnmatchedToolResultError
+from ..hashing import content_digest
+from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
+from ..request import NeutralRequest
+from ._common import UnitRenderer, as_int, expect, to_plain, tool_names
+from .base import ParsedResponse
+
+SIGNATURE = "thought_signature"
+
+
+def _image(image: Image) -> dict[str, Any]:
+    if image.url is not None:
+        fd: dict[str, Any] = {"file_uri": image.url}
+        if image.media_type:
+            fd["mime_type"] = image.media_type
+        return {"file_data": fd}
+    return {"inline_data": {"mime_type": image.media_type, "data": image.data}}
+
+
+def _part(b: Text | Image) -> dict[str, Any]:
+    return {"text": b.text} if isinstance(b, Text) else _image(b)
+
+
+class GeminiRenderer(UnitRenderer):
+    format = "gemini"
+    merge_same_role = True
+    content_key = "parts"
+
+    def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": tool.name, "parameters_json_schema": dict(tool.parameters)}
+        if tool.description:
+            d["description"] = tool.description
+        return d
+
+    def render_system(self, kind: str, text: str) -> dict[str, Any]:
+        return {"text": text}
+
+    def render_tail(self, text: str) -> list[dict[str, Any]]:
+        return [{"role": "user", "parts": [{"text": text}]}]
+
+    def context(self, req: NeutralRequest) -> dict[str, str]:
+        return tool_names(req)
+
+    def message_extra(self, message: Message, req: NeutralRequest, ctx: Any) -> tuple[Any, ...]:
+        names = []
+        for r in message.tool_results:
+            name = r.name or ctx.get(r.call_id)
+            if not name:
+                raise UnmatchedToolResultError(
+                    f"tool result {r.call_id!r} names no tool and no earlier assistant message made that call; "
+                    "Gemini needs the tool's name: set ToolResult.name or keep the matching ToolCall in the messages"
+                )
+            names.append(name)
+        return tuple(names)
+
+    def render_message(self, message: Message, extra: tuple[Any, ...]) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = []
+        if message.role == "assistant":
+            pending: Any = None
+            for b in message.content:
+                if isinstance(b, Thinking):
+                    if b.provider != "gemini":
+                        continue
+                    if set(b.data) == {SIGNATURE}:
+                        pending = b.data[SIGNATURE]
+                    else:
+                        parts.append(dict(b.data))
+                    continue
+                if isinstance(b, ToolCall):
+                    part: dict[str, Any] = {"function_call": {"id": b.id, "name": b.name, "args": dict(b.arguments)}}
+                elif isinstance(b, Text | Image):
+                    part = _part(b)
+                else:  # pragma: no cover - Message forbids tool results here
+                    continue
+                if pending is not None:
+                    part[SIGNATURE] = pending
+                    pending = None
+                parts.append(part)
+            if pending is not None:
+                parts.append({"text": "", SIGNATURE: pending})
+            return [{"role": "model", "parts": parts}]
+        names = iter(extra)
+        images: list[dict[str, Any]] = []
+        for b in message.content:
+            if isinstance(b, ToolResult):
+                key = "error" if b.is_error else "output"
+                parts.append({"function_response": {"id": b.call_id, "name": next(names), "response": {key: b.text}}})
+                images.extend(_image(i) for i in b.content if isinstance(i, Image))
+            elif isinstance(b, Text | Image):
+                images.append(_part(b))
+        return [{"role": "user", "parts": parts + images}]
+
+    def is_first_block(self, block: Any) -> bool:
+        return "function_response" in block
+
+    def build(self, req: NeutralRequest, tools: list[Any], system: list[Any], messages: list[dict[str, Any]], marks: dict[str, Any]) -> dict[str, Any]:
+        config: dict[str, Any] = {}
+        if system:
+            config["system_instruction"] = {"parts": system}
+        if tools:
+            config["tools"] = [{"function_declarations": tools}]
+        config["max_output_tokens"] = req.max_output_tokens
+        return {"model": req.model, "contents": messages, "config": config}
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def parse_response(self, response: Any) -> ParsedResponse:
+        d = to_plain(response, what="a Gemini GenerateContentResponse", by_alias=False)
+        candidates = d.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            feedback = d.get("prompt_feedback")
+            why = f" (prompt_feedback: {feedback!r})" if feedback else ""
+            raise ProviderResponseError(f"Gemini response has no candidates{why}; nothing to parse")
+        cand = candidates[0]
+        if not isinstance(cand, dict):
+            raise ProviderResponseError("Gemini response candidates[0] must be an object")
+        content = cand.get("content") or {}
+        raw_parts = content.get("parts") or []
+        if not isinstance(raw_parts, list):
+            raise ProviderResponseError("Gemini response candidates[0].content.parts must be a list")
+        blocks: list[Text | ToolCall | Thinking] = []
+        for i, p in enumerate(raw_parts):
+            where = f"Gemini response parts[{i}]"
+            if not isinstance(p, dict):
+                raise ProviderResponseError(f"{where} must be an object")
+            p = {k: v for k, v in p.items() if v is not None}
+            sig = p.get(SIGNATURE)
+            if p.get("thought"):
+                blocks.append(Thinking(provider="gemini", data=p, text=str(p.get("text", ""))))
+            elif "function_call" in p:
+                fc = expect(p, "function_call", dict, where)
+                if sig is not None:
+                    blocks.append(Thinking(provider="gemini", data={SIGNATURE: sig}))
+                call_id = fc.get("id") or _call_id(d, i, fc)
+                blocks.append(ToolCall(id=call_id, name=expect(fc, "name", str, where), arguments=dict(fc.get("args") or {})))
+            elif isinstance(p.get("text"), str):
+                if p["text"] == "" and sig is not None:
+                    blocks.append(Thinking(provider="gemini", data=p))
+                elif p["text"]:
+                    if sig is not None:
+                        blocks.append(Thinking(provider="gemini", data={SIGNATURE: sig}))
+                    blocks.append(Text(p["text"]))
+            # other part kinds (executable code, inline data) are not part of the neutral model
+        meta = d.get("usage_metadata") or {}
+        cached = as_int(meta.get("cached_content_token_count"))
+        u = Usage(
+            input_tokens=max(0, as_int(meta.get("prompt_token_count")) - cached),
+            output_tokens=as_int(meta.get("candidates_token_count")) + as_int(meta.get("thoughts_token_count")),
+            cache_read_tokens=cached,
+        )
+        return ParsedResponse(Message("assistant", tuple(blocks)), u, cand.get("finish_reason"), d.get("model_version"))
+
+
+def _call_id(response: dict[str, Any], index: int, call: dict[str, Any]) -> str:
+    """Gemini may omit call ids: derive a stable one from the response id (or content) and position."""
+    rid = response.get("response_id")
+    if isinstance(rid, str) and rid:
+        return f"{rid}-{index}"
+    return f"gemini-{content_digest([index, call, response.get('candidates')])[:16]}"
+
+
+__all__ = ["GeminiRenderer"]

@@ -1,0 +1,120 @@
+"""OpenAI Chat Completions: ``client.chat.completions.create(**rendered.request)``.
+
+* a ``system`` message with the system text, then the session context as a second ``system`` message;
+* a neutral ``tool`` message becomes one ``tool`` message per result (text only, errors prefixed
+  with ``Error:``); images returned by tools follow in one ``user`` message, since ``tool`` messages
+  cannot carry images;
+* OpenAI caches by prefix implicitly: ``prompt_cache_key`` routes requests of one session to the same
+  cache, ``cache_prefix_parts`` follows the same ``CachePlan`` as Anthropic so the numbers compare;
+* thinking blocks are dropped (Chat Completions takes no reasoning items back).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ProviderResponseError
+from ..model import Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
+from ..request import NeutralRequest
+from ._common import UnitRenderer, as_int, data_uri, expect, to_plain
+from .base import ParsedResponse
+
+ERROR_PREFIX = "Error: "
+
+
+def _part(b: Text | Image) -> dict[str, Any]:
+    if isinstance(b, Text):
+        return {"type": "text", "text": b.text}
+    return {"type": "image_url", "image_url": {"url": data_uri(b)}}
+
+
+def result_text(r: ToolResult) -> str:
+    return (ERROR_PREFIX if r.is_error else "") + r.text
+
+
+class OpenAIChatRenderer(UnitRenderer):
+    format = "openai-chat"
+
+    def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
+        fn: dict[str, Any] = {"name": tool.name, "parameters": dict(tool.parameters)}
+        if tool.description:
+            fn["description"] = tool.description
+        return {"type": "function", "function": fn}
+
+    def render_system(self, kind: str, text: str) -> dict[str, Any]:
+        return {"role": "system", "content": text}
+
+    def render_tail(self, text: str) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": [{"type": "text", "text": text}]}]
+
+    def render_message(self, message: Message, extra: tuple[Any, ...]) -> list[dict[str, Any]]:
+        if message.role == "user" and not message.tool_results:
+            return [{"role": "user", "content": [_part(b) for b in message.content if isinstance(b, Text | Image)]}]
+        if message.role == "assistant":
+            out: dict[str, Any] = {"role": "assistant"}
+            texts = [b.text for b in message.content if isinstance(b, Text)]
+            calls = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
+                for c in message.tool_calls
+            ]
+            if texts or not calls:
+                out["content"] = "\n".join(texts)
+            if calls:
+                out["tool_calls"] = calls
+            return [out]
+        # a tool message (or a user message carrying tool results): tool messages first
+        msgs: list[dict[str, Any]] = []
+        follow: list[dict[str, Any]] = []
+        for r in message.tool_results:
+            msgs.append({"role": "tool", "tool_call_id": r.call_id, "content": result_text(r)})
+            images = [b for b in r.content if isinstance(b, Image)]
+            if images:
+                follow.append({"type": "text", "text": f"Images returned by tool call {r.call_id}:"})
+                follow.extend(_part(i) for i in images)
+        follow.extend(_part(b) for b in message.content if isinstance(b, Text | Image))
+        if follow:
+            msgs.append({"role": "user", "content": follow})
+        return msgs
+
+    def build(self, req: NeutralRequest, tools: list[Any], system: list[Any], messages: list[dict[str, Any]], marks: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": req.model, "messages": [*system, *messages]}
+        if tools:
+            out["tools"] = tools
+        out["max_completion_tokens"] = req.max_output_tokens
+        if req.cache_key:
+            out["prompt_cache_key"] = req.cache_key
+        return out
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def parse_response(self, response: Any) -> ParsedResponse:
+        d = to_plain(response, what="an OpenAI ChatCompletion")
+        choices = expect(d, "choices", list, "OpenAI chat response")
+        if not choices:
+            raise ProviderResponseError("OpenAI chat response has no choices; nothing to parse")
+        choice = choices[0]
+        msg = expect(choice, "message", dict, "OpenAI chat response choices[0]")
+        blocks: list[Text | ToolCall] = []
+        if isinstance(msg.get("content"), str) and msg["content"]:
+            blocks.append(Text(msg["content"]))
+        if isinstance(msg.get("refusal"), str) and msg["refusal"]:
+            blocks.append(Text(msg["refusal"]))
+        for i, c in enumerate(msg.get("tool_calls") or []):
+            where = f"OpenAI chat response tool_calls[{i}]"
+            fn = expect(c, "function", dict, where)
+            blocks.append(ToolCall(id=expect(c, "id", str, where), name=expect(fn, "name", str, where),
+                                   arguments=parse_arguments(expect(fn, "arguments", str, where), where)))
+        usage = d.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        cached = as_int(details.get("cached_tokens"))
+        written = as_int(details.get("cache_write_tokens"))
+        u = Usage(
+            input_tokens=max(0, as_int(usage.get("prompt_tokens")) - cached - written),
+            output_tokens=as_int(usage.get("completion_tokens")),
+            cache_read_tokens=cached,
+            cache_write_tokens=written,
+        )
+        return ParsedResponse(Message("assistant", tuple(blocks)), u, choice.get("finish_reason"), d.get("model"))
+
+
+__all__ = ["OpenAIChatRenderer"]

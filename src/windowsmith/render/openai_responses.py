@@ -1,0 +1,131 @@
+"""OpenAI Responses API: ``client.responses.create(**rendered.request)``.
+
+* ``input`` items: the system text and the session context as ``system`` messages, then user and
+  assistant ``message`` items, ``function_call`` and ``function_call_output`` items, in log order;
+* tools in the flat Responses form ``{type: function, name, description, parameters, strict: false}``;
+* OpenAI ``reasoning`` items (``Thinking(provider="openai")``) are passed back unchanged, just
+  before the output they preceded; other providers' thinking is dropped;
+* ``prompt_cache_key`` and ``max_output_tokens`` as for Chat Completions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ProviderResponseError
+from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
+from ..request import NeutralRequest
+from ._common import UnitRenderer, as_int, data_uri, expect, to_plain
+from .base import ParsedResponse
+from .openai_chat import ERROR_PREFIX
+
+
+def _part(b: Text | Image) -> dict[str, Any]:
+    if isinstance(b, Text):
+        return {"type": "input_text", "text": b.text}
+    return {"type": "input_image", "image_url": data_uri(b), "detail": "auto"}
+
+
+def _output(r: ToolResult) -> str | list[dict[str, Any]]:
+    if not any(isinstance(b, Image) for b in r.content):
+        return (ERROR_PREFIX if r.is_error else "") + r.text
+    parts = [_part(b) for b in r.content]
+    if r.is_error:
+        parts.insert(0, {"type": "input_text", "text": ERROR_PREFIX.strip()})
+    return parts
+
+
+class OpenAIResponsesRenderer(UnitRenderer):
+    format = "openai-responses"
+
+    def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": "function", "name": tool.name, "parameters": dict(tool.parameters), "strict": False}
+        if tool.description:
+            d["description"] = tool.description
+        return d
+
+    def render_system(self, kind: str, text: str) -> dict[str, Any]:
+        return {"type": "message", "role": "system", "content": text}
+
+    def render_tail(self, text: str) -> list[dict[str, Any]]:
+        return [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}]
+
+    def render_message(self, message: Message, extra: tuple[Any, ...]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        if message.role == "assistant":
+            texts: list[str] = []
+
+            def flush() -> None:
+                if texts:
+                    items.append({"type": "message", "role": "assistant", "content": "\n".join(texts)})
+                    texts.clear()
+
+            for b in message.content:
+                if isinstance(b, Text):
+                    texts.append(b.text)
+                    continue
+                flush()
+                if isinstance(b, ToolCall):
+                    items.append({"type": "function_call", "call_id": b.id, "name": b.name, "arguments": b.arguments_json})
+                elif isinstance(b, Thinking) and b.provider == "openai":
+                    items.append(dict(b.data))
+            flush()
+            return items
+        for r in message.tool_results:
+            items.append({"type": "function_call_output", "call_id": r.call_id, "output": _output(r)})
+        rest = [_part(b) for b in message.content if isinstance(b, Text | Image)]
+        if rest:
+            items.append({"type": "message", "role": "user", "content": rest})
+        return items
+
+    def build(self, req: NeutralRequest, tools: list[Any], system: list[Any], messages: list[dict[str, Any]], marks: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"model": req.model, "input": [*system, *messages]}
+        if tools:
+            out["tools"] = tools
+        out["max_output_tokens"] = req.max_output_tokens
+        if req.cache_key:
+            out["prompt_cache_key"] = req.cache_key
+        return out
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def parse_response(self, response: Any) -> ParsedResponse:
+        d = to_plain(response, what="an OpenAI Response")
+        if d.get("error"):
+            raise ProviderResponseError(f"OpenAI response failed: {d['error']!r}")
+        output = expect(d, "output", list, "OpenAI response")
+        blocks: list[Text | ToolCall | Thinking] = []
+        for i, item in enumerate(output):
+            where = f"OpenAI response output[{i}]"
+            t = item.get("type") if isinstance(item, dict) else None
+            if t == "message":
+                for part in expect(item, "content", list, where):
+                    if part.get("type") == "output_text":
+                        blocks.append(Text(expect(part, "text", str, where)))
+                    elif part.get("type") == "refusal":
+                        blocks.append(Text(expect(part, "refusal", str, where)))
+            elif t == "function_call":
+                blocks.append(ToolCall(id=expect(item, "call_id", str, where), name=expect(item, "name", str, where),
+                                       arguments=parse_arguments(expect(item, "arguments", str, where), where)))
+            elif t == "reasoning":
+                data = {k: v for k, v in item.items() if v is not None}
+                summary = "\n".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
+                blocks.append(Thinking(provider="openai", data=data, text=summary))
+            elif not isinstance(t, str):
+                raise ProviderResponseError(f"{where} has no 'type'; is this an OpenAI Responses response?")
+        usage = d.get("usage") or {}
+        details = usage.get("input_tokens_details") or {}
+        cached = as_int(details.get("cached_tokens"))
+        written = as_int(details.get("cache_write_tokens"))
+        u = Usage(
+            input_tokens=max(0, as_int(usage.get("input_tokens")) - cached - written),
+            output_tokens=as_int(usage.get("output_tokens")),
+            cache_read_tokens=cached,
+            cache_write_tokens=written,
+        )
+        incomplete = d.get("incomplete_details") or {}
+        stop = incomplete.get("reason") or d.get("status")
+        return ParsedResponse(Message("assistant", tuple(blocks)), u, stop, d.get("model"))
+
+
+__all__ = ["OpenAIResponsesRenderer"]
