@@ -1,0 +1,1 @@
+"""History compaction in layers, cheapest first."""
