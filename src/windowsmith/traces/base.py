@@ -204,7 +204,8 @@ class Ctx:
             return None
         v = d[key]
         if kind is not None and not isinstance(v, kind):
-            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            kinds = (kind,) if isinstance(kind, type) else kind
+            names = " or ".join(_JSON_NAMES.get(k, k.__name__) for k in kinds)
             raise self.err(key, f"expected {names}, got {_tname(v)}")
         return v
 
@@ -217,10 +218,11 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
 
 
+_JSON_NAMES: dict[type, str] = {dict: "object", list: "array", str: "string", type(None): "null", bool: "boolean"}
+
+
 def _tname(v: Any) -> str:
-    return {dict: "object", list: "array", str: "string", type(None): "null", bool: "boolean"}.get(
-        type(v), type(v).__name__
-    )
+    return _JSON_NAMES.get(type(v), type(v).__name__)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -286,6 +288,8 @@ def tools_from(raw: Any, ctx: Ctx, repairs: list[str]) -> tuple[ToolSpec, ...]:
         return ()
     out: list[ToolSpec] = []
     seen: set[str] = set()
+    if isinstance(raw, Mapping):  # a mapping tool name -> definition (tau2 tool_defs)
+        raw = list(raw.values())
     for i, t in enumerate(ctx.lst(raw)):
         if (
             isinstance(t, Mapping)
