@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from windowsmith.errors import TraceFormatError
 from windowsmith.model import Image, Thinking
@@ -466,3 +469,93 @@ def test_iter_trace_files_recursive(tmp_path: Path) -> None:
     ]
     with pytest.raises(TraceFormatError):
         iter_trace_files(tmp_path / "missing")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Never a raw traceback
+# ---------------------------------------------------------------------------------------------------
+
+_KEYS = st.sampled_from(
+    [
+        "role",
+        "content",
+        "tool_calls",
+        "id",
+        "name",
+        "arguments",
+        "function",
+        "type",
+        "messages",
+        "traj",
+        "task_id",
+        "simulations",
+        "info",
+        "history",
+        "source",
+        "action",
+        "observation",
+        "args",
+        "tool_call_metadata",
+        "tool_call_id",
+        "input",
+        "output",
+        "call_id",
+        "system",
+        "tools",
+        "trajectory",
+        "extra",
+        "usage",
+        "text",
+        "tool_use_id",
+        "thinking",
+        "requestor",
+        "error",
+        "environment_info",
+        "tool_defs",
+        "policy",
+        "model_response",
+        "choices",
+        "message",
+        "trajectory_format",
+    ]
+)
+_LEAF = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from(
+        [
+            "user",
+            "assistant",
+            "tool",
+            "system",
+            "function_call",
+            "message",
+            "text",
+            "tool_use",
+            "tool_result",
+            "run",
+            "agent",
+            "{}",
+            "mini-swe-agent-1",
+        ]
+    )
+)
+_VALUE = st.recursive(_LEAF, lambda i: st.lists(i, max_size=4) | st.dictionaries(_KEYS, i, max_size=5), max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_VALUE, st.none() | st.sampled_from(FORMATS))
+def test_arbitrary_json_imports_or_raises_trace_format_error(value: Any, fmt: str | None) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "fuzz.json"
+        p.write_text(json.dumps(value))
+        try:
+            traces = load_traces(p, format=fmt)
+        except TraceFormatError as e:
+            assert "fuzz.json" in str(e) and "supported formats" in str(e)
+            return
+        for t in traces:
+            for i, m in enumerate(t.messages):
+                if m.tool_calls:
+                    assert t.messages[i + 1].role == "tool"

@@ -25,6 +25,8 @@ from .base import (
     Ctx,
     Document,
     Trace,
+    as_dict,
+    as_list,
     fail,
     iter_trace_files,
     read_document,
@@ -72,7 +74,12 @@ def _is_message_record(v: Any) -> bool:
     """One chat message / input item (as in a JSONL log with one message per line)."""
     if not isinstance(v, dict) or any(k in v for k in ("messages", "history", "traj", "simulations", "input")):
         return False
-    return "role" in v or v.get("type") in _RESPONSES_ITEMS or v.get("type") == "message"
+    return "role" in v or _typ(v) in _RESPONSES_ITEMS or _typ(v) == "message"
+
+
+def _typ(v: Any) -> str | None:
+    t = v.get("type") if isinstance(v, dict) else None
+    return t if isinstance(t, str) else None
 
 
 def _detect_messages(items: list[Any]) -> str | None:
@@ -80,7 +87,7 @@ def _detect_messages(items: list[Any]) -> str | None:
     for m in items[:500]:
         if not isinstance(m, dict):
             continue
-        t = m.get("type")
+        t = _typ(m)
         if t in _RESPONSES_ITEMS or (t == "message" and "role" in m):
             responses += 1
             continue
@@ -95,7 +102,7 @@ def _detect_messages(items: list[Any]) -> str | None:
         content = m.get("content")
         if isinstance(content, list):
             for blk in content:
-                bt = blk.get("type") if isinstance(blk, dict) else None
+                bt = _typ(blk)
                 if bt in _ANTHROPIC_BLOCKS or (bt == "image" and isinstance(blk.get("source"), dict)):
                     anthropic += 1
                 elif bt in ("image_url",):
@@ -140,7 +147,7 @@ def detect_value(v: Any) -> str | None:
         return "tau2-bench"
     if "traj" in v and isinstance(v.get("traj"), list):
         return "tau-bench"
-    info = v.get("info") if isinstance(v.get("info"), dict) else {}
+    info = as_dict(v.get("info"))
     if isinstance(v.get("messages"), list) and (
         str(v.get("trajectory_format", "")).startswith("mini-swe-agent") or "mini_version" in info
     ):
@@ -160,7 +167,7 @@ def detect_value(v: Any) -> str | None:
     ):
         return "swe-agent"
     if isinstance(v.get("messages"), list):
-        tools = v.get("tools") if isinstance(v.get("tools"), list) else []
+        tools = as_list(v.get("tools"))
         if "system" in v or any(isinstance(t, dict) and "input_schema" in t for t in tools):
             return "anthropic-messages"
         return _detect_messages(v["messages"]) or "openai-chat"
@@ -217,7 +224,16 @@ def _plan(doc: Document, fmt: str | None) -> tuple[str, list[tuple[int | None, A
 
 def detect_format(path: str | Path) -> str:
     """The format of the trace file at ``path``, from its content."""
-    return _plan(read_document(path), None)[0]
+    return _safe_plan(read_document(path), None)[0]
+
+
+def _safe_plan(doc: Document, fmt: str | None) -> tuple[str, list[tuple[int | None, Any]]]:
+    try:
+        return _plan(doc, fmt)
+    except TraceFormatError:
+        raise
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        raise fail(doc.path, "", f"not a recognised trace format ({type(e).__name__}: {e})") from None
 
 
 def _stem(path: Path) -> str:
@@ -233,7 +249,7 @@ def load_traces(path: str | Path, format: str | None = None) -> list[Trace]:
     if format is not None and format not in FORMATS:
         raise TraceFormatError(f"{path}: unknown format {format!r}; supported formats: {', '.join(FORMATS)}")
     doc = read_document(path)
-    fmt, units = _plan(doc, format)
+    fmt, units = _safe_plan(doc, format)
     importer = _IMPORTERS[fmt]
     out: list[Trace] = []
     stem = _stem(doc.path)

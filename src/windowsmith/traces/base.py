@@ -132,11 +132,11 @@ def read_document(path: str | Path) -> Document:
             except json.JSONDecodeError:
                 first_ok = False
         if not first_ok:
-            e = whole_err
+            w = whole_err
             raise fail(
                 p,
-                f"line {e.lineno} column {e.colno} (char {e.pos})",
-                f"invalid or truncated JSON: {e.msg}",
+                f"line {w.lineno} column {w.colno} (char {w.pos})",
+                f"invalid or truncated JSON: {w.msg}",
             ) from None
         records: list[tuple[int, Any]] = []
         for k, (lineno, ln) in enumerate(numbered):
@@ -216,6 +216,16 @@ def _join(where: str, key: str) -> str:
     if key.startswith("["):
         return f"{where}{key}"
     return f"{where}.{key}" if where else key
+
+
+def as_dict(v: Any) -> dict[str, Any]:
+    """``v`` if it is a JSON object, else an empty one (for optional metadata)."""
+    return v if isinstance(v, dict) else {}
+
+
+def as_list(v: Any) -> list[Any]:
+    """``v`` if it is a JSON array, else an empty one (for optional metadata)."""
+    return v if isinstance(v, list) else []
 
 
 _JSON_NAMES: dict[type, str] = {dict: "object", list: "array", str: "string", type(None): "null", bool: "boolean"}

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from ..model import Image, Text, Thinking
-from .base import Builder, Ctx, Trace, image_from_url, make_trace, tools_from, usage_from
+from .base import Builder, Ctx, Trace, as_dict, image_from_url, make_trace, tools_from, usage_from
 
 # ---------------------------------------------------------------------------------------------------
 # OpenAI chat
@@ -86,7 +86,7 @@ def import_chat_messages(b: Builder, msgs: list[Any], ctx: Ctx) -> list[str]:
                 raise ctx.err(f"[{i}].tool_calls", "expected a JSON array")
             for k, tc in enumerate(tcs):
                 tc = ctx.obj(tc, f"[{i}].tool_calls[{k}]")
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+                fn = as_dict(tc.get("function")) or tc
                 calls.append((tc.get("id"), fn.get("name"), fn.get("arguments")))
             fc = m.get("function_call")  # legacy single function call
             if isinstance(fc, dict):

@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Any
 
 from ..model import Image, Text
-from .base import Builder, Ctx, Trace, image_from_url, make_trace, tools_from, usage_from
+from .base import Builder, Ctx, Trace, as_dict, as_list, image_from_url, make_trace, tools_from, usage_from
 
 _BOOKKEEPING = {
     "thought",
@@ -40,7 +40,7 @@ _BOOKKEEPING = {
 def _render_observation(e: dict[str, Any]) -> str:
     content = e.get("content")
     text = content if isinstance(content, str) else ("" if content is None else str(content))
-    extras = e.get("extras") if isinstance(e.get("extras"), dict) else {}
+    extras = as_dict(e.get("extras"))
     md = extras.get("metadata") if isinstance(extras.get("metadata"), dict) else None
     if e.get("observation") == "run" and md is not None:
         text = f"{md.get('prefix') or ''}{text}{md.get('suffix') or ''}"
@@ -65,7 +65,7 @@ def _instance(b: Builder, inst: dict[str, Any], ctx: Ctx) -> tuple[str, tuple[An
         w = f"{ctx.where}.history[{i}]" if ctx.where else f"history[{i}]"
         e = ctx.obj(e, f"history[{i}]")
         action, obs, src = e.get("action"), e.get("observation"), e.get("source")
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        args = as_dict(e.get("args"))
         tcm = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), dict) else None
         if action == "system":
             system = b.text(args.get("content") or e.get("message") or "", w)
@@ -74,18 +74,18 @@ def _instance(b: Builder, inst: dict[str, Any], ctx: Ctx) -> tuple[str, tuple[An
             continue
         if action is not None:
             if tcm is not None:
-                resp = tcm.get("model_response") if isinstance(tcm.get("model_response"), dict) else {}
+                resp = as_dict(tcm.get("model_response"))
                 rid = resp.get("id") or f"event-{e.get('id', i)}"
                 if rid == current_response:
                     continue  # another tool call of the response already emitted
                 current_response = rid
-                choices = resp.get("choices") if isinstance(resp.get("choices"), list) else []
+                choices = as_list(resp.get("choices"))
                 msg = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
                 if isinstance(msg, dict):
                     calls = []
                     for tc in msg.get("tool_calls") or []:
                         if isinstance(tc, dict):
-                            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+                            fn = as_dict(tc.get("function"))
                             calls.append((tc.get("id"), fn.get("name"), fn.get("arguments")))
                     b.assistant(msg.get("content") or "", calls, w, usage=usage_from(resp.get("usage")))
                 else:  # no raw response kept: rebuild the call from the action itself
@@ -145,9 +145,9 @@ def import_openhands(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> l
         inst = ictx.obj(inst)
         b = Builder()
         system, tools, meta, tool_repairs = _instance(b, inst, ictx)
-        md = inst.get("metadata") if isinstance(inst.get("metadata"), dict) else {}
-        llm = md.get("llm_config") if isinstance(md.get("llm_config"), dict) else {}
-        metrics = inst.get("metrics") if isinstance(inst.get("metrics"), dict) else {}
+        md = as_dict(inst.get("metadata"))
+        llm = as_dict(md.get("llm_config"))
+        metrics = as_dict(inst.get("metrics"))
         meta.update(
             {
                 "instance_id": inst.get("instance_id"),

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Builder, Ctx, Trace, make_trace, usage_from
+from .base import Builder, Ctx, Trace, as_dict, as_list, make_trace, usage_from
 from .logs import chat_parts
 
 
 def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
     doc = ctx.obj(value)
     msgs = ctx.get(doc, "messages", list)
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    info = as_dict(doc.get("info"))
     b = Builder()
     system: list[str] = []
     reasoning = 0
@@ -39,10 +39,10 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
         elif role == "user":
             b.user(parts, w)
         elif role == "assistant":
-            extra = m.get("extra") if isinstance(m.get("extra"), dict) else {}
-            resp = extra.get("response") if isinstance(extra.get("response"), dict) else {}
+            extra = as_dict(m.get("extra"))
+            resp = as_dict(extra.get("response"))
             model = resp.get("model") or model
-            choices = resp.get("choices") if isinstance(resp.get("choices"), list) else []
+            choices = as_list(resp.get("choices"))
             if choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
                 details = choices[0]["message"].get("reasoning_details")
                 if isinstance(details, list):
@@ -50,8 +50,8 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
             b.assistant(parts, (), w, usage=usage_from(resp.get("usage")))
         else:
             raise ctx.err(f"{w}.role", f"unknown role {role!r} (expected system, user or assistant)")
-    cfg = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model_cfg = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    cfg = as_dict(info.get("config"))
+    model_cfg = as_dict(cfg.get("model"))
     meta: dict[str, Any] = {
         "instance_id": doc.get("instance_id"),
         "exit_status": info.get("exit_status"),
@@ -91,7 +91,7 @@ def _history_entries(b: Builder, entries: list[Any], ctx: Ctx, key: str) -> list
             calls = []
             for k, tc in enumerate(m.get("tool_calls") or []):
                 tc = ctx.obj(tc, f"{key}[{i}].tool_calls[{k}]")
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+                fn = as_dict(tc.get("function")) or tc
                 calls.append((tc.get("id"), fn.get("name"), fn.get("arguments")))
             b.assistant(parts, calls, w)
         elif role == "tool":
@@ -134,7 +134,7 @@ def import_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> l
         meta["rebuilt_from"] = "trajectory"
     else:
         raise ctx.err("history", "a SWE-agent trajectory needs a non-empty 'history' or 'trajectory' array")
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    info = as_dict(doc.get("info"))
     meta.update(
         {
             "exit_status": info.get("exit_status"),
@@ -144,11 +144,11 @@ def import_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> l
     )
     replay = doc.get("replay_config")
     if isinstance(replay, dict):
-        ps = replay.get("problem_statement") if isinstance(replay.get("problem_statement"), dict) else {}
+        ps = as_dict(replay.get("problem_statement"))
         if ps.get("id"):
             meta["instance_id"] = ps["id"]
-        agent = replay.get("agent") if isinstance(replay.get("agent"), dict) else {}
-        model = agent.get("model") if isinstance(agent.get("model"), dict) else {}
+        agent = as_dict(replay.get("agent"))
+        model = as_dict(agent.get("model"))
         if model.get("name"):
             meta["model"] = model["name"]
     return [

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from ..model import Usage
-from .base import Builder, Ctx, Trace, make_trace, tools_from, usage_from
+from .base import Builder, Ctx, Trace, as_dict, make_trace, tools_from, usage_from
 from .logs import import_chat_messages
 
 
@@ -34,14 +34,14 @@ def import_tau_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> l
         traj = rctx.get(run, "traj", list)
         b = Builder()
         system = import_chat_messages(b, traj, rctx.sub("traj"))
-        info = run.get("info") if isinstance(run.get("info"), dict) else {}
+        info = as_dict(run.get("info"))
         meta: dict[str, Any] = {
             "task_id": run.get("task_id"),
             "trial": run.get("trial"),
             "reward": run.get("reward"),
             "index": i,
         }
-        task = info.get("task") if isinstance(info.get("task"), dict) else {}
+        task = as_dict(info.get("task"))
         if task.get("instruction"):
             meta["instruction"] = task["instruction"]
         if "user_cost" in info:
@@ -66,8 +66,8 @@ def import_tau_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> l
 
 
 def _tau2_system(info: dict[str, Any]) -> str:
-    env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
-    agent = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
+    env = as_dict(info.get("environment_info"))
+    agent = as_dict(info.get("agent_info"))
     parts = []
     for key in ("system_prompt", "instructions", "agent_instruction"):
         if isinstance(agent.get(key), str) and agent[key].strip():
@@ -97,11 +97,11 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
     doc = ctx.obj(value)
     info = ctx.get(doc, "info", dict, required=False) or {}
     sims = ctx.get(doc, "simulations", list)
-    env = info.get("environment_info") if isinstance(info.get("environment_info"), dict) else {}
+    env = as_dict(info.get("environment_info"))
     system = _tau2_system(info)
     tool_repairs: list[str] = []
     tools = tools_from(env.get("tool_defs"), ctx.sub("info.environment_info.tool_defs"), tool_repairs)
-    agent_info = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
+    agent_info = as_dict(info.get("agent_info"))
     out: list[Trace] = []
     for si, sim in enumerate(sims):
         sctx = ctx.sub(f"simulations[{si}]", source=f"{ctx.source}#simulations[{si}]")
@@ -120,7 +120,7 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
                 agent_calls = [
                     c for c in calls if isinstance(c, dict) and c.get("requestor", "assistant") == "assistant"
                 ]
-                raw = m.get("raw_data") if isinstance(m.get("raw_data"), dict) else {}
+                raw = as_dict(m.get("raw_data"))
                 if isinstance(raw.get("thinking_blocks"), list):
                     thinking_blocks += len(raw["thinking_blocks"])
                 b.assistant(
@@ -147,7 +147,7 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
                     b.tool_result(m.get("id"), content if content is not None else "", w, is_error=bool(m.get("error")))
             else:
                 raise sctx.err(f"messages[{i}].role", f"unknown role {role!r} (expected assistant, user or tool)")
-        reward_info = sim.get("reward_info") if isinstance(sim.get("reward_info"), dict) else {}
+        reward_info = as_dict(sim.get("reward_info"))
         meta: dict[str, Any] = {
             "simulation_id": sim.get("id"),
             "task_id": sim.get("task_id"),
