@@ -41,6 +41,8 @@ def chat_parts(b: Builder, content: Any, where: str) -> list[Text | Image]:
             out.append(Text(b.text(p, w)))
             continue
         if not isinstance(p, dict):
+            b.repairs.append(f"{w}: content part of type {type(p).__name__} kept as JSON text")
+            out.append(Text(json.dumps(p, ensure_ascii=False)))
             continue
         t = p.get("type")
         if t in ("text", "input_text", "output_text") or (t is None and "text" in p):
