@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -111,7 +112,7 @@ def test_cache_prefix_is_byte_identical_between_turns(tmp_path, fmt, path, indic
         for idx in indices:
             packs = _replay_packs(engine, traces[idx], fmt, f"{fmt}-{idx}")
             assert len(packs) >= 2, "a multi-turn trace"
-            for prev, cur in zip(packs, packs[1:], strict=False):
+            for prev, cur in itertools.pairwise(packs):
                 assert cur.tokens <= cur.manifest.available
                 if cur.manifest.actions:  # a compaction boundary: the prefix may break here, once
                     continue
@@ -136,7 +137,7 @@ def test_prefix_holds_between_compactions_on_small_windows(tmp_path, path, indic
     with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=8000) as engine:
         packs = _replay_packs(engine, traces[indices[0]], "anthropic", "small")
         boundaries = 0
-        for prev, cur in zip(packs, packs[1:], strict=False):
+        for prev, cur in itertools.pairwise(packs):
             assert cur.tokens <= cur.manifest.available
             if cur.manifest.actions:
                 boundaries += 1
