@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ from windowsmith.hashing import canonical_json, chain_hash
 from windowsmith.model import EVENT_KINDS
 from windowsmith.store import SQLiteStore, Store
 
-PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
+PG_DSN = os.environ.get(
+    "WINDOWSMITH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
+)
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +33,7 @@ def pg_schema() -> Iterator[str]:
         admin = psycopg.connect(PG_DSN, autocommit=True)
     except psycopg.OperationalError as e:
         pytest.skip(
-            f"PostgreSQL is not reachable at 127.0.0.1:5432 ({str(e).strip()[:120]}); start it or run -m 'not postgres'"
+            f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:120]}); start it or run -m 'not postgres'"
         )
     schema = f"ws_test_{uuid.uuid4().hex[:12]}"
     try:
@@ -47,8 +50,19 @@ def open_backend(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> S
 
     schema = request.getfixturevalue("pg_schema")
     store = PostgresStore(PG_DSN, schema=schema)
-    store._truncate_all_for_tests()
+    pg_truncate(schema)  # one schema per run: each test starts from empty tables
     return store
+
+
+def pg_truncate(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    tables = ["sessions", "events", "packs", "blobs", "blob_refs", "kv"]
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("TRUNCATE {} CASCADE").format(sql.SQL(", ").join(sql.Identifier(schema, t) for t in tables))
+        )
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -123,7 +123,7 @@ def m004_kv(conn: sqlite3.Connection) -> None:
 
 
 def _ts() -> str:
-    return now_utc().isoformat()
+    return now_utc().isoformat(timespec="microseconds")
 
 
 class SQLiteStore(Store):

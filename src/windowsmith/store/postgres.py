@@ -1,0 +1,432 @@
+"""The PostgreSQL store, for fleets of agent workers sharing sessions.
+
+Same tables and semantics as :mod:`windowsmith.store.sqlite`, with psycopg 3 imported lazily
+(``pip install 'windowsmith[postgres]'``). Text keys use the ``"C"`` collation so ids sort and
+prefix-match bytewise, as in SQLite. Event data and manifests are stored as canonical JSON *text*
+(not ``jsonb``, which would reorder keys and renormalize numbers and so change what was hashed).
+
+An append is one statement: a conditional ``UPDATE sessions ... WHERE head_hash IS NOT DISTINCT
+FROM expected`` feeding the ``INSERT`` of the events through a CTE. The update locks the session row;
+a concurrent writer waits, re-checks the condition against the new head and updates nothing, so at
+most one of two racing appends wins, in one round trip and without an explicit transaction.
+
+Migrations are the same named, forward-only steps recorded in ``_windowsmith_migrations``, each in
+its own transaction under an advisory lock so workers starting together apply them once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StoreError, UsageError
+from ..model import Event
+from .base import (
+    Migrations,
+    PreparedEvent,
+    SessionRecord,
+    Store,
+    blob_sha,
+    check_blob,
+    check_kv_args,
+    check_pack_args,
+    check_session_id,
+    event_from_row,
+    moved_on,
+    pack_prefix_upper,
+    to_json,
+    unknown_session,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+MIGRATIONS_TABLE = "_windowsmith_migrations"
+_ADVISORY_KEY = "windowsmith.migrations"
+
+migration: Migrations[psycopg.Cursor[Any]] = Migrations()
+
+
+@migration
+def m001_initial(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """CREATE TABLE sessions (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            meta TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            head_hash TEXT,
+            head_seq BIGINT NOT NULL DEFAULT -1
+        )"""
+    )
+    cur.execute(
+        """CREATE TABLE events (
+            session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            data TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            parent TEXT,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (session_id, seq),
+            UNIQUE (session_id, hash)
+        )"""
+    )
+
+
+@migration
+def m002_packs(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """CREATE TABLE packs (
+            ord BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id TEXT COLLATE "C" NOT NULL UNIQUE,
+            session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            manifest TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+        )"""
+    )
+    cur.execute("CREATE INDEX packs_by_session ON packs (session_id, ord)")
+
+
+@migration
+def m003_blobs(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """CREATE TABLE blobs (
+            sha TEXT COLLATE "C" PRIMARY KEY,
+            data BYTEA NOT NULL,
+            size BIGINT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+        )"""
+    )
+    cur.execute(
+        """CREATE TABLE blob_refs (
+            sha TEXT COLLATE "C" NOT NULL REFERENCES blobs(sha) ON DELETE CASCADE,
+            session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            PRIMARY KEY (sha, session_id)
+        )"""
+    )
+    cur.execute("CREATE INDEX blob_refs_by_session ON blob_refs (session_id)")
+
+
+@migration
+def m004_kv(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """CREATE TABLE kv (
+            scope TEXT COLLATE "C" NOT NULL,
+            key TEXT COLLATE "C" NOT NULL,
+            value TEXT NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (scope, key)
+        )"""
+    )
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as e:
+        raise UsageError(
+            "a PostgreSQL store needs psycopg 3, which is not installed; "
+            "install it with: pip install 'windowsmith[postgres]'"
+        ) from e
+    return psycopg
+
+
+_APPEND_SQL = """
+WITH h AS (
+    UPDATE sessions SET head_hash = %(new_head)s, head_seq = head_seq + %(n)s
+    WHERE id = %(sid)s AND head_hash IS NOT DISTINCT FROM %(expected)s
+    RETURNING head_seq - %(n)s AS base
+)
+INSERT INTO events (session_id, seq, kind, data, hash, parent)
+SELECT %(sid)s, h.base + t.ord, t.kind, t.data, t.hash, t.parent
+FROM h, unnest(%(kinds)s::text[], %(datas)s::text[], %(hashes)s::text[], %(parents)s::text[])
+     WITH ORDINALITY AS t(kind, data, hash, parent, ord)
+RETURNING seq
+"""
+
+
+class PostgresStore(Store):
+    """A :class:`~windowsmith.store.Store` in a PostgreSQL database.
+
+    ``dsn``: a ``postgresql://`` URL or a libpq connection string. ``schema``: keep the tables in
+    this schema (created if missing) instead of the connection's default ``search_path``.
+    """
+
+    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10) -> None:
+        pg = _psycopg()
+        self._pg = pg
+        self.dsn = dsn
+        self.schema = schema
+        self._lock = threading.RLock()
+        self._conn: psycopg.Connection[Any] | None = None
+        try:
+            conn = pg.connect(dsn, autocommit=True, connect_timeout=connect_timeout)
+        except pg.Error as e:
+            raise StoreError(
+                f"cannot connect to the PostgreSQL store at {self._where()}: {str(e).strip()}; "
+                "check the URL and that the server is running"
+            ) from None
+        self._conn = conn
+        try:
+            if schema is not None:
+                from psycopg import sql
+
+                if not schema:
+                    raise UsageError("schema= must be a non-empty name or None")
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+                conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+            self._migrate()
+        except BaseException as e:
+            conn.close()
+            self._conn = None
+            if isinstance(e, pg.Error):
+                raise StoreError(f"cannot open the PostgreSQL store at {self._where()}: {str(e).strip()}") from None
+            raise
+
+    def _where(self) -> str:
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+
+            info = conninfo_to_dict(self.dsn)
+            where = f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+        except Exception:
+            where = "the given DSN"
+        return where + (f" (schema {self.schema})" if self.schema else "")
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._where()!r})"
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @property
+    def _db(self) -> psycopg.Connection[Any]:
+        if self._conn is None:
+            raise UsageError(f"the store at {self._where()} is closed; open a new PostgresStore")
+        return self._conn
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except self._pg.Error as e:
+            raise StoreError(f"the PostgreSQL store at {self._where()} failed: {str(e).strip()}") from e
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Cursor[Any]]:
+        with self._lock, self._errors():
+            db = self._db
+            with db.transaction(), db.cursor() as cur:
+                yield cur
+
+    def _read(self, query: str, params: Mapping[str, Any] | tuple[Any, ...] = ()) -> list[Any]:
+        with self._lock, self._errors():
+            return self._db.execute(query, params).fetchall()
+
+    def _migrate(self) -> None:
+        with self._tx() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || current_schema()))", (_ADVISORY_KEY,))
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
+                "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
+            )
+            applied = {r[0] for r in cur.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
+        migration.check_known(applied, f"the PostgreSQL store at {self._where()}")
+        for name, fn in migration:
+            if name in applied:
+                continue
+            with self._tx() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || current_schema()))", (_ADVISORY_KEY,))
+                if cur.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = %s", (name,)).fetchone():
+                    continue
+                fn(cur)
+                cur.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name) VALUES (%s)", (name,))
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the migrations recorded in this database, in the order they were applied."""
+        return [r[0] for r in self._read(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY applied_at, name")]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, meta: Mapping[str, Any] | None = None) -> None:
+        check_session_id(session_id)
+        meta_json = to_json(dict(meta or {}), f"the meta of session {session_id!r}")
+        with self._tx() as cur:
+            cur.execute(
+                "INSERT INTO sessions (id, meta) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING", (session_id, meta_json)
+            )
+            if cur.rowcount == 0:
+                (existing,) = cur.execute("SELECT meta FROM sessions WHERE id = %s", (session_id,)).fetchone()  # type: ignore[misc]
+                if existing != meta_json:
+                    raise UsageError(
+                        f"session {session_id!r} already exists with different meta ({existing:.200}); "
+                        "use a new session id, or pass the same meta to reuse it"
+                    )
+
+    @staticmethod
+    def _record(row: tuple[Any, ...]) -> SessionRecord:
+        sid, meta, created_at, head, head_seq = row
+        return SessionRecord(sid, json.loads(meta), created_at, head, head_seq + 1)
+
+    def get_session(self, session_id: str) -> SessionRecord | None:
+        check_session_id(session_id)
+        rows = self._read("SELECT id, meta, created_at, head_hash, head_seq FROM sessions WHERE id = %s", (session_id,))
+        return self._record(rows[0]) if rows else None
+
+    def list_sessions(self) -> list[SessionRecord]:
+        rows = self._read("SELECT id, meta, created_at, head_hash, head_seq FROM sessions ORDER BY created_at, id")
+        return [self._record(r) for r in rows]
+
+    def delete_session(self, session_id: str) -> bool:
+        check_session_id(session_id)
+        with self._tx() as cur:
+            return cur.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount > 0
+
+    # -- log --------------------------------------------------------------------------------------
+
+    def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None) -> list[Event]:
+        params = {
+            "sid": session_id,
+            "expected": expected_parent,
+            "new_head": prepared[-1].hash,
+            "n": len(prepared),
+            "kinds": [p.kind for p in prepared],
+            "datas": [p.data_json for p in prepared],
+            "hashes": [p.hash for p in prepared],
+            "parents": [p.parent for p in prepared],
+        }
+        with self._lock, self._errors():
+            seqs = [r[0] for r in self._db.execute(_APPEND_SQL, params).fetchall()]
+            if not seqs:
+                row = self._db.execute("SELECT head_hash FROM sessions WHERE id = %s", (session_id,)).fetchone()
+                if row is None:
+                    raise unknown_session(session_id)
+                raise moved_on(session_id, row[0], expected_parent)
+        seqs.sort()
+        return [event_from_row(s, p.kind, p.data_json, p.hash, p.parent) for s, p in zip(seqs, prepared, strict=True)]
+
+    def _require_session(self, session_id: str) -> None:
+        if not self._read("SELECT 1 FROM sessions WHERE id = %s", (session_id,)):
+            raise unknown_session(session_id)
+
+    def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
+        check_session_id(session_id)
+        rows = self._read(
+            "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = %s AND seq >= %s ORDER BY seq",
+            (session_id, since_seq),
+        )
+        if not rows:
+            self._require_session(session_id)
+        return [event_from_row(*r) for r in rows]
+
+    def head(self, session_id: str) -> Event | None:
+        check_session_id(session_id)
+        rows = self._read(
+            "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = %s ORDER BY seq DESC LIMIT 1",
+            (session_id,),
+        )
+        if not rows:
+            self._require_session(session_id)
+        return event_from_row(*rows[0]) if rows else None
+
+    # -- packs ------------------------------------------------------------------------------------
+
+    def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
+        manifest_json = check_pack_args(pack_id, session_id, seq, manifest)
+        with self._lock:
+            try:
+                with self._errors():
+                    cur = self._db.execute(
+                        "INSERT INTO packs (id, session_id, seq, manifest) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT (id) DO NOTHING",
+                        (pack_id, session_id, seq, manifest_json),
+                    )
+            except StoreError as e:
+                if isinstance(e.__cause__, self._pg.errors.ForeignKeyViolation):
+                    raise unknown_session(session_id) from None
+                raise
+            if cur.rowcount == 0:
+                rows = self._read("SELECT session_id, seq, manifest FROM packs WHERE id = %s", (pack_id,))
+                if not rows or tuple(rows[0]) != (session_id, seq, manifest_json):
+                    raise UsageError(
+                        f"pack {pack_id!r} is already saved with a different session, seq or manifest; "
+                        "pack ids must be unique (derive them from the manifest checksum)"
+                    )
+
+    def _pack_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        rows = self._read(
+            "SELECT id FROM packs WHERE id >= %s AND id < %s ORDER BY id LIMIT %s",
+            (prefix, pack_prefix_upper(prefix), limit),
+        )
+        return [r[0] for r in rows]
+
+    def _get_pack_exact(self, pack_id: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT manifest FROM packs WHERE id = %s", (pack_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def list_packs(self, session_id: str) -> list[dict[str, Any]]:
+        check_session_id(session_id)
+        rows = self._read("SELECT manifest FROM packs WHERE session_id = %s ORDER BY ord", (session_id,))
+        return [json.loads(r[0]) for r in rows]
+
+    # -- blobs ------------------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes, *, session_id: str | None = None) -> str:
+        raw, sha = blob_sha(data)
+        if session_id is not None:
+            check_session_id(session_id)
+        try:
+            with self._tx() as cur:
+                cur.execute(
+                    "INSERT INTO blobs (sha, data, size) VALUES (%s, %s, %s) ON CONFLICT (sha) DO NOTHING",
+                    (sha, raw, len(raw)),
+                )
+                if session_id is not None:
+                    cur.execute(
+                        "INSERT INTO blob_refs (sha, session_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        (sha, session_id),
+                    )
+        except StoreError as e:
+            if isinstance(e.__cause__, self._pg.errors.ForeignKeyViolation) and session_id is not None:
+                self._require_session(session_id)
+            raise
+        return sha
+
+    def get_blob(self, sha: str) -> bytes | None:
+        rows = self._read("SELECT data FROM blobs WHERE sha = %s", (sha,))
+        return check_blob(sha, bytes(rows[0][0]), self._where()) if rows else None
+
+    def blob_refs(self, sha: str) -> list[str]:
+        rows = self._read("SELECT session_id FROM blob_refs WHERE sha = %s ORDER BY session_id", (sha,))
+        return [r[0] for r in rows]
+
+    def gc_blobs(self) -> int:
+        with self._tx() as cur:
+            cur.execute("DELETE FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.sha = b.sha)")
+            return cur.rowcount
+
+    # -- key-value --------------------------------------------------------------------------------
+
+    def get_kv(self, scope: str, key: str) -> Any | None:
+        check_kv_args(scope, key)
+        rows = self._read("SELECT value FROM kv WHERE scope = %s AND key = %s", (scope, key))
+        return json.loads(rows[0][0]) if rows else None
+
+    def set_kv(self, scope: str, key: str, value: Any) -> None:
+        check_kv_args(scope, key)
+        value_json = to_json(value, f"the kv value for ({scope!r}, {key!r})")
+        with self._lock, self._errors():
+            self._db.execute(
+                "INSERT INTO kv (scope, key, value) VALUES (%s, %s, %s) ON CONFLICT (scope, key) "
+                "DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
+                (scope, key, value_json),
+            )

@@ -1,0 +1,135 @@
+"""PostgreSQL-specific store behaviour: migrations, tampering, URLs, the missing-extra message."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from windowsmith.errors import StoreError, UsageError
+from windowsmith.store import open_store
+
+PG_DSN = os.environ.get(
+    "WINDOWSMITH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
+)
+
+
+def test_missing_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # makes `import psycopg` raise ImportError
+    with pytest.raises(UsageError, match=r"pip install 'windowsmith\[postgres\]'"):
+        open_store("postgresql://postgres@127.0.0.1:5432/test")
+
+
+def test_unreachable_server_is_a_store_error() -> None:
+    pytest.importorskip("psycopg")
+    from windowsmith.store.postgres import PostgresStore
+
+    with pytest.raises(StoreError, match=r"cannot connect to the PostgreSQL store at 127\.0\.0\.1:1/test"):
+        PostgresStore("host=127.0.0.1 port=1 user=postgres dbname=test", connect_timeout=2)
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    """A fresh schema for one test, dropped afterwards; skips if the server is unreachable."""
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg import sql
+
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True)
+    except psycopg.OperationalError as e:
+        pytest.skip(
+            f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:120]}); start it or run -m 'not postgres'"
+        )
+    name = f"ws_test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        admin.close()
+
+
+def raw_execute(schema: str, query: str, params: tuple[object, ...] = ()) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        conn.execute(query, params)  # type: ignore[arg-type]
+
+
+@pytest.mark.postgres
+def test_migrations_recorded_once_and_idempotent_on_reopen(schema: str) -> None:
+    from windowsmith.store.postgres import PostgresStore, migration
+
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        assert s.applied_migrations() == migration.names
+        s.create_session("s", {})
+        s.append("s", "message", {"n": 1}, expected_parent=None)
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        assert s.applied_migrations() == migration.names
+        assert [e.data for e in s.events("s")] == [{"n": 1}]
+
+
+@pytest.mark.postgres
+def test_newer_database_is_refused_with_upgrade_hint(schema: str) -> None:
+    from windowsmith.store.postgres import MIGRATIONS_TABLE, PostgresStore
+
+    PostgresStore(PG_DSN, schema=schema).close()
+    raw_execute(schema, f"INSERT INTO {MIGRATIONS_TABLE} (name) VALUES ('m999_from_the_future')")
+    with pytest.raises(StoreError, match=r"newer windowsmith .*m999_from_the_future.*upgrade"):
+        PostgresStore(PG_DSN, schema=schema)
+
+
+@pytest.mark.postgres
+def test_tampered_row_is_detected_at_its_seq(schema: str) -> None:
+    from windowsmith.store.postgres import PostgresStore
+
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        s.create_session("s", {})
+        head = None
+        for i in range(4):
+            head = s.append("s", "message", {"i": i}, expected_parent=head).hash
+        s.verify("s")
+        raw_execute(schema, """UPDATE events SET data = '{"i":99}' WHERE session_id = 's' AND seq = 1""")
+        with pytest.raises(StoreError, match=r"session 's' is corrupt at seq 1: stored hash .* != recomputed"):
+            s.verify("s")
+
+
+@pytest.mark.postgres
+def test_open_store_with_a_url(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from windowsmith.store.postgres import PostgresStore
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    url = f"postgresql://postgres@127.0.0.1:5432/test?options=-csearch_path%3D{schema}"
+    with open_store(url) as s:
+        assert isinstance(s, PostgresStore)
+        s.create_session("via-url", {"ok": True})
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        assert s.get_session("via-url").meta == {"ok": True}  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
+def test_database_errors_become_store_errors(schema: str) -> None:
+    from windowsmith.store.postgres import PostgresStore
+
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        s.create_session("s", {})
+        raw_execute(
+            schema,
+            "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'usage refused'; END $$ "
+            "LANGUAGE plpgsql; CREATE TRIGGER no_usage BEFORE INSERT ON events FOR EACH ROW "
+            "WHEN (NEW.kind = 'usage') EXECUTE FUNCTION refuse()",
+        )
+        with pytest.raises(StoreError, match="usage refused"):
+            s.append_many("s", [("message", {"a": 1}), ("usage", {"b": 2})], expected_parent=None)
+        assert s.events("s") == []
+        assert s.get_session("s").head is None  # type: ignore[union-attr]
+        s.append("s", "message", {"a": 1}, expected_parent=None)
+        s.verify("s")
