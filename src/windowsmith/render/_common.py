@@ -173,21 +173,22 @@ class UnitRenderer(Renderer):
                     or (mode == "prepend" and idx == len(messages) - 1)
                 )
             )
-            if can_merge:
+            if can_merge and isinstance(blocks, list):
                 prev = out[-1]
-                out[-1] = {**prev, key: list(prev[key]) + list(blocks)}
+                out[-1] = {**prev, key: list(prev[key]) + blocks}
                 origin[-1] = origin[-1] + [(idx, j) for j in range(n_blocks)]
             else:
                 out.append(msg)
                 origin.append([(idx, j) for j in range(n_blocks)])
         # move first-class blocks (tool results) to the front of merged messages
         for k, msg in enumerate(out):
-            blocks = msg.get(key)
-            if not isinstance(blocks, list) or not self.merge_same_role:
+            merged = msg.get(key)
+            if not isinstance(merged, list) or not self.merge_same_role:
                 continue
-            order = sorted(range(len(blocks)), key=lambda j, b=blocks: 0 if self.is_first_block(b[j]) else 1)
-            if order != list(range(len(blocks))):
-                out[k] = {**msg, key: [blocks[j] for j in order]}
+            first = [self.is_first_block(b) for b in merged]
+            order = [j for j in range(len(merged)) if first[j]] + [j for j in range(len(merged)) if not first[j]]
+            if order != list(range(len(merged))):
+                out[k] = {**msg, key: [merged[j] for j in order]}
                 origin[k] = [origin[k][j] for j in order]
         new_mark: tuple[int, int] | None = None
         if marked_msg is not None:
