@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from ..errors import InvalidMessageError, StoreError, UsageError
 from ..hashing import HASH_SCHEME, canonical_json, chain_hash
@@ -338,7 +338,7 @@ class Store(ABC):
     def close(self) -> None:
         """Release the connection. Idempotent."""
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
