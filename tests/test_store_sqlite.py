@@ -199,3 +199,14 @@ def test_default_path_and_open_store(tmp_path: Path, monkeypatch: pytest.MonkeyP
         open_store("mysql://x")
     with pytest.raises(UsageError, match="needs a path"):
         open_store("sqlite://")
+
+
+def test_a_referenced_blob_cannot_be_deleted_under_its_references(tmp_path: Path) -> None:
+    """References never vanish with their blob: only gc_blobs deletes blobs, and only unreferenced ones."""
+    with SQLiteStore(tmp_path / "ws.db") as s:
+        s.create_session("s", {})
+        sha = s.put_blob(b"keep me", session_id="s")
+        with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+            s._db.execute("DELETE FROM blobs WHERE sha = ?", (sha,))
+        assert s.gc_blobs() == 0
+        assert s.blob_refs(sha) == ["s"] and s.get_blob(sha) == b"keep me"

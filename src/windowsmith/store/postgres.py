@@ -103,7 +103,7 @@ def m003_blobs(cur: psycopg.Cursor[Any]) -> None:
     )
     cur.execute(
         """CREATE TABLE blob_refs (
-            sha TEXT COLLATE "C" NOT NULL REFERENCES blobs(sha) ON DELETE CASCADE,
+            sha TEXT COLLATE "C" NOT NULL REFERENCES blobs(sha),
             session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
             PRIMARY KEY (sha, session_id)
         )"""
@@ -411,6 +411,9 @@ class PostgresStore(Store):
 
     def gc_blobs(self) -> int:
         with self._tx() as cur:
+            # EXCLUSIVE blocks put_blob (whose first statement inserts into blobs) but not readers, so no
+            # reference can be added to a blob between our snapshot and its deletion.
+            cur.execute("LOCK TABLE blobs IN EXCLUSIVE MODE")
             cur.execute("DELETE FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.sha = b.sha)")
             return cur.rowcount
 

@@ -101,7 +101,7 @@ def m003_blobs(conn: sqlite3.Connection) -> None:
     )
     conn.execute(
         """CREATE TABLE blob_refs (
-            sha TEXT NOT NULL REFERENCES blobs(sha) ON DELETE CASCADE,
+            sha TEXT NOT NULL REFERENCES blobs(sha),
             session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
             PRIMARY KEY (sha, session_id)
         ) WITHOUT ROWID"""
