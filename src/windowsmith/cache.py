@@ -52,8 +52,12 @@ def with_plan(req: NeutralRequest, max_breakpoints: int) -> NeutralRequest:
     return replace(req, cache=plan_cache(req, max_breakpoints))
 
 
-def prefix_tokens(req: NeutralRequest, counter: TokenCounter) -> int:
-    """Tokens covered by the last breakpoint (the cacheable prefix)."""
+def prefix_tokens(req: NeutralRequest, counter: TokenCounter, history_raw: int | None = None) -> int:
+    """Tokens covered by the last breakpoint (the cacheable prefix).
+
+    ``history_raw``: the raw token total of ``req.messages`` when the caller already knows it (the
+    history layer keeps it incrementally); then only the messages after the breakpoint are counted.
+    """
     plan = req.cache
     raw = counter.overheads.per_request + counter.raw_tools(req.tools)
     if not (plan.system or plan.session or plan.message_index is not None):
@@ -62,7 +66,10 @@ def prefix_tokens(req: NeutralRequest, counter: TokenCounter) -> int:
     if plan.session or plan.message_index is not None:
         raw += counter.raw_segment(req.session_text)
     if plan.message_index is not None:
-        raw += sum(counter.raw_message(m) for m in req.messages[: plan.message_index + 1])
+        if history_raw is not None:
+            raw += history_raw - sum(counter.raw_message(m) for m in req.messages[plan.message_index + 1:])
+        else:
+            raw += sum(counter.raw_message(m) for m in req.messages[: plan.message_index + 1])
     return counter._scaled(raw)
 
 

@@ -181,6 +181,8 @@ class Session:
         self._counters: dict[str, TokenCounter] = {}
         self._calibrations: dict[str, Calibration] = {}
         self.last_pack: Pack | None = None
+        self._refs = _RefTracker()
+        self._parts_cache: tuple[tuple[str, ...], str] = ((), "")
 
     # ------------------------------------------------------------------ writing events
 
@@ -430,7 +432,8 @@ class Session:
         n_tools = len(req.tools)
         n_system = len(rendered.parts) - len(req.messages) - n_tools - (1 if req.tail_mode() == "new" else 0)
         layout = {"tools": n_tools, "system": max(0, n_system)}
-        ptoks = prefix_tokens(req, counter)
+        hraw = asm.history.meta.get("raw_tokens") if asm.history is not None else None
+        ptoks = prefix_tokens(req, counter, hraw if isinstance(hraw, int) else None)
         checksum = rendered.checksum
         pack_id = "pk_" + sha256_hex(f"{self.id}|{self.state.head}|{fmt}|{checksum}")[:20]
         return Manifest(
@@ -448,7 +451,7 @@ class Session:
             components=comp,
             actions=[a.to_dict() for a in asm.actions],
             repairs=[r.to_dict() for r in self.state.repairs],
-            artifacts=sorted(set(asm.refs) | _artifact_refs(req)),
+            artifacts=sorted(set(asm.refs) | self._refs.refs(req)),
             cache={
                 "breakpoints": req.cache.count,
                 "prefix_tokens": ptoks,
@@ -457,12 +460,25 @@ class Session:
                 "layout": layout,
             },
             checksum=checksum,
-            parts="".join(p[:PART_LEN] for p in rendered.parts),
+            parts=self._short_parts(rendered.parts),
             status=status,
             warnings=warnings,
             calibration=counter.calibration.ratio,
             messages=len(req.messages),
         )
+
+    def _short_parts(self, parts: tuple[str, ...]) -> str:
+        """The manifest's part digests (12 hex chars each), extended incrementally turn to turn."""
+        prev, short = self._parts_cache
+        k = len(prev)
+        if k and len(parts) >= k and parts[:k] == prev:
+            short = short + "".join(p[:PART_LEN] for p in parts[k:])
+        else:
+            short = "".join(p[:PART_LEN] for p in parts)
+        # keep only the stable prefix (the last parts — tail, final message — change every turn)
+        keep = max(0, len(parts) - 3)
+        self._parts_cache = (parts[:keep], short[: keep * PART_LEN])
+        return short
 
     # ------------------------------------------------------------------ recording responses
 
@@ -532,14 +548,31 @@ def _message_refs(m: Message) -> tuple[str, ...]:
     return refs
 
 
-def _artifact_refs(req: NeutralRequest) -> set[str]:
-    """Every artifact reference in the request (per-message results are cached by digest)."""
-    refs: set[str] = set(_ARTIFACT_RE.findall(req.tail or ""))
-    for m in req.messages:
-        r = _message_refs(m)
-        if r:
-            refs.update(r)
-    return refs
+class _RefTracker:
+    """Every artifact reference in a request, found incrementally.
+
+    When this request's messages start with the previous request's (the usual append-only turn;
+    checked with a C-level tuple comparison that short-circuits on identical objects), only the new
+    messages are scanned; otherwise everything is rescanned (per-message results are cached by digest).
+    """
+
+    def __init__(self) -> None:
+        self._messages: tuple[Message, ...] = ()
+        self._counts: dict[str, int] = {}
+
+    def refs(self, req: NeutralRequest) -> set[str]:
+        msgs = req.messages
+        k = len(self._messages)
+        if k and len(msgs) >= k and msgs[:k] == self._messages:
+            new = msgs[k:]
+        else:
+            self._counts = {}
+            new = msgs
+        for m in new:
+            for r in _message_refs(m):
+                self._counts[r] = self._counts.get(r, 0) + 1
+        self._messages = msgs
+        return set(self._counts) | set(_ARTIFACT_RE.findall(req.tail or ""))
 
 
 __all__ = ["Engine", "Pack", "Session"]

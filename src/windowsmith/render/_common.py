@@ -29,6 +29,37 @@ from ..request import NeutralRequest
 from .base import Rendered, Renderer, checksum_of
 
 
+class _Lazy:
+    """A mapping computed on first use (the Gemini tool-name index is O(messages) to build)."""
+
+    def __init__(self, make: Any) -> None:
+        self._make = make
+        self._value: Any = None
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if self._value is None:
+            self._value = self._make()
+        return self._value.get(key, default)
+
+
+class _Body:
+    """Rendered and merged body messages of the last request (for incremental rendering)."""
+
+    __slots__ = ("flat_last", "messages", "msg_end", "n_flat", "origin", "out", "parts", "spare")
+
+    def __init__(self, messages: tuple[Message, ...], parts: list[str], msg_end: list[int],
+                 flat_last: list[dict[str, Any]], out: list[dict[str, Any]], origin: list[list[tuple[int, int]]],
+                 spare: list[Any], n_flat: int) -> None:
+        self.messages = messages
+        self.parts = parts
+        self.msg_end = msg_end
+        self.flat_last = flat_last
+        self.out = out
+        self.origin = origin
+        self.spare = spare
+        self.n_flat = n_flat
+
+
 class UnitRenderer(Renderer):
     """A renderer built from per-unit hooks; subclasses supply the format's shapes."""
 
@@ -119,31 +150,52 @@ class UnitRenderer(Renderer):
             tail_unit = self.render_tail(req.tail)
             tail_digest = sha256_hex(canonical_json(tail_unit))
 
-        ctx = self.context(req)
-        messages: list[dict[str, Any]] = []
-        mark_at: int | None = None  # index into ``messages`` of the marked message's last provider message
-        for i, message in enumerate(req.messages):
-            if mode == "prepend" and i == n - 1:
-                assert tail_unit is not None
-                messages.extend(tail_unit)
-                parts.append(tail_digest)
-            extra = self.message_extra(message, req, ctx)
-            value, digest = self.memo.get(
-                ("msg", message.digest, extra), partial(self.render_message, message, extra)
-            )
-            messages.extend(value)
-            parts.append(digest)
-            if plan.message_index == i:
-                prefix = len(parts)
-                if value:
-                    mark_at = len(messages) - 1
-        if mode in ("append", "new"):
+        # The body (every message but a tail-prepended final one) is rendered and merged
+        # incrementally: when it extends the previous request's body, only new messages are done.
+        body_n = n - 1 if mode == "prepend" else n
+        ctx = _Lazy(lambda: self.context(req))
+        body = self._body(req.messages[:body_n], req, ctx)
+        pre_body = len(parts)
+        parts.extend(body.parts)
+        flat_extra: list[dict[str, Any]] = []
+        if mode == "prepend":
             assert tail_unit is not None
-            messages.extend(tail_unit)
+            flat_extra.extend(tail_unit)
             parts.append(tail_digest)
+            last = req.messages[n - 1]
+            extra = self.message_extra(last, req, ctx)
+            value, digest = self.memo.get(("msg", last.digest, extra), partial(self.render_message, last, extra))
+            flat_extra.extend(value)
+            parts.append(digest)
+        elif mode in ("append", "new"):
+            assert tail_unit is not None
+            flat_extra.extend(tail_unit)
+            parts.append(tail_digest)
+        if plan.message_index is not None:
+            if plan.message_index >= body_n:
+                raise ConfigError("the message breakpoint cannot be on the message the tail is prepended to")
+            prefix = pre_body + plan.message_index + 1
+        total_flat = body.n_flat + len(flat_extra)
+        out, origin = self._merge_from(body.out, body.origin, flat_extra, body.n_flat, total_flat, mode)
+        mark_at: tuple[int, int] | None = None
+        if plan.message_index is not None:
+            end = body.msg_end[plan.message_index]  # flat index after the marked message's items
+            start = body.msg_end[plan.message_index - 1] if plan.message_index > 0 else 0
+            if end > start:
+                src = body.flat_last[plan.message_index]
+                want = self.mark_block_index(src.get(self.content_key)) if isinstance(src.get(self.content_key), list) else None
+                if want is not None:
+                    target = (end - 1, want)
+                    for k in range(len(origin) - 1, -1, -1):  # the marked message is near the end
+                        orig = origin[k]
+                        if target in orig:
+                            mark_at = (k, orig.index(target))
+                            break
+                        if orig and max(o[0] for o in orig) < end - 1:
+                            break
+        messages = out
 
         marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at}
-        messages = self._merge(messages, mode, marks)
         request = self.build(req, tools, system, messages, marks)
         rest = {
             "format": self.format,
@@ -155,13 +207,52 @@ class UnitRenderer(Renderer):
         ptuple = tuple(parts)
         return Rendered(request, ptuple, prefix, checksum_of(ptuple, rest), self.format)
 
-    def _merge(self, messages: list[dict[str, Any]], mode: str, marks: dict[str, Any]) -> list[dict[str, Any]]:
-        """Merge messages as the format requires; rewrites ``marks['message']`` to (message, block)."""
+    def _body(self, msgs: tuple[Message, ...], req: NeutralRequest, ctx: Any) -> _Body:
+        """Render and merge ``msgs``, resuming from the cached body when ``msgs`` extends it."""
+        cached: _Body | None = getattr(self, "_body_cache", None)
+        k = len(cached.messages) if cached is not None else 0
+        if cached is not None and len(msgs) >= k and msgs[:k] == cached.messages:
+            if len(msgs) == k:
+                return cached
+            base = cached
+        else:
+            base = _Body((), [], [], [], [], [], [], 0)
+            k = 0
+        parts = list(base.parts)
+        msg_end = list(base.msg_end)
+        flat_last = list(base.flat_last)
+        new_flat: list[dict[str, Any]] = []
+        n_flat = base.n_flat
+        for message in msgs[k:]:
+            extra = self.message_extra(message, req, ctx)
+            value, digest = self.memo.get(("msg", message.digest, extra), partial(self.render_message, message, extra))
+            new_flat.extend(value)
+            n_flat += len(value)
+            parts.append(digest)
+            msg_end.append(n_flat)
+            flat_last.append(value[-1] if value else {})
+        out, origin = self._merge_from(base.out, base.origin, new_flat, base.n_flat, -1, "none")
+        body = _Body(msgs, parts, msg_end, flat_last, out, origin, [], n_flat)
+        self._body_cache = body
+        return body
+
+    def _merge_from(self, out0: list[dict[str, Any]], origin0: list[list[tuple[int, int]]], new: list[dict[str, Any]],
+                    first_idx: int, total: int, mode: str) -> tuple[list[dict[str, Any]], list[list[tuple[int, int]]]]:
+        """Continue merging ``new`` flat items (global indices from ``first_idx``) onto ``out0``.
+
+        Formats that merge consecutive same-role messages do so; in ``prepend`` mode the final item
+        (the user's message) merges into the tail before it. Tool results are moved to the front of a
+        merged message (a stable partition, so re-applying it after further merges is exact).
+        Returns new lists; the inputs are not modified.
+        """
+        if not new:
+            return out0, origin0
         key = self.content_key
-        marked_msg: int | None = marks["message"]
-        out: list[dict[str, Any]] = []
-        origin: list[list[tuple[int, int]]] = []  # per output message: (source message, block index)
-        for idx, msg in enumerate(messages):
+        out = list(out0)
+        origin = list(origin0)
+        changed_from = len(out) - 1 if out else 0
+        for off, msg in enumerate(new):
+            idx = first_idx + off
             blocks = msg.get(key)
             n_blocks = len(blocks) if isinstance(blocks, list) else 0
             can_merge = (
@@ -170,7 +261,7 @@ class UnitRenderer(Renderer):
                 and isinstance(out[-1].get(key), list)
                 and (
                     (self.merge_same_role and out[-1].get("role") == msg.get("role"))
-                    or (mode == "prepend" and idx == len(messages) - 1)
+                    or (mode == "prepend" and idx == total - 1)
                 )
             )
             if can_merge and isinstance(blocks, list):
@@ -180,27 +271,17 @@ class UnitRenderer(Renderer):
             else:
                 out.append(msg)
                 origin.append([(idx, j) for j in range(n_blocks)])
-        # move first-class blocks (tool results) to the front of merged messages
-        for k, msg in enumerate(out):
-            merged = msg.get(key)
-            if not isinstance(merged, list) or not self.merge_same_role:
-                continue
-            first = [self.is_first_block(b) for b in merged]
-            order = [j for j in range(len(merged)) if first[j]] + [j for j in range(len(merged)) if not first[j]]
-            if order != list(range(len(merged))):
-                out[k] = {**msg, key: [merged[j] for j in order]}
-                origin[k] = [origin[k][j] for j in order]
-        new_mark: tuple[int, int] | None = None
-        if marked_msg is not None:
-            src_blocks = messages[marked_msg].get(key)
-            want = self.mark_block_index(src_blocks) if isinstance(src_blocks, list) else None
-            if want is not None:
-                for k, orig in enumerate(origin):
-                    if (marked_msg, want) in orig:
-                        new_mark = (k, orig.index((marked_msg, want)))
-                        break
-        marks["message"] = new_mark
-        return out
+        if self.merge_same_role:
+            for k in range(max(0, changed_from), len(out)):
+                merged = out[k].get(key)
+                if not isinstance(merged, list) or len(origin[k]) < 2:
+                    continue
+                first = [self.is_first_block(b) for b in merged]
+                order = [j for j in range(len(merged)) if first[j]] + [j for j in range(len(merged)) if not first[j]]
+                if order != list(range(len(merged))):
+                    out[k] = {**out[k], key: [merged[j] for j in order]}
+                    origin[k] = [origin[k][j] for j in order]
+        return out, origin
 
     def mark_block_index(self, blocks: Sequence[Mapping[str, Any]]) -> int | None:
         """Index of the block that carries a message breakpoint (the last one by default)."""
