@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import windowsmith as ws
-from windowsmith.model import Message, Text, ToolCall, ToolResult
+from windowsmith.model import Message, ToolCall, ToolResult
 from windowsmith.tokens import get_encoding
 from windowsmith.traces import load_traces
 
