@@ -231,7 +231,7 @@ _PLACEHOLDER_RX = re.compile(
     r"""(?ix)^(?:
         [x*.#_\-•]{1,64}                       # xxx, ***, ...
       | <[^<>]{0,80}>                          # <token>
-      | \$\{[^{}]{0,120}\}                     # ${VAR}
+      | \$\{[^{}]{0,120}\}?                    # ${VAR} (a bare value may lose its closing brace)
       | \$[A-Za-z_][A-Za-z0-9_]{0,80}          # $VAR
       | \$\(.{0,120}\)                         # $(cmd)
       | %\(?[A-Za-z_]{0,40}\)?s | %s | \$[0-9]  # %s, %(name)s, $1
@@ -382,7 +382,7 @@ def _line_start(text: str, pos: int) -> bool:
 
 def _value_group(m: re.Match[str]) -> tuple[str, bool] | None:
     for g, quoted in (("dq", True), ("sq", True), ("bq", True), ("bare", False)):
-        if m.group(g) is not None:
+        if g in m.re.groupindex and m.group(g) is not None:
             return g, quoted
     return None
 
