@@ -162,10 +162,12 @@ def inspect(session_id: str, store: str | None, as_json: bool) -> None:
             if v["used"]:
                 names.setdefault(k, None)
     t = Table(title=f"session {session_id}: {len(packs)} pack(s)")
-    for col in ("#", "pack", "seq", "format", *names, "total", "fill", "prefix", "actions"):
-        t.add_column(col, justify="left" if col in ("pack", "format", "actions") else "right")
+    t.add_column("#", justify="right")
+    t.add_column("pack", no_wrap=True, min_width=15)
+    for col in ("seq", *names, "total", "fill", "prefix", "actions"):
+        t.add_column(col, justify="left" if col == "actions" else "right")
     for i, p in enumerate(packs, 1):
-        t.add_row(str(i), p.pack_id, str(p.seq), p.format, *[f"{p.layers.get(n, {}).get('used', 0):,}" for n in names],
+        t.add_row(str(i), p.pack_id[:15], str(p.seq), *[f"{p.layers.get(n, {}).get('used', 0):,}" for n in names],
                   f"{p.tokens:,}", f"{p.fill:.0%}", f"{p.cache.get('prefix_tokens', 0):,}",
                   ", ".join(f"{a['kind']} {a['layer']}" for a in p.actions))
     _console().print(t)
