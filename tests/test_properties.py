@@ -35,7 +35,7 @@ def test_every_pack_fits_and_keeps_pairs(steps, window, fmt):
                 s.assistant("thinking " * st_[1])
             else:
                 ids = []
-                for k in range(st_[2]):
+                for _k in range(st_[2]):
                     n += 1
                     ids.append(f"c{n}")
                 s.assistant("", tool_calls=[{"id": i, "name": "run", "arguments": {"k": i}} for i in ids])
