@@ -39,19 +39,25 @@ def main() -> None:
 
 
 def _turn_table(title: str, turns: list[Any], layer_names: list[str]) -> Table:
-    t = Table(title=title, show_lines=False)
+    """Per-turn report: tokens by layer, total, prefix shared with the previous call, cache read/write, cost."""
+    short = {"instructions": "instr", "history": "history", "evidence": "evid", "knowledge": "know"}
+    t = Table(title=title, show_lines=False, pad_edge=False)
     t.add_column("turn", justify="right")
     t.add_column("msgs", justify="right")
     for name in layer_names:
-        t.add_column(name, justify="right")
-    for col in ("total", "cached prefix", "read", "write", "cost $", "actions"):
-        t.add_column(col, justify="right" if col != "actions" else "left")
+        t.add_column(short.get(name, name), justify="right", no_wrap=True)
+    for col in ("total", "shared", "read", "write", "$"):
+        t.add_column(col, justify="right", no_wrap=True)
+    with_actions = any(r.actions for r in turns)
+    if with_actions:
+        t.add_column("actions")
     for r in turns:
-        t.add_row(
-            str(r.turn), str(r.messages), *[f"{r.layers.get(n, 0):,}" for n in layer_names],
-            f"{r.tokens:,}", f"{r.shared_prefix_tokens:,}", f"{r.cache_read_tokens:,}", f"{r.cache_write_tokens:,}",
-            f"{r.cost_usd:.4f}", ", ".join(r.actions),
-        )
+        row = [str(r.turn), str(r.messages), *[f"{r.layers.get(n, 0):,}" for n in layer_names],
+               f"{r.tokens:,}", f"{r.shared_prefix_tokens:,}", f"{r.cache_read_tokens:,}", f"{r.cache_write_tokens:,}",
+               f"{r.cost_usd:.4f}"]
+        if with_actions:
+            row.append(", ".join(r.actions))
+        t.add_row(*row)
     return t
 
 
