@@ -182,8 +182,8 @@ class UnitRenderer(Renderer):
             end = body.msg_end[plan.message_index]  # flat index after the marked message's items
             start = body.msg_end[plan.message_index - 1] if plan.message_index > 0 else 0
             if end > start:
-                src = body.flat_last[plan.message_index]
-                want = self.mark_block_index(src.get(self.content_key)) if isinstance(src.get(self.content_key), list) else None
+                src_blocks = body.flat_last[plan.message_index].get(self.content_key)
+                want = self.mark_block_index(src_blocks) if isinstance(src_blocks, list) else None
                 if want is not None:
                     target = (end - 1, want)
                     for k in range(len(origin) - 1, -1, -1):  # the marked message is near the end
