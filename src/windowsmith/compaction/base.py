@@ -7,7 +7,7 @@ default), and a public fake for tests.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,6 +32,12 @@ class Reference:
             d["detail"] = self.detail
         return d
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Reference:
+        seq = d.get("seq")
+        return cls(str(d["kind"]), str(d["value"]), float(d.get("score", 0.0)), None if seq is None else int(seq),
+                   dict(d.get("detail", {}) or {}))
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -43,9 +49,12 @@ class Summary:
     summarizer: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
+    #: the structured fields the text was rendered from (goal, decisions, state, open_questions,
+    #: next_step), so a rolling summary can absorb the previous one field by field
+    sections: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "text": self.text,
             "refs": [r.to_dict() for r in self.refs],
             "lessons": list(self.lessons),
@@ -53,6 +62,21 @@ class Summary:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
         }
+        if self.sections:
+            d["sections"] = self.sections
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Summary:
+        return cls(
+            text=str(d.get("text", "")),
+            refs=tuple(Reference.from_dict(r) for r in d.get("refs", ())),
+            lessons=tuple(str(x) for x in d.get("lessons", ())),
+            summarizer=str(d.get("summarizer", "")),
+            input_tokens=int(d.get("input_tokens", 0) or 0),
+            output_tokens=int(d.get("output_tokens", 0) or 0),
+            sections=dict(d.get("sections", {}) or {}),
+        )
 
 
 @runtime_checkable

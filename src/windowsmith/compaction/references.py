@@ -1,0 +1,269 @@
+"""Reversible references: what a summary points at, scored, and rebuilt in detail on demand.
+
+    refs = extract_refs(messages, seqs=..., goal="fix the refund bug")    # files, URLs, functions, errors, ...
+    text = reconstruct(refs[:5], budget_tokens=2000, content_provider=read_file, store=store).text
+
+A reference is scored by its overlap with the goal, how recently it was seen and its type (an error
+or a file matters more than a URL). ``reconstruct`` rebuilds the detail of chosen references within
+a token budget: file contents through a caller-provided ``content_provider(path) -> str | None``,
+offloaded or folded tool results through the artifact store (``artifact://<sha256>``), and the rest
+(errors, commands, decisions) from the text the reference carries.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Message, Text, ToolCall, ToolResult
+from ..tokens import count_text
+from .base import Reference
+
+ARTIFACT_RE = re.compile(r"artifact://([0-9a-f]{64})")
+_S = r"(?:[^.!?\n]|[.!?](?=\S))"  # a sentence character (a dot inside refund.py is not an end)
+_URL_RE = re.compile(r"https?://[^\s)\]>\"'`,;]+")
+_FILE_RE = re.compile(
+    r"(?<![\w/.:-])((?:\.{0,2}/)?(?:[\w.-]+/)*[\w-][\w.-]*\.(?:py|pyi|js|jsx|ts|tsx|go|rs|java|kt|c|h|cc|cpp|hpp|rb|php|"
+    r"cs|swift|scala|sh|md|rst|txt|json|yaml|yml|toml|ini|cfg|sql|html|css|lock|xml|csv))(?::\d+)?(?![\w/])"
+)
+_FUNC_RE = re.compile(r"\b(?:def|class|function|func|fn)\s+([A-Za-z_]\w*)|\b([A-Za-z_][\w.]*[A-Za-z_0-9])\(\)")
+_ERROR_RE = re.compile(
+    r"^.*(?:Error\b|Exception\b|Traceback|FAILED|\bfailed\b|\berror:|\bfatal:|panic:|AssertionError|not found|denied).*$",
+    re.M | re.I,
+)
+_ID_RE = re.compile(r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])[A-Za-z]{1,8}[_-]?\d{3,}[A-Za-z0-9]*\b|#\d{3,}\b")
+_DECISION_RE = re.compile(
+    _S + r"*\b(?:I will|I'll|I decided|decided to|let's|we should|we will|going to|the plan is|instead of)\b" + _S + r"*[.!?]?",
+    re.I,
+)
+_WORD_RE = re.compile(r"[a-z0-9]{3,}")
+
+#: How much each kind of reference matters, before goal overlap and recency.
+KIND_WEIGHTS: dict[str, float] = {
+    "error": 1.0, "file": 0.9, "decision": 0.85, "function": 0.8, "artifact": 0.7, "id": 0.7,
+    "command": 0.65, "url": 0.6,
+}
+_COMMAND_KEYS = ("command", "cmd", "script", "bash", "shell")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD_RE.findall(text.lower()))
+
+
+def score_ref(kind: str, value: str, *, goal_words: set[str], recency: float) -> float:
+    """Score in [0, 1]: 0.4 type + 0.35 goal overlap + 0.25 recency (0 = oldest, 1 = newest)."""
+    words = _words(value)
+    overlap = len(words & goal_words) / max(1, min(len(words), 6)) if goal_words else 0.0
+    return round(0.4 * KIND_WEIGHTS.get(kind, 0.5) + 0.35 * min(1.0, overlap) + 0.25 * max(0.0, min(1.0, recency)), 4)
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def extract_refs(
+    messages: Sequence[Message],
+    *,
+    seqs: Sequence[int] | None = None,
+    goal: str | None = None,
+    artifacts: dict[str, str] | None = None,
+    limit: int = 200,
+) -> list[Reference]:
+    """References found in ``messages``, deduplicated (the latest sighting wins), best first.
+
+    ``seqs``: log seq of each message (for provenance and recency). ``artifacts``: call id → sha256 of
+    a stored copy of that call's result, so a command or error reference can be rebuilt byte for byte.
+    """
+    goal_words = _words(goal or "")
+    artifacts = artifacts or {}
+    found: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    n = len(messages)
+
+    def add(kind: str, value: str, pos: int, detail: dict[str, Any] | None = None) -> None:
+        value = value.strip()
+        if not value or len(value) < 2:
+            return
+        key = (kind, value)
+        prev = found.get(key)
+        merged = {**(prev[1] if prev else {}), **(detail or {})}
+        found[key] = (pos, merged)
+
+    call_args: dict[str, str] = {}
+    for pos, m in enumerate(messages):
+        for b in m.content:
+            if isinstance(b, ToolCall):
+                cmd = next((str(b.arguments[k]) for k in _COMMAND_KEYS if isinstance(b.arguments.get(k), str)), None)
+                value = _clip(cmd, 200) if cmd else f"{b.name}({_clip(format_args(b.arguments), 160)})"
+                call_args[b.id] = value
+                detail = {"call_id": b.id, "tool": b.name}
+                if b.id in artifacts:
+                    detail["artifact"] = artifacts[b.id]
+                add("command", value, pos, detail)
+                _scan_text(b.arguments_json, pos, add, errors=False)
+            elif isinstance(b, ToolResult):
+                text = b.text
+                detail = {"call_id": b.call_id}
+                if b.call_id in artifacts:
+                    detail["artifact"] = artifacts[b.call_id]
+                errs = [_clip(e, 200) for e in _ERROR_RE.findall(text)[:3]]
+                if b.is_error and not errs and text.strip():
+                    errs = [_clip(text.strip().splitlines()[0], 200)]
+                for e in errs:
+                    add("error", e, pos, {**detail, "tool": b.name or "", "call": call_args.get(b.call_id, "")})
+                _scan_text(text, pos, add, errors=False)
+            elif isinstance(b, Text):
+                _scan_text(b.text, pos, add, errors=m.role != "user")
+                if m.role == "assistant":
+                    for d in _DECISION_RE.findall(b.text[:20_000])[:4]:
+                        add("decision", _clip(d, 200), pos)
+    refs = []
+    for (kind, value), (pos, detail) in found.items():
+        seq = seqs[pos] if seqs is not None and pos < len(seqs) else None
+        recency = (pos + 1) / n if n else 1.0
+        refs.append(Reference(kind, value, score_ref(kind, value, goal_words=goal_words, recency=recency), seq, detail))
+    refs.sort(key=lambda r: (-r.score, r.kind, r.value))
+    return refs[:limit]
+
+
+def _scan_text(text: str, pos: int, add: Callable[..., None], *, errors: bool) -> None:
+    if not text:
+        return
+    for sha in ARTIFACT_RE.findall(text):
+        add("artifact", f"artifact://{sha}", pos, {"sha256": sha})
+    for u in _URL_RE.findall(text)[:20]:
+        add("url", u.rstrip(".:"), pos)
+    for f in _FILE_RE.findall(text)[:30]:
+        add("file", f, pos)
+    for a, b in _FUNC_RE.findall(text)[:20]:
+        add("function", a or b, pos)
+    for i in _ID_RE.findall(text)[:20]:
+        add("id", i, pos)
+    if errors:
+        for e in _ERROR_RE.findall(text)[:2]:
+            add("error", _clip(e, 200), pos)
+
+
+def format_args(args: Any, width: int = 40) -> str:
+    """``k=v, k2=v2`` with long values clipped (for one-line folds and command references)."""
+    if not isinstance(args, dict):
+        return _clip(str(args), width)
+    parts = []
+    for k, v in args.items():
+        s = v if isinstance(v, str) else _json(v)
+        parts.append(f"{k}={_clip(s, width)}")
+    return ", ".join(parts)
+
+
+def _json(v: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def merge_refs(*groups: Iterable[Reference], limit: int = 200) -> list[Reference]:
+    """Union of reference lists; the same (kind, value) keeps its best score and latest seq."""
+    best: dict[tuple[str, str], Reference] = {}
+    for g in groups:
+        for r in g:
+            k = (r.kind, r.value)
+            old = best.get(k)
+            if old is None:
+                best[k] = r
+            else:
+                seq = max((s for s in (old.seq, r.seq) if s is not None), default=None)
+                best[k] = Reference(r.kind, r.value, max(old.score, r.score), seq, {**old.detail, **r.detail})
+    out = sorted(best.values(), key=lambda r: (-r.score, r.kind, r.value))
+    return out[:limit]
+
+
+@dataclass(frozen=True)
+class Reconstruction:
+    """Detail rebuilt for chosen references, within a token budget."""
+
+    text: str
+    tokens: int
+    included: tuple[Reference, ...] = ()
+    skipped: tuple[Reference, ...] = ()
+    missing: tuple[Reference, ...] = field(default=())  # nothing could be fetched for these
+
+
+def reconstruct(
+    refs: Sequence[Reference],
+    budget_tokens: int,
+    content_provider: Callable[[str], str | None] | None = None,
+    store: Any = None,
+    *,
+    encoding: str = "o200k_base",
+) -> Reconstruction:
+    """Rebuild the detail behind ``refs`` (best score first) within ``budget_tokens``.
+
+    Files come from ``content_provider(path)``; artifacts (and commands/errors whose result was stored)
+    from ``store.get_blob(sha)``. A section that does not fit whole is clipped head + tail if at least
+    64 tokens remain, else skipped. Nothing here raises for a missing file or blob: it is reported.
+    """
+    if budget_tokens < 0:
+        raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+    parts: list[str] = []
+    used = 0
+    included: list[Reference] = []
+    skipped: list[Reference] = []
+    missing: list[Reference] = []
+    for r in sorted(refs, key=lambda r: -r.score):
+        body = _detail(r, content_provider, store)
+        if body is None:
+            missing.append(r)
+            body = ""
+        header = f"### {r.kind}: {_clip(r.value, 200)}" + (f" (log seq {r.seq})" if r.seq is not None else "")
+        section = header + ("\n" + body if body else "")
+        n = count_text(section, encoding) + 2
+        left = budget_tokens - used
+        if n > left:
+            if left < 64:
+                skipped.append(r)
+                continue
+            from ..layers.builtin import elide
+
+            keep = max(64, int(len(section) * (left - 16) / n))
+            section = elide(section, keep)
+            n = count_text(section, encoding) + 2
+            if n > left:
+                skipped.append(r)
+                continue
+        parts.append(section)
+        used += n
+        included.append(r)
+    return Reconstruction("\n\n".join(parts), used, tuple(included), tuple(skipped), tuple(missing))
+
+
+def _detail(r: Reference, content_provider: Callable[[str], str | None] | None, store: Any) -> str | None:
+    sha = r.detail.get("artifact") or r.detail.get("sha256")
+    if r.kind == "artifact" and not sha:
+        m = ARTIFACT_RE.search(r.value)
+        sha = m.group(1) if m else None
+    if r.kind == "file":
+        if content_provider is None:
+            return None
+        try:
+            return content_provider(r.value)
+        except Exception as e:  # a provider failing must not break the build
+            return f"[could not read {r.value}: {type(e).__name__}: {e}]"
+    if sha:
+        if store is None:
+            return None
+        raw = store.get_blob(sha)
+        if raw is None:
+            return None
+        return bytes(raw).decode("utf-8", "replace")
+    if r.kind in ("error", "command"):
+        call = r.detail.get("call")
+        return f"(from {call})" if call else ""
+    return ""
+
+
+__all__ = ["KIND_WEIGHTS", "Reconstruction", "extract_refs", "format_args", "merge_refs", "reconstruct", "score_ref"]
