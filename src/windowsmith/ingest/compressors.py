@@ -1,0 +1,640 @@
+"""One compressor per kind of tool result. Each returns a summary that fits ``ctx.budget`` or None.
+
+Every compressor builds its summary at decreasing levels of detail and keeps the richest level that
+fits (checked with the caller's token counter); ``compress`` falls back to head + tail when a
+compressor returns None. Structure is analysed on bounded slices so inputs of any size are cheap.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+
+from .compress import _INVALID, JSON_PARSE_LIMIT, CountTokens, _try_json, head_tail
+
+__all__ = ["COMPRESSORS", "Context", "find_results"]
+
+SCAN_LIMIT = 16_000_000  # chars of a file/HTML/table analysed for structure
+LINE_CAP = 1_000  # chars kept of any single line
+
+
+@dataclass
+class Context:
+    budget: int
+    count: CountTokens
+    tool_name: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    path: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _fit(build: Callable[[int], str | None], levels: int, ctx: Context) -> str | None:
+    """The richest ``build(level)`` (level 0 is richest, ``levels - 1`` poorest) that fits the budget.
+
+    Assumes that poorer levels are shorter; binary search keeps the number of token counts logarithmic.
+    """
+    poorest = build(levels - 1)
+    if poorest is None or ctx.count(poorest) > ctx.budget:
+        return None
+    best, lo, hi = poorest, 0, levels - 1  # answer in [lo, hi]; hi fits
+    while lo < hi:
+        mid = (lo + hi) // 2
+        cand = build(mid)
+        if cand is not None and ctx.count(cand) <= ctx.budget:
+            best, hi = cand, mid
+        else:
+            lo = mid + 1
+    return best
+
+
+def _cap(line: str, limit: int = LINE_CAP) -> str:
+    return line if len(line) <= limit else f"{line[:limit]}…[+{len(line) - limit:,} chars]"
+
+
+def _lines_elided(n: int) -> str:
+    return f"[… {n:,} lines elided …]"
+
+
+def _line_ends(text: str, start: int, n: int) -> int:
+    """Position after the first ``n`` lines from ``start``."""
+    pos = start
+    for _ in range(n):
+        k = text.find("\n", pos)
+        if k < 0:
+            return len(text)
+        pos = k + 1
+    return pos
+
+
+def _line_starts_back(text: str, n: int) -> int:
+    """Start position of the last ``n`` lines."""
+    end = len(text) - 1 if text.endswith("\n") else len(text)
+    pos = end
+    for _ in range(n):
+        k = text.rfind("\n", 0, pos)
+        if k < 0:
+            return 0
+        pos = k
+    return pos + 1 if n else len(text)
+
+
+def _render_pieces(text: str, pieces: list[tuple[int, int]]) -> str:
+    """Kept ``[start, end)`` line ranges in order, with an elision marker for every gap."""
+    out: list[str] = []
+    prev = 0
+    merged: list[list[int]] = []
+    for a, b in sorted(pieces):
+        if b <= a:
+            continue
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    for a, b in merged:
+        if a > prev:
+            out.append(_lines_elided(text.count("\n", prev, a)))
+        out.extend(_cap(ln) for ln in text[a:b].splitlines())
+        prev = b
+    if prev < len(text):
+        out.append(_lines_elided(text.count("\n", prev, len(text)) + (0 if text.endswith("\n") else 1)))
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------------
+# command output
+# ---------------------------------------------------------------------------------------------------
+
+# Literal alternatives only (no anchors, no look-behind) so the scan runs at memchr-like speed.
+_ERR_HIT = re.compile(
+    r"Traceback \(most recent call last\)|rror|ERROR|CRITICAL|FAIL|panic:|fatal|FATAL|Exception|npm ERR!|✕|✗|●|\nE {3}"
+    r"|Segmentation fault|Killed|Aborted|exit (?:code|status) [1-9]|\) (?:failed|error)"
+)
+_NOT_ERROR = re.compile(r"\b0 (?:errors?|failed|failures)\b|\berrors?=0\b|\bfailures?=0\b|\bno errors?\b", re.I)
+_EXIT_CODE = re.compile(
+    r"(?i)(?:exit(?:ed)?(?: with)?[ _](?:code|status)|return ?code|returncode|exit_code)\W{0,3}(-?\d{1,3})\b"
+)
+_FAILING_TEST = [
+    re.compile(r"^(?:FAILED|ERROR) ([^\s]+::[^\s]+)"),  # pytest short summary
+    re.compile(r"^([^\s]+::[^\s]+) (?:FAILED|ERROR)"),  # pytest -v
+    re.compile(r"^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)"),  # unittest
+    re.compile(r"^\s*--- FAIL: (\S+)"),  # go test
+    re.compile(r"^test (\S+) \.\.\. FAILED"),  # cargo test
+    re.compile(r"^\s*(?:✕|\u00d7) (.+?)(?: \(\d+(?:\.\d+)? ?m?s\))?$"),  # jest / vitest
+    re.compile(r"^\s*● (?!Console)(.+)$"),  # jest failure header
+]
+_ERROR_SCAN_CAP = 20_000  # error pieces collected
+
+
+def _failing_test(line: str) -> str | None:
+    for rx in _FAILING_TEST:
+        m = rx.search(line)
+        if m:
+            return f"{m.group(2)}.{m.group(1)}" if rx.groups == 2 else m.group(1).strip()
+    return None
+
+
+def _error_pieces(text: str) -> tuple[list[tuple[int, int]], list[str], int]:
+    """Error line ranges (tracebacks as whole blocks), failing test names, and how many error lines."""
+    pieces: list[tuple[int, int]] = []
+    tests: list[str] = []
+    seen: set[str] = set()
+    skip_to = 0
+    total = 0
+    for m in _ERR_HIT.finditer(text):
+        p = m.start() + (1 if m.group(0).startswith("\n") else 0)
+        if p < skip_to:
+            continue
+        a = text.rfind("\n", 0, p) + 1
+        b = text.find("\n", p)
+        b = len(text) if b < 0 else b + 1
+        skip_to = b
+        line = text[a:b].rstrip("\n")
+        if _NOT_ERROR.search(line) and not line.startswith(("FAILED", "ERROR")):
+            continue
+        if m.group(0).startswith("Traceback"):
+            b = _traceback_end(text, b)
+            skip_to = b
+        total += 1
+        name = _failing_test(line[:2000])
+        if name and name not in seen:
+            seen.add(name)
+            tests.append(name)
+        if len(pieces) < _ERROR_SCAN_CAP:
+            pieces.append((a, b))
+    return pieces, tests, total
+
+
+def _traceback_end(text: str, pos: int, max_lines: int = 400) -> int:
+    """End of a Python traceback: indented frame lines up to the first unindented line (the exception)."""
+    for _ in range(max_lines):
+        if pos >= len(text):
+            return pos
+        k = text.find("\n", pos)
+        k = len(text) if k < 0 else k + 1
+        line = text[pos:k]
+        pos = k
+        if line.strip() and not line.startswith((" ", "\t")):
+            return pos
+    return pos
+
+
+def _command_output(text: str, ctx: Context) -> str | None:
+    pieces, tests, n_errors = _error_pieces(text)
+    total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    tail_slice = text[-65_536:]
+    codes = _EXIT_CODE.findall(tail_slice) or _EXIT_CODE.findall(text[:4096])
+    header = f"[command output: {total_lines:,} lines, {len(text):,} chars"
+    if codes:
+        header += f"; exit code {codes[-1]}"
+    if tests:
+        header += f"; {len(tests)} failing test{'s' if len(tests) != 1 else ''}"
+    header += f"; {n_errors:,} error line{'s' if n_errors != 1 else ''}]"
+    if n_errors > len(pieces):
+        header += f"\n[only the first {len(pieces):,} error lines were collected]"
+    ctx.notes.append(f"kept {len(tests)} failing tests, {min(n_errors, len(pieces))} error lines")
+    test_line = ""
+    if tests:
+        shown = tests[:50]
+        test_line = "Failing tests: " + ", ".join(shown) + (f" (+{len(tests) - 50} more)" if len(tests) > 50 else "")
+
+    head_tail_levels = [(60, 100), (40, 60), (25, 40), (15, 25), (10, 15), (5, 8), (2, 4), (0, 1), (0, 0)]
+    error_caps = [len(pieces), 400, 200, 100, 50, 25, 12, 6, 3, 1, 0]
+    error_caps = sorted({c for c in error_caps if c <= len(pieces)}, reverse=True)
+    levels = [(h, t, len(pieces)) for h, t in head_tail_levels] + [(0, 0, c) for c in error_caps[1:]]
+
+    def build(i: int) -> str:
+        h, t, cap = levels[i]
+        chosen = pieces if cap >= len(pieces) else pieces[: (cap + 1) // 2] + pieces[len(pieces) - cap // 2 :]
+        kept = list(chosen)
+        if h:
+            kept.append((0, _line_ends(text, 0, h)))
+        if t:
+            kept.append((_line_starts_back(text, t), len(text)))
+        parts = [header]
+        if test_line:
+            parts.append(test_line)
+        if cap < len(pieces):
+            parts.append(f"[{len(pieces) - cap:,} of {len(pieces):,} error blocks not shown]")
+        parts.append(_render_pieces(text, kept))
+        return "\n".join(parts)
+
+    return _fit(build, len(levels), ctx)
+
+
+# ---------------------------------------------------------------------------------------------------
+# file read
+# ---------------------------------------------------------------------------------------------------
+
+_OUTLINE = {
+    "py": r"[ \t]*(?:async[ \t]+def|def|class)[ \t]+\w+",
+    "js": r"[ \t]*(?:export[ \t]+)?(?:default[ \t]+)?(?:async[ \t]+)?(?:function\*?[ \t]*\w*|(?:abstract[ \t]+)?class[ \t]+\w+"
+    r"|interface[ \t]+\w+|type[ \t]+\w+[ \t]*=|enum[ \t]+\w+|(?:const|let|var)[ \t]+\w+[ \t]*=[ \t]*(?:async[ \t]*)?"
+    r"(?:\([^()\n]{0,200}\)|\w+)[ \t]*=>)"
+    r"|[ \t]+(?:(?:public|private|protected|static|async|readonly|get|set)[ \t]+){0,4}\w+[ \t]*\([^()\n]{0,200}\)"
+    r"[ \t]*(?::[^{\n]{0,80})?\{[ \t]*$",
+    "go": r"func[ \t]+(?:\([^()\n]{0,120}\)[ \t]*)?\w+|type[ \t]+\w+[ \t]+(?:struct|interface)",
+    "rs": r"[ \t]*(?:pub(?:\([\w: ]{0,40}\))?[ \t]+)?(?:async[ \t]+|unsafe[ \t]+|const[ \t]+){0,2}"
+    r"(?:fn|struct|enum|trait|impl|mod|macro_rules!)[ \t<]",
+    "java": r"[ \t]*(?:@\w+[ \t]+)?(?:(?:public|private|protected|static|final|abstract|sealed|override|internal|open"
+    r"|suspend|data|synchronized)[ \t]+){0,6}(?:class|interface|enum|record|object|fun)[ \t]+\w+"
+    r"|[ \t]+(?:(?:public|private|protected|static|final|abstract|synchronized)[ \t]+){1,5}[\w<>\[\],.? ]{1,80}[ \t]+\w+"
+    r"[ \t]*\(",
+}
+_EXT = {
+    "py": "py", "pyi": "py", "js": "js", "jsx": "js", "ts": "js", "tsx": "js", "mjs": "js", "cjs": "js",
+    "go": "go", "rs": "rs", "java": "java", "kt": "java", "kts": "java", "scala": "java", "cs": "java",
+}  # fmt: skip
+_OUTLINE_BY_LANG = {k: re.compile(f"^(?:{p})", re.M) for k, p in _OUTLINE.items()}
+_OUTLINE_ALL = re.compile("^(?:" + "|".join(f"(?:{p})" for p in _OUTLINE.values()) + ")", re.M)
+_NUM_PREFIX = re.compile(r"^ *(\d+)(?:\t|→|\| |: )")
+_OUTLINE_CAP = 5_000
+
+
+def _outline(text: str, path: str | None) -> list[tuple[int, int, str]]:
+    """(line number, indent, stripped line) of every definition, in order."""
+    ext = path.rsplit(".", 1)[-1].lower() if path and "." in path.rsplit("/", 1)[-1] else ""
+    rx = _OUTLINE_BY_LANG.get(_EXT.get(ext, ""), _OUTLINE_ALL)
+    scan = text[:SCAN_LIMIT]
+    numbered = bool(_NUM_PREFIX.match(scan[:200]))
+    if numbered:  # cat -n / editor view output: match after the number prefix
+        rx = re.compile(r"^ *\d+(?:\t|→|\| |: )(?:" + rx.pattern.removeprefix("^(?:").removesuffix(")") + ")", re.M)
+    out: list[tuple[int, int, str]] = []
+    line_no, last = 1, 0
+    for m in rx.finditer(scan):
+        a = m.start()
+        line_no += scan.count("\n", last, a)
+        last = a
+        b = scan.find("\n", a)
+        line = scan[a : len(scan) if b < 0 else b]
+        n = line_no
+        if numbered:
+            pm = _NUM_PREFIX.match(line)
+            if pm:
+                n = int(pm.group(1))
+                line = line[pm.end() :]
+        stripped = line.strip()
+        out.append((n, len(line) - len(line.lstrip()), _cap(stripped.rstrip("{:").rstrip(), 160)))
+        if len(out) >= _OUTLINE_CAP:
+            break
+    return out
+
+
+def _file_read(text: str, ctx: Context) -> str | None:
+    total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    symbols = _outline(text, ctx.path)
+    what = f"file: {ctx.path}" if ctx.path else "file"
+    header = f"[{what} — {total_lines:,} lines, {len(text):,} chars; outline: {len(symbols):,} symbols]"
+    ctx.notes.append(f"outline of {len(symbols)} symbols")
+    heads = [80, 50, 30, 20, 12, 6, 3, 0]
+    caps = sorted({c for c in (len(symbols), 1000, 500, 250, 120, 60, 30, 15, 5, 0) if c <= len(symbols)}, reverse=True)
+    levels = [(h, len(symbols)) for h in heads] + [(0, c) for c in caps[1:]]
+    min_indent = min((s[1] for s in symbols), default=0)
+
+    def pick(cap: int) -> list[tuple[int, int, str]]:
+        if cap >= len(symbols):
+            return symbols
+        top = [s for s in symbols if s[1] <= min_indent]
+        if len(top) >= cap:
+            return top[:cap]
+        rest = [s for s in symbols if s[1] > min_indent][: cap - len(top)]
+        return sorted(top + rest)
+
+    def build(i: int) -> str:
+        h, cap = levels[i]
+        parts = [header]
+        if h:
+            end = _line_ends(text, 0, h)
+            parts.extend(_cap(ln) for ln in text[:end].splitlines())
+            rest = text.count("\n", end) + (0 if text.endswith("\n") or end >= len(text) else 1)
+            if rest:
+                parts.append(_lines_elided(rest))
+        chosen = pick(cap)
+        if chosen:
+            width = len(str(chosen[-1][0]))
+            parts.append("Outline (line: definition):")
+            parts.extend(f"{n:>{width}}: {' ' * min(indent, 16)}{line}" for n, indent, line in chosen)
+        if cap < len(symbols):
+            parts.append(f"[… {len(symbols) - cap:,} more definitions not shown …]")
+        return "\n".join(parts)
+
+    return _fit(build, len(levels), ctx)
+
+
+# ---------------------------------------------------------------------------------------------------
+# JSON
+# ---------------------------------------------------------------------------------------------------
+
+
+def _type_name(v: Any) -> str:
+    if v is None:
+        return "null"
+    return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(v), type(v).__name__)
+
+
+def _shape(v: Any, depth: int, max_keys: int) -> str:
+    if isinstance(v, dict):
+        if not v:
+            return "{}"
+        if depth <= 0:
+            return f"{{…{len(v)} keys}}"
+        items = [f"{k}: {_shape(x, depth - 1, max_keys)}" for k, x in list(v.items())[:max_keys]]
+        more = f", …+{len(v) - max_keys} keys" if len(v) > max_keys else ""
+        return "{" + ", ".join(items) + more + "}"
+    if isinstance(v, list):
+        if not v:
+            return "[]"
+        if depth <= 0:
+            return f"array[{len(v)}]"
+        sample = v[:20]
+        if all(isinstance(x, dict) for x in sample):
+            merged: dict[str, Any] = {}
+            for x in sample:
+                for k, val in x.items():
+                    merged.setdefault(k, val)
+            return f"array[{len(v)}] of {_shape(merged, depth - 1, max_keys)}"
+        kinds = sorted({_shape(x, depth - 1, max_keys) for x in sample[:5]})
+        return f"array[{len(v)}] of {' | '.join(kinds[:3])}"
+    return _type_name(v)
+
+
+def _truncate(v: Any, items: int, chars: int, depth: int) -> Any:
+    if isinstance(v, str):
+        return v if len(v) <= chars else f"{v[:chars]}…(+{len(v) - chars:,} chars)"
+    if isinstance(v, list):
+        if depth <= 0:
+            return f"…array[{len(v)}]"
+        out = [_truncate(x, items, chars, depth - 1) for x in v[:items]]
+        if len(v) > items:
+            out.append(f"… +{len(v) - items:,} more items")
+        return out
+    if isinstance(v, dict):
+        if depth <= 0:
+            return f"…object with {len(v)} keys"
+        keys = list(v)[: max(items * 4, 8)]
+        out_d = {k: _truncate(v[k], items, chars, depth - 1) for k in keys}
+        if len(v) > len(keys):
+            out_d["…"] = f"+{len(v) - len(keys):,} more keys"
+        return out_d
+    return v
+
+
+def _scalars(v: Any, limit: int) -> list[str]:
+    """``path = value`` for scalar fields at the top two levels of an object."""
+    out: list[str] = []
+    if not isinstance(v, dict):
+        return out
+    for k, x in v.items():
+        if isinstance(x, str | int | float | bool) or x is None:
+            out.append(f"{k} = {json.dumps(_truncate(x, 0, 120, 0), ensure_ascii=False)}")
+        elif isinstance(x, dict):
+            for k2, y in list(x.items())[:20]:
+                if isinstance(y, str | int | float | bool) or y is None:
+                    out.append(f"{k}.{k2} = {json.dumps(_truncate(y, 0, 120, 0), ensure_ascii=False)}")
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def _json(text: str, ctx: Context) -> str | None:
+    data = _try_json(text)
+    if data is _INVALID:
+        ctx.notes.append("not valid JSON" if len(text) <= JSON_PARSE_LIMIT else "JSON too large to parse")
+        return None
+    if find_results(data):
+        return _search_from_data(data, ctx)
+    top = f"object with {len(data):,} keys" if isinstance(data, dict) else (
+        f"array of {len(data):,} items" if isinstance(data, list) else _type_name(data)
+    )
+    header = f"[json: {top}, {len(text):,} chars]"
+    levels = [
+        (6, 40, 30, 3, 200, True), (5, 30, 20, 3, 120, True), (4, 20, 15, 2, 80, True), (3, 15, 10, 2, 60, True),
+        (3, 12, 8, 1, 40, True), (2, 10, 5, 1, 30, False), (2, 8, 3, 0, 0, False), (1, 6, 0, 0, 0, False),
+        (1, 3, 0, 0, 0, False), (0, 0, 0, 0, 0, False),
+    ]  # fmt: skip
+
+    def build(i: int) -> str:
+        depth, max_keys, n_scalars, items, chars, with_sample = levels[i]
+        parts = [header, "shape: " + _shape(data, depth, max_keys)]
+        sc = _scalars(data, n_scalars)
+        if sc:
+            parts.append("fields:")
+            parts.extend("  " + s for s in sc)
+        if with_sample:
+            sample = json.dumps(_truncate(data, items, chars, depth), ensure_ascii=False, separators=(",", ":"))
+            parts.append("sample (truncated): " + sample)
+        return "\n".join(parts)
+
+    ctx.notes.append("json shape summary")
+    return _fit(build, len(levels), ctx)
+
+
+# ---------------------------------------------------------------------------------------------------
+# search results
+# ---------------------------------------------------------------------------------------------------
+
+_TITLE_KEYS = ("title", "name", "headline")
+_URL_KEYS = ("url", "link", "href", "uri", "source_url", "source")
+_SNIPPET_KEYS = ("snippet", "description", "content", "text", "body", "summary", "abstract", "highlights")
+_LIST_KEYS = ("results", "items", "organic_results", "organic", "hits", "data", "documents", "value", "web", "news")
+
+
+def _first_str(d: Mapping[str, Any], keys: Sequence[str]) -> str:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, str) and v.strip():
+            return v
+        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            return " … ".join(v)
+    return ""
+
+
+def find_results(data: Any, depth: int = 3) -> list[dict[str, Any]]:
+    """The list of search results in a parsed response: dicts with a URL and a title or snippet."""
+    if isinstance(data, list):
+        dicts = [x for x in data if isinstance(x, dict)]
+        if dicts and len(dicts) >= 0.8 * len(data):
+            good = [d for d in dicts if _first_str(d, _URL_KEYS) and (_first_str(d, _TITLE_KEYS) or _first_str(d, _SNIPPET_KEYS))]
+            if good and len(good) >= 0.5 * len(dicts):
+                return dicts
+        return []
+    if isinstance(data, dict) and depth > 0:
+        for k in _LIST_KEYS:
+            if k in data:
+                found = find_results(data[k], depth - 1)
+                if found:
+                    return found
+    return []
+
+
+def _render_results(results: list[tuple[str, str, str]], total: int, n: int, chars: int) -> str:
+    parts = [f"[search results: {total:,} results" + (f", top {n} shown]" if n < total else "]")]
+    for i, (title, url, snippet) in enumerate(results[:n], 1):
+        parts.append(f"{i}. {_cap(' '.join(title.split()), 200) or '(no title)'}")
+        if url:
+            parts.append(f"   {_cap(url, 300)}")
+        s = " ".join(snippet.split())
+        if chars and s:
+            parts.append("   " + (s if len(s) <= chars else s[:chars] + "…"))
+    return "\n".join(parts)
+
+
+def _fit_results(results: list[tuple[str, str, str]], ctx: Context) -> str | None:
+    total = len(results)
+    ns = sorted({min(total, n) for n in (total, 20, 10, 8, 5, 3, 2, 1)}, reverse=True)
+    levels = [(n, c) for n in ns for c in (400, 200)] + [(ns[-1], 100), (ns[-1], 0)]
+    levels = sorted(set(levels), key=lambda lc: (-lc[0], -lc[1]))
+    ctx.notes.append(f"{total} search results")
+    return _fit(lambda i: _render_results(results, total, *levels[i]), len(levels), ctx)
+
+
+def _search_from_data(data: Any, ctx: Context) -> str | None:
+    results = [
+        (_first_str(d, _TITLE_KEYS), _first_str(d, _URL_KEYS), _first_str(d, _SNIPPET_KEYS)) for d in find_results(data)
+    ]
+    return _fit_results(results, ctx) if results else None
+
+
+_URL = re.compile(r"https?://[^\s<>\"')\]]{3,2000}")
+
+
+def _search_results(text: str, ctx: Context) -> str | None:
+    data = _try_json(text)
+    if data is not _INVALID:
+        out = _search_from_data(data, ctx)
+        if out is not None:
+            return out
+    blocks = re.split(r"\n\s*\n|\n(?=\s{0,3}\d{1,3}[.)] )", text[:SCAN_LIMIT])
+    results: list[tuple[str, str, str]] = []
+    for block in blocks:
+        m = _URL.search(block)
+        if not m:
+            continue
+        lines = [ln.strip() for ln in block.strip().splitlines() if ln.strip()]
+        title = next((ln for ln in lines if m.group(0) not in ln), "")
+        title = re.sub(r"^(?:\d{1,3}[.)]\s*|title:\s*|#+\s*)", "", title, flags=re.I)
+        snippet = " ".join(ln for ln in lines if ln != lines[0] and m.group(0) not in ln) if len(lines) > 1 else ""
+        results.append((title, m.group(0), snippet))
+    return _fit_results(results, ctx) if results else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# HTML
+# ---------------------------------------------------------------------------------------------------
+
+_SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "svg", "iframe", "object", "canvas", "head"})
+_BLOCK_TAGS = frozenset(
+    ("p", "div", "br", "hr", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "table", "section",
+     "article", "header", "footer", "nav", "aside", "main", "pre", "blockquote", "dd", "dt", "dl", "form",
+     "title", "figcaption", "details", "summary")
+)  # fmt: skip
+
+
+class _TextExtractor(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip = 0
+        self.title: list[str] = []
+        self.in_title = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self.in_title = True
+        elif tag in _SKIP_TAGS:
+            self.skip += 1
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+        if tag == "li":
+            self.parts.append("- ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+        elif tag in _SKIP_TAGS and self.skip:
+            self.skip -= 1
+        if tag in _BLOCK_TAGS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title.append(data)
+        elif not self.skip:
+            self.parts.append(data)
+
+
+def html_to_text(html: str) -> tuple[str, str]:
+    """(title, visible text) of an HTML page; scripts, styles and markup dropped."""
+    p = _TextExtractor()
+    p.feed(html[:SCAN_LIMIT])
+    p.close()
+    lines = (" ".join(ln.split()) for ln in "".join(p.parts).splitlines())
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(ln for ln in lines if ln))
+    return " ".join("".join(p.title).split()), text
+
+
+def _html(text: str, ctx: Context) -> str | None:
+    title, body = html_to_text(text)
+    header = f"[html page{': ' + _cap(title, 200) if title else ''} — {len(text):,} chars of HTML, {len(body):,} chars of text]"
+    ctx.notes.append("html text extraction")
+    room = ctx.budget - ctx.count(header + "\n")
+    if room <= 0:
+        return None
+    return header + "\n" + head_tail(body, room, ctx.count, head_fraction=0.8)
+
+
+# ---------------------------------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------------------------------
+
+
+def _table(text: str, ctx: Context) -> str | None:
+    scan = text[:SCAN_LIMIT]
+    first = scan.split("\n", 1)[0]
+    md = first.lstrip().startswith("|")
+    delim = "|" if md else max(("\t", ",", ";", "|"), key=first.count)
+    header_lines = 2 if md else 1
+    total = text.count("\n") + (0 if text.endswith("\n") else 1)
+    rows = max(0, total - header_lines)
+    if md:
+        cols = len(first.strip().strip("|").split("|"))
+    else:
+        try:
+            cols = len(next(csv.reader([first], delimiter=delim)))
+        except (csv.Error, StopIteration):
+            cols = first.count(delim) + 1
+    name = {"\t": "tsv", ",": "csv", ";": "csv (;)", "|": "markdown" if md else "pipe-separated"}[delim]
+    head = f"[table ({name}): {rows:,} rows, {cols} columns]"
+    ctx.notes.append(f"table of {rows} rows")
+    body_start = _line_ends(text, 0, header_lines)
+    levels = [(30, 10), (20, 5), (12, 3), (8, 2), (5, 1), (3, 0), (1, 0), (0, 0)]
+
+    def build(i: int) -> str:
+        first_n, last_n = levels[i]
+        kept = [(0, body_start)]
+        if first_n:
+            kept.append((body_start, _line_ends(text, body_start, first_n)))
+        if last_n and rows > first_n:
+            kept.append((max(body_start, _line_starts_back(text, last_n)), len(text)))
+        return head + "\n" + _render_pieces(text, kept)
+
+    return _fit(build, len(levels), ctx)
+
+
+def _text(text: str, ctx: Context) -> str | None:
+    return None  # compress() falls back to head_tail, which is the text compressor
+
+
+COMPRESSORS: dict[str, Callable[[str, Context], str | None]] = {
+    "command_output": _command_output,
+    "file_read": _file_read,
+    "json": _json,
+    "search_results": _search_results,
+    "html": _html,
+    "table": _table,
+    "text": _text,
+}
