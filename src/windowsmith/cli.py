@@ -128,8 +128,10 @@ def demo(model: str, store: str | None, as_json: bool) -> None:
 @click.option("--provider", "fmt", default=None, help="Request format: anthropic, openai-chat, openai-responses, gemini.")
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a self-contained HTML report with charts to this file.")
 def replay(trace_path: Path, trace_format: str | None, index: int, model: str, window: int | None, fmt: str | None,
-           store: str | None, as_json: bool) -> None:
+           store: str | None, as_json: bool, html_out: Path | None = None) -> None:
     """Feed a recorded trace turn by turn through the engine and report each model call."""
     from .traces import load_traces
 
@@ -144,6 +146,30 @@ def replay(trace_path: Path, trace_format: str | None, index: int, model: str, w
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
         _print_replay(result, _console())
+    if html_out is not None:
+        from .bench.html import replay_html
+
+        html_out.write_text(replay_html(result), encoding="utf-8")
+        click.echo(f"wrote {html_out}", err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--windows", default="8000,16000,32000", show_default=True,
+              help="Comma-separated windows (tokens); the model's own window is always added.")
+@click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model whose tokenizer, window and prices to use.")
+@click.option("--strategies", default=None, help="Comma-separated subset of: full, sliding, masking, clear, summarize, windowsmith.")
+@click.option("--limit-runs", type=click.IntRange(min=1), default=None, help="At most N runs per trace file.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (default: min(2, CPUs)).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the result JSON here.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the HTML report here.")
+@click.option("--markdown", "md_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write a markdown table here.")
+def bench(paths: tuple[Path, ...], windows: str, model: str, strategies: str | None, limit_runs: int | None,
+          workers: int | None, json_out: Path | None, html_out: Path | None, md_out: Path | None) -> None:
+    """Compare context strategies on every run of the trace files under PATHS."""
+    from .bench import cli as bench_cli
+
+    bench_cli.run(paths, windows, model, strategies, limit_runs, workers, json_out, html_out, md_out)
 
 
 @main.command()

@@ -1,0 +1,111 @@
+"""windowsmith's token count of a request against what the provider billed for it.
+
+tau2-bench's gpt-4.1 retail file records, for every agent call, the ``prompt_tokens`` OpenAI billed.
+Each of those requests is rebuilt with windowsmith (model gpt-4.1, format openai-chat, the model's
+full window so nothing is dropped, the trace's system prompt and messages before the call) and
+counted two ways: windowsmith's exact count (``pack.tokens``) and ``len(json.dumps(request)) / 4``
+(the request as sent to the SDK). The relative error is ``(estimate - billed) / billed``.
+
+Caveat, measured not hidden: the published file has ``tool_defs: null``, so the tool definitions that
+were billed are not in the trace and both estimates miss them (a constant block per run). Three
+figures are therefore reported for each estimator:
+
+* ``absolute``: the error as is (tool definitions missing: both undercount);
+* ``first_call_offset``: per run, the difference ``billed - estimate`` of the first call is added to
+  the estimate of every later call of that run (an additive calibration on one observation), and the
+  error is measured on the later calls only;
+* ``increments``: the error on the growth between consecutive calls of a run,
+  ``(Δestimate - Δbilled) / Δbilled``, which the missing constant block cancels out of.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .metrics import percentile
+
+
+def _stats(errors: list[float]) -> dict[str, Any]:
+    a = [abs(e) for e in errors]
+    return {
+        "n": len(errors),
+        "median_abs": round(statistics.median(a), 4) if a else None,
+        "p95_abs": round(percentile(a, 95), 4) if a else None,
+        "median_signed": round(statistics.median(errors), 4) if errors else None,
+    }
+
+
+def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: str = "openai-chat",
+                  registry: str | None = None) -> list[dict[str, Any]]:
+    """One sample per billed call: ``{run, call, billed, windowsmith, len4}``."""
+    from ..engine import Engine
+    from ..traces import load_traces
+    from .metrics import prepare
+
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="ws-billing-") as d, \
+            Engine(model, store=os.path.join(d, "billing.db"), format=fmt, registry=registry) as eng:
+        for p in paths:
+            for t in load_traces(p):
+                billed = t.billed or {}
+                if not billed:
+                    continue
+                run = prepare(t)
+                if len(run.messages) != len(t.messages):  # repaired: indices of billed usage would shift
+                    continue
+                s = eng.session(f"billing-{t.id}")
+                if t.system:
+                    s.system(t.system)
+                if t.tools:
+                    s.tools(t.tools)
+                call = 0
+                for i, m in enumerate(run.messages):
+                    if m.role == "assistant" and s.state.units:
+                        call += 1
+                        u = billed.get(i)
+                        if u is not None and u.prompt_tokens > 0:
+                            pack = s.build(fmt)
+                            out.append({
+                                "run": t.id, "call": call, "billed": u.prompt_tokens, "windowsmith": pack.tokens,
+                                "len4": len(json.dumps(pack.request, ensure_ascii=False)) / 4,
+                            })
+                    s.add(m)
+                eng.store.delete_session(s.id)
+    return out
+
+
+def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: str = "openai-chat",
+                      registry: str | None = None) -> dict[str, Any]:
+    """Median and p95 relative error of windowsmith's count and of len/4 against billed prompt tokens."""
+    samples = count_samples(paths, model=model, fmt=fmt, registry=registry)
+    res: dict[str, Any] = {"model": model, "format": fmt, "files": [str(p) for p in paths], "calls": len(samples),
+                           "runs": len({s["run"] for s in samples})}
+    for key in ("windowsmith", "len4"):
+        absolute = [(s[key] - s["billed"]) / s["billed"] for s in samples]
+        offset: list[float] = []
+        inc: list[float] = []
+        by_run: dict[str, list[dict[str, Any]]] = {}
+        for s in samples:
+            by_run.setdefault(s["run"], []).append(s)
+        for ss in by_run.values():
+            ss.sort(key=lambda s: s["call"])
+            off = ss[0]["billed"] - ss[0][key]
+            for s in ss[1:]:
+                offset.append((s[key] + off - s["billed"]) / s["billed"])
+            for a, b in itertools.pairwise(ss):
+                db = b["billed"] - a["billed"]
+                if db > 0:
+                    inc.append(((b[key] - a[key]) - db) / db)
+        res[key] = {"absolute": _stats(absolute), "first_call_offset": _stats(offset), "increments": _stats(inc)}
+    res["tools_recorded"] = False
+    return res
+
+
+__all__ = ["count_samples", "token_count_error"]

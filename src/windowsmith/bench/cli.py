@@ -1,0 +1,91 @@
+"""The body of ``windowsmith bench`` (kept here so the CLI module stays a thin wrapper)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from ..errors import WindowsmithError
+from .html import bench_html
+from .report import markdown, rich_table, token_count_lines
+from .run import run_bench
+from .strategies import STRATEGIES
+
+
+def parse_windows(text: str) -> list[int | None]:
+    out: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip().lower().replace("_", "")
+        if not part:
+            continue
+        if part == "model":
+            continue
+        mult = 1000 if part.endswith("k") else 1
+        try:
+            n = int(float(part.rstrip("k")) * mult)
+        except ValueError:
+            raise click.BadParameter(f"window {part!r} is not a number of tokens (e.g. 8000 or 8k)",
+                                     param_hint="--windows") from None
+        if n <= 0:
+            raise click.BadParameter(f"window {part!r} must be positive", param_hint="--windows")
+        out.append(n)
+    return [*dict.fromkeys(out), None]
+
+
+def parse_strategies(text: str | None) -> list[str]:
+    if not text:
+        return list(STRATEGIES)
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in names if s not in STRATEGIES]
+    if bad:
+        raise click.BadParameter(f"unknown strategy {', '.join(bad)}; use {', '.join(STRATEGIES)}",
+                                 param_hint="--strategies")
+    return names
+
+
+def run(paths: tuple[Path, ...], windows: str, model: str, strategies: str | None, limit_runs: int | None,
+        workers: int | None, json_out: Path | None, html_out: Path | None, md_out: Path | None) -> None:
+    wins = parse_windows(windows)
+    names = parse_strategies(strategies)
+    # a wide table: let it use 160 columns when the output is not a terminal (files, CI logs)
+    console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=160)
+    err = Console(stderr=True)
+    try:
+        with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
+                      TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True) as progress:
+            task = progress.add_task("runs", total=None)
+
+            def on_run(done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total)
+
+            result = run_bench([str(p) for p in paths], model=model, windows=wins, strategies=names,
+                               limit_runs=limit_runs, workers=workers, on_run=on_run)
+    except WindowsmithError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    result["command"] = "windowsmith bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 \
+        else "windowsmith bench"
+    console.print(rich_table(result))
+    for line in token_count_lines(result.get("token_count")):
+        console.print(line)
+    if result["errors"]:
+        console.print(f"[yellow]{len(result['errors'])} problem(s):[/] " + "; ".join(result["errors"][:5]))
+    console.print(f"{result['runs']} runs, {result['calls']:,} calls in {result['elapsed_s']} s on {result['workers']} worker(s)")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+        err.print(f"wrote {json_out}")
+    if html_out is not None:
+        html_out.parent.mkdir(parents=True, exist_ok=True)
+        html_out.write_text(bench_html(result), encoding="utf-8")
+        err.print(f"wrote {html_out}")
+    if md_out is not None:
+        md_out.parent.mkdir(parents=True, exist_ok=True)
+        md_out.write_text(markdown(result, result["command"]), encoding="utf-8")
+        err.print(f"wrote {md_out}")

@@ -1,0 +1,188 @@
+"""Preparing a trace for the benchmark, and the per-call metrics.
+
+* :func:`prepare` makes a trace safe to replay under every strategy (the same repaired messages for
+  all of them), lists its model calls and, for each call, the *target identifiers*: the identifiers
+  of the agent's next action (its assistant message: text and tool-call argument values) whose first
+  appearance in the run was in an observation (a ``user`` or ``tool`` message) before the call. An
+  identifier first seen in the system prompt, the tool definitions or an earlier assistant message is
+  not a target: it did not come from the environment.
+* :func:`recall` tells which targets a request holds: *strict* — the identifier is in the text of a
+  message of the request (same extraction rules, :mod:`windowsmith.bench.identifiers`); *recoverable* —
+  strict, or the identifier is in the content behind an ``artifact://`` reference in the request, or
+  in the value of a summary reference (``Built.recoverable``).
+
+Recall of a strategy is the mean, over the calls that have at least one target, of the share of
+targets held.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Message, Text, ToolCall, ToolResult
+from ..request import NeutralRequest
+from .identifiers import action_identifiers, extract_identifiers, message_identifiers, message_text
+
+MISSING_RESULT = "[bench: no result recorded in the trace]"
+
+
+@dataclass
+class PreparedRun:
+    id: str
+    source: str
+    system: str | None
+    tools: tuple[Any, ...]
+    messages: tuple[Message, ...]
+    calls: tuple[int, ...]  # indices of the assistant messages that are model calls
+    targets: dict[int, frozenset[str]]
+    native_tools: bool
+    repairs: list[str] = field(default_factory=list)
+
+
+def sanitize(messages: Sequence[Message]) -> tuple[tuple[Message, ...], list[str]]:
+    """Messages every strategy and the engine accept: no empty message, every tool call answered
+    once, no result without a call, unique call ids. Each fix is listed."""
+    out: list[Message] = []
+    notes: list[str] = []
+    open_calls: dict[str, str] = {}
+    used: set[str] = set()
+    rename: dict[str, str] = {}
+
+    def close_open(where: int) -> None:
+        if open_calls:
+            out.append(Message("tool", tuple(ToolResult(cid, (Text(MISSING_RESULT),), True, name)
+                                             for cid, name in open_calls.items())))
+            notes.append(f"message {where}: {len(open_calls)} tool call(s) without a result answered with a placeholder")
+            open_calls.clear()
+
+    for i, m in enumerate(messages):
+        if not m.content:
+            notes.append(f"message {i}: empty {m.role} message dropped")
+            continue
+        if m.role == "tool":
+            keep = []
+            for r in m.tool_results:
+                cid = rename.get(r.call_id, r.call_id)
+                if cid in open_calls:
+                    open_calls.pop(cid)
+                    keep.append(r if cid == r.call_id else ToolResult(cid, r.content, r.is_error, r.name))
+                else:
+                    notes.append(f"message {i}: tool result for unknown or answered call {r.call_id!r} dropped")
+            if keep:
+                out.append(Message("tool", tuple(keep)))
+            continue
+        close_open(i)
+        if m.role == "assistant" and m.tool_calls:
+            blocks = []
+            for b in m.content:
+                if isinstance(b, ToolCall):
+                    cid = b.id
+                    if cid in used:
+                        new = f"{cid}~{i}"
+                        rename[cid] = new
+                        notes.append(f"message {i}: duplicate tool call id {cid!r} renamed {new!r}")
+                        b = ToolCall(new, b.name, b.arguments)
+                    used.add(b.id)
+                    open_calls[b.id] = b.name
+                blocks.append(b)
+            m = Message("assistant", tuple(blocks)) if rename else m
+        out.append(m)
+    return tuple(out), notes
+
+
+def prepare(trace: Any) -> PreparedRun:
+    msgs, notes = sanitize(trace.messages)
+    native = any(m.tool_calls for m in msgs)
+    calls = tuple(i for i, m in enumerate(msgs) if m.role == "assistant" and i > 0)
+    callset = set(calls)
+    first: dict[str, bool] = {}  # identifier -> first seen in an observation?
+    for text in (trace.system or "", *(t.canonical for t in trace.tools)):
+        for x in extract_identifiers(text):
+            first.setdefault(x, False)
+    targets: dict[int, frozenset[str]] = {}
+    for i, m in enumerate(msgs):
+        if i in callset:
+            targets[i] = frozenset(x for x in action_identifiers(m) if first.get(x))
+        obs = m.role in ("user", "tool")
+        for x in message_identifiers(m):
+            first.setdefault(x, obs)
+    return PreparedRun(trace.id, getattr(trace, "source", ""), trace.system, tuple(trace.tools), msgs, calls,
+                       targets, native, [*getattr(trace, "repairs", ()), *notes])
+
+
+_ARTIFACT_RE = re.compile(r"artifact://[0-9a-f]{64}")
+_refs: dict[str, tuple[str, ...]] = {}
+_blob_ids: dict[str, frozenset[str]] = {}
+_text_ids: dict[str, frozenset[str]] = {}
+
+
+def _message_refs(m: Message) -> tuple[str, ...]:
+    got = _refs.get(m.digest)
+    if got is None:
+        t = message_text(m)
+        got = tuple(sorted(set(_ARTIFACT_RE.findall(t)))) if "artifact://" in t else ()
+        if len(_refs) > 100_000:
+            _refs.clear()
+        _refs[m.digest] = got
+    return got
+
+
+def _ids_of_text(text: str) -> frozenset[str]:
+    got = _text_ids.get(text)
+    if got is None:
+        got = frozenset(extract_identifiers(text))
+        if len(_text_ids) > 10_000:
+            _text_ids.clear()
+        _text_ids[text] = got
+    return got
+
+
+def recall(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozenset[str] = frozenset(),
+           resolve: Callable[[str], bytes | None] | None = None) -> tuple[int, int]:
+    """``(strict, recoverable)``: how many of ``targets`` the request holds, by the module's rules."""
+    if not targets:
+        return 0, 0
+    remaining = set(targets)
+    for m in reversed(req.messages):
+        ids = message_identifiers(m)
+        if not remaining.isdisjoint(ids):
+            remaining -= ids
+            if not remaining:
+                return len(targets), len(targets)
+    for text in (req.system_text, req.session_text, req.tail or ""):
+        if text and remaining:
+            remaining -= _ids_of_text(text)
+    strict = len(targets) - len(remaining)
+    if remaining and recoverable:
+        remaining -= recoverable
+    if remaining and resolve is not None:
+        refs: set[str] = set()
+        for m in req.messages:
+            refs.update(_message_refs(m))
+        if req.tail and "artifact://" in req.tail:
+            refs.update(_ARTIFACT_RE.findall(req.tail))
+        for ref in sorted(refs):
+            ids = _blob_ids.get(ref)
+            if ids is None:
+                raw = resolve(ref)
+                ids = frozenset(extract_identifiers(raw.decode("utf-8", "replace"))) if raw else frozenset()
+                _blob_ids[ref] = ids
+            remaining -= ids
+            if not remaining:
+                break
+    return strict, len(targets) - len(remaining)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in [0, 100]); 0.0 for no values."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, round(q / 100 * (len(s) - 1))))
+    return float(s[k])
+
+
+__all__ = ["MISSING_RESULT", "PreparedRun", "percentile", "prepare", "recall", "sanitize"]

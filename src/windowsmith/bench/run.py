@@ -1,0 +1,351 @@
+"""Run every strategy over every run of a set of trace files, at several windows.
+
+    result = run_bench(paths, model="claude-sonnet-4-5", windows=[8000, 16000, 32000, None])
+    result["rows"]        one row per (strategy, window): totals and recall
+    result["token_count"] windowsmith's token count against billed usage (tau2-bench gpt-4.1)
+
+Each run is replayed message by message; before each assistant message (a model call) each strategy
+builds its request (timed with ``time.perf_counter`` around ``Strategy.build()`` only: adding the
+new messages is not part of it), which is then priced with :func:`windowsmith.costs.call_cost`
+against the same strategy's previous request (cache reads and writes as the provider bills them),
+with the trace's assistant message as the output. Runs are spread over a pool of worker processes;
+each worker loads the trace files itself and keeps its strategies (one engine store per window).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..costs import call_cost
+from ..registry import ModelSpec, load_registry
+from ..request import NeutralRequest
+from ..tokens import TokenCounter
+from .metrics import PreparedRun, percentile, prepare, recall
+from .strategies import STRATEGIES, BenchConfig, Built, Strategy, make_strategy
+
+DEFAULT_WINDOWS: tuple[int, ...] = (8_000, 16_000, 32_000)
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+@dataclass
+class RunMetrics:
+    """One strategy on one run at one window."""
+
+    strategy: str
+    window: int
+    run: str
+    calls: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    peak: int = 0
+    build_ms: list[float] = field(default_factory=list)
+    recall_calls: int = 0
+    strict: float = 0.0  # sum over calls with targets of the strict share
+    recoverable: float = 0.0
+    targets: int = 0
+    strict_hits: int = 0
+    events: dict[str, int] = field(default_factory=dict)  # calls on which each event happened
+    over_window: int = 0  # calls whose request is larger than the available budget (must be 0)
+    turns: list[dict[str, Any]] | None = None
+    error: str | None = None
+
+
+def _composition(built: Built, counter: TokenCounter) -> dict[str, int]:
+    req = built.request
+    comp = {"tools+system": counter.tools(req.tools) + counter.segment(req.system_text) + counter.segment(req.session_text),
+            "observations": 0, "assistant": 0, "summary/placeholders": 0, "tail": 0}
+    for m in req.messages:
+        n = counter.message(m)
+        if m.digest in built.synthetic:
+            comp["summary/placeholders"] += n
+        elif m.role == "assistant":
+            comp["assistant"] += n
+        else:
+            comp["observations"] += n
+    if req.tail:
+        comp["tail"] = counter.text(req.tail)
+    return comp
+
+
+def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) -> RunMetrics:
+    """Replay ``run`` through ``strategy`` and measure every call."""
+    cfg = strategy.cfg
+    counter = cfg.counter
+    rm = RunMetrics(strategy.name, cfg.window, run.id, turns=[] if detail else None)
+    strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
+    prev: NeutralRequest | None = None
+    prev_cands: list[int] | None = None
+    calls = set(run.calls)
+    try:
+        for i, m in enumerate(run.messages):
+            if i in calls:
+                t0 = time.perf_counter()
+                built = strategy.build()
+                ms = (time.perf_counter() - t0) * 1000
+                out = counter.message(m)
+                cost, prev_cands = call_cost(cfg.spec, cfg.fmt, prev, built.request, counter,
+                                             prompt_tokens=built.tokens, output_tokens=out, prev_candidates=prev_cands)
+                prev = built.request
+                rm.calls += 1
+                rm.input_tokens += built.tokens
+                rm.cache_read_tokens += cost.cache_read_tokens
+                rm.cache_write_tokens += cost.cache_write_tokens
+                rm.output_tokens += out
+                rm.cost_usd += cost.usd
+                rm.peak = max(rm.peak, built.tokens)
+                rm.build_ms.append(ms)
+                if built.tokens > cfg.available:
+                    rm.over_window += 1
+                for k, v in built.events.items():
+                    if v:
+                        rm.events[k] = rm.events.get(k, 0) + 1
+                tg = run.targets.get(i, frozenset())
+                if tg:
+                    s, r = recall(built.request, tg, recoverable=built.recoverable, resolve=strategy.resolve)
+                    rm.recall_calls += 1
+                    rm.targets += len(tg)
+                    rm.strict_hits += s
+                    rm.strict += s / len(tg)
+                    rm.recoverable += r / len(tg)
+                if rm.turns is not None:
+                    rm.turns.append({"call": rm.calls, "tokens": built.tokens, "cost_usd": cost.usd,
+                                     "cache_read": cost.cache_read_tokens, "cache_write": cost.cache_write_tokens,
+                                     "composition": _composition(built, counter),
+                                     "events": sorted(k for k, v in built.events.items() if v)})
+            strategy.observe(m)
+    except Exception as e:
+        rm.error = f"{type(e).__name__}: {e}"
+    finally:
+        strategy.finish()
+    return rm
+
+
+# ---------------------------------------------------------------------------------------------------
+# Workers
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    model: str
+    windows: tuple[int | None, ...]
+    strategies: tuple[str, ...]
+    registry: str | None = None
+
+
+_W: dict[str, Any] = {}
+
+
+def _worker_state(spec: BenchSpec) -> dict[str, Any]:
+    st = _W.get("state")
+    if st is not None and st["spec"] == spec:
+        return st
+    if st is not None:
+        for s in st["strategies"].values():
+            s.close()
+    mspec = load_registry(spec.registry).get(spec.model)
+    counter = TokenCounter(mspec.tokenizer, mspec.default_format, mspec.token_factor)
+    strategies: dict[tuple[str, int | None], Strategy] = {}
+    for w in spec.windows:
+        cfg = BenchConfig.make(mspec, w, counter=counter)
+        for name in spec.strategies:
+            strategies[(name, w)] = make_strategy(name, cfg)
+    st = {"spec": spec, "model": mspec, "strategies": strategies, "files": {}}
+    _W["state"] = st
+    return st
+
+
+def _load(st: dict[str, Any], path: str) -> list[Any]:
+    from ..traces import load_traces
+
+    files = st["files"]
+    if path not in files:
+        files.clear()  # tasks come file by file; keep one file in memory
+        files[path] = load_traces(path)
+    return files[path]
+
+
+def bench_task(task: tuple[BenchSpec, str, int, bool]) -> list[dict[str, Any]]:
+    """Benchmark one run (``path``, ``index``) under every strategy and window."""
+    spec, path, index, detail = task
+    st = _worker_state(spec)
+    trace = _load(st, path)[index]
+    run = prepare(trace)
+    out = []
+    for (_name, w), strat in st["strategies"].items():
+        rm = run_strategy(run, strat, detail=detail)
+        d = rm.__dict__.copy()
+        d["window_label"] = "model" if w is None else str(w)
+        d["source"] = path
+        d["repairs"] = len(run.repairs)
+        out.append(d)
+    return out
+
+
+def _close_worker() -> None:
+    st = _W.pop("state", None)
+    if st is not None:
+        for s in st["strategies"].values():
+            s.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The whole benchmark
+# ---------------------------------------------------------------------------------------------------
+
+
+def collect_runs(paths: Iterable[str | Path], limit_runs: int | None = None) -> tuple[list[tuple[str, int, str, int]], list[str]]:
+    """``[(path, index, run id, calls)]`` for every run of every trace file under ``paths``, and the
+    files that could not be read (with the reason)."""
+    from ..errors import WindowsmithError
+    from ..traces import iter_trace_files, load_traces
+
+    runs: list[tuple[str, int, str, int]] = []
+    errors: list[str] = []
+    for p in paths:
+        try:
+            files = iter_trace_files(p)
+        except WindowsmithError as e:
+            errors.append(str(e))
+            continue
+        for f in files:
+            try:
+                traces = load_traces(f)
+            except WindowsmithError as e:
+                errors.append(str(e))
+                continue
+            for k, t in enumerate(traces[: limit_runs if limit_runs else None]):
+                runs.append((str(f), k, t.id, sum(1 for i, m in enumerate(t.messages) if m.role == "assistant" and i)))
+    return runs, errors
+
+
+def run_bench(
+    paths: Sequence[str | Path],
+    *,
+    model: str = DEFAULT_MODEL,
+    windows: Sequence[int | None] = (*DEFAULT_WINDOWS, None),
+    strategies: Sequence[str] = STRATEGIES,
+    limit_runs: int | None = None,
+    workers: int | None = None,
+    registry: str | None = None,
+    on_run: Callable[[int, int], None] | None = None,
+    token_count: bool = True,
+) -> dict[str, Any]:
+    """Benchmark ``strategies`` on every run under ``paths`` at each window (None: the model's)."""
+    from ..errors import UsageError
+
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise UsageError(f"unknown strategy {s!r}; use one of {', '.join(STRATEGIES)}")
+    mspec = load_registry(registry).get(model)
+    for w in windows:
+        if w is not None:
+            BenchConfig.make(mspec, w)  # raises ConfigError on a window too small for the budget
+    t_start = time.perf_counter()
+    runs, errors = collect_runs(paths, limit_runs)
+    showcase = max(runs, key=lambda r: r[3])[:2] if runs else None
+    spec = BenchSpec(model, tuple(windows), tuple(strategies), registry)
+    tasks = [(spec, p, k, (p, k) == showcase) for p, k, _, _ in runs]
+    n = workers if workers is not None else min(2, os.cpu_count() or 1)
+    results: list[dict[str, Any]] = []
+    done = 0
+    if n <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            results.extend(bench_task(t))
+            done += 1
+            if on_run:
+                on_run(done, len(tasks))
+        _close_worker()
+    else:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # no fork under the progress bar thread
+        with ctx.Pool(n) as pool:
+            for res in pool.imap_unordered(bench_task, tasks, chunksize=4):
+                results.extend(res)
+                done += 1
+                if on_run:
+                    on_run(done, len(tasks))
+    elapsed = time.perf_counter() - t_start
+    out = summarize_results(results, mspec, windows, strategies)
+    out.update({
+        "model": mspec.name,
+        "format": mspec.default_format,
+        "windows": [w if w is not None else mspec.context_window for w in windows],
+        "strategies": list(strategies),
+        "runs": len(runs),
+        "calls": sum(r[3] for r in runs),
+        "files": sorted({r[0] for r in runs}),
+        "errors": errors + sorted({f"{r['run']}: {r['error']}" for r in results if r.get("error")}),
+        "elapsed_s": round(elapsed, 2),
+        "workers": n,
+    })
+    if showcase is not None:
+        sc = [r for r in results if r["turns"] is not None]
+        out["showcase"] = {
+            "run": sc[0]["run"] if sc else None,
+            "series": [{"strategy": r["strategy"], "window": r["window"], "turns": r["turns"]} for r in sc],
+        }
+    if token_count:
+        from .billing import token_count_error
+
+        files = [f for f in out["files"] if "gpt-4.1" in Path(f).name]
+        out["token_count"] = token_count_error(files, registry=registry) if files else None
+    return out
+
+
+def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: Sequence[int | None],
+                      strategies: Sequence[str]) -> dict[str, Any]:
+    rows = []
+    for w in windows:
+        wval = w if w is not None else spec.context_window
+        for s in strategies:
+            rs = [r for r in results if r["strategy"] == s and r["window_label"] == ("model" if w is None else str(w))]
+            ok = [r for r in rs if not r.get("error")]
+            ms = [x for r in ok for x in r["build_ms"]]
+            calls = sum(r["calls"] for r in ok)
+            rc = sum(r["recall_calls"] for r in ok)
+            prompt = sum(r["input_tokens"] for r in ok)
+            events: dict[str, int] = {}
+            for r in ok:
+                for k, v in r["events"].items():
+                    events[k] = events.get(k, 0) + v
+            rows.append({
+                "strategy": s,
+                "window": wval,
+                "window_label": "model" if w is None else str(w),
+                "runs": len(ok),
+                "failed_runs": len(rs) - len(ok),
+                "calls": calls,
+                "input_tokens": prompt,
+                "cache_read_tokens": sum(r["cache_read_tokens"] for r in ok),
+                "cache_write_tokens": sum(r["cache_write_tokens"] for r in ok),
+                "cache_read_share": round(sum(r["cache_read_tokens"] for r in ok) / prompt, 4) if prompt else 0.0,
+                "output_tokens": sum(r["output_tokens"] for r in ok),
+                "cost_usd": round(sum(r["cost_usd"] for r in ok), 4),
+                "peak": max((r["peak"] for r in ok), default=0),
+                "mean_run_peak": round(statistics.fmean([r["peak"] for r in ok]), 1) if ok else 0.0,
+                "recall_calls": rc,
+                "recall_strict": round(sum(r["strict"] for r in ok) / rc, 4) if rc else None,
+                "recall_recoverable": round(sum(r["recoverable"] for r in ok) / rc, 4) if rc else None,
+                "recall_strict_micro": round(sum(r["strict_hits"] for r in ok) / max(1, sum(r["targets"] for r in ok)), 4),
+                "build_ms_median": round(statistics.median(ms), 3) if ms else 0.0,
+                "build_ms_p95": round(percentile(ms, 95), 3),
+                "cut_calls": events.get("cut", 0),
+                "over_window_calls": sum(r["over_window"] for r in ok),
+                "events": events,
+            })
+    return {"rows": rows}
+
+
+__all__ = ["DEFAULT_MODEL", "DEFAULT_WINDOWS", "RunMetrics", "bench_task", "collect_runs", "run_bench",
+           "run_strategy", "summarize_results"]

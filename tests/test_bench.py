@@ -1,0 +1,375 @@
+"""The benchmark: strategies on hand-checked traces, recall, identifiers, cost, CLI and bad input."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from windowsmith.bench.identifiers import action_identifiers, extract_identifiers
+from windowsmith.bench.metrics import prepare, recall, sanitize
+from windowsmith.bench.run import run_strategy
+from windowsmith.bench.strategies import (
+    CLEAR_PLACEHOLDER,
+    MASK_PLACEHOLDER,
+    STRATEGIES,
+    SUMMARY_PREFIX,
+    BenchConfig,
+    ClearToolResults,
+    FullHistory,
+    ObservationMasking,
+    SlidingWindow,
+    SummarizeOnThreshold,
+    make_strategy,
+)
+from windowsmith.cli import main
+from windowsmith.compaction.base import Reference, Summary
+from windowsmith.costs import call_cost
+from windowsmith.model import Message, Text, ToolCall, ToolResult
+from windowsmith.registry import load_registry
+from windowsmith.tokens import count_text
+from windowsmith.traces.base import Trace
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+REG = load_registry()
+SONNET = REG.get("claude-sonnet-4-5")
+GPT41 = REG.get("gpt-4.1")
+
+
+def call(cid: str, name: str, **args: object) -> Message:
+    return Message("assistant", (ToolCall(cid, name, args),))
+
+
+def result(cid: str, text: str) -> Message:
+    return Message("tool", (ToolResult(cid, (Text(text),)),))
+
+
+def tool_trace(n: int = 3, size: int = 1) -> Trace:
+    """user, then n x (assistant call c{i}, tool result r{i}), then a final assistant message."""
+    msgs = [Message.user("task: fix src/app.py")]
+    for i in range(1, n + 1):
+        msgs.append(call(f"c{i}", "read", path=f"src/f{i}.py"))
+        msgs.append(result(f"c{i}", f"output {i} " + "word " * size))
+    msgs.append(Message.assistant("done"))
+    return Trace("t", "openai-chat", "test", "You are a bot.", (), tuple(msgs))
+
+
+def feed(strategy, trace: Trace, upto: int):
+    run = prepare(trace)
+    strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
+    for m in run.messages[:upto]:
+        strategy.observe(m)
+    return strategy.build()
+
+
+def texts(req) -> list[str]:
+    out = []
+    for m in req.messages:
+        out.append(m.text if m.role != "tool" else "|".join(r.text for r in m.tool_results))
+    return out
+
+
+def pairs_ok(req) -> bool:
+    msgs = req.messages
+    for i, m in enumerate(msgs):
+        if m.role == "tool":
+            if i == 0 or msgs[i - 1].role != "assistant":
+                return False
+            if {r.call_id for r in m.tool_results} != {c.id for c in msgs[i - 1].tool_calls}:
+                return False
+    return True
+
+
+@pytest.fixture
+def cfg() -> BenchConfig:
+    return BenchConfig.make(SONNET, 8000)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Strategies, exactly
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_full_history_keeps_everything(cfg):
+    t = tool_trace(3)
+    b = feed(FullHistory(cfg), t, 7)
+    assert b.request.messages == t.messages[:7]
+    assert b.tokens == cfg.counter.request(b.request) and b.events == {}
+    assert b.request.system_text == "You are a bot."
+
+
+def test_sliding_window_never_starts_on_a_tool_result(cfg):
+    t = tool_trace(3)  # u a1 t1 a2 t2 a3 t3 | a
+    b = feed(SlidingWindow(cfg, n=4), t, 7)
+    assert b.request.messages == t.messages[3:7]  # a2 t2 a3 t3
+    b = feed(SlidingWindow(cfg, n=3), t, 7)
+    assert b.request.messages == t.messages[5:7]  # would start on t2: moved to a3
+    assert pairs_ok(b.request)
+    assert b.events == {"dropped_messages": 5}
+
+
+def test_observation_masking_replaces_all_but_the_last_m(cfg):
+    t = tool_trace(3)
+    b = feed(ObservationMasking(cfg, m=1), t, 7)
+    assert texts(b.request) == ["task: fix src/app.py", "", MASK_PLACEHOLDER, "", MASK_PLACEHOLDER, "",
+                                "output 3 word "]
+    m = b.request.messages
+    assert [r.call_id for r in m[2].tool_results] == ["c1"] and m[1] is t.messages[1]
+    assert b.events == {"masked": 2} and pairs_ok(b.request)
+    assert b.synthetic == {m[2].digest, m[4].digest}
+
+
+def test_masking_treats_user_observations_as_observations_without_native_tools(cfg):
+    msgs = (Message.user("task"), Message.assistant("ls"), Message.user("obs 1"), Message.assistant("cat a.py"),
+            Message.user("obs 2"), Message.assistant("done"))
+    t = Trace("m", "mini-swe-agent", "x", None, (), msgs)
+    b = feed(ObservationMasking(cfg, m=1), t, 5)
+    assert texts(b.request) == ["task", "ls", MASK_PLACEHOLDER, "cat a.py", "obs 2"]
+
+
+def test_clear_tool_results_on_threshold_and_stay_cleared(cfg):
+    t = tool_trace(4)  # u a1 t1 a2 t2 a3 t3 a4 t4 | a
+    s = ClearToolResults(replace(cfg, threshold=1e-6), keep=1)
+    b = feed(s, t, 7)  # over the (tiny) trigger: all but the last result cleared
+    assert texts(b.request) == ["task: fix src/app.py", "", CLEAR_PLACEHOLDER, "", CLEAR_PLACEHOLDER, "",
+                                "output 3 word "]
+    assert b.events["clear"] == 1 and b.events["cleared"] == 2
+    s.observe(t.messages[7])
+    s.observe(t.messages[8])
+    b2 = s.build()
+    assert texts(b2.request)[-4:] == ["", CLEAR_PLACEHOLDER, "", "output 4 word "]
+    # the earlier placeholders are the very same messages: the cache prefix holds
+    assert b2.request.messages[:5] == b.request.messages[:5]
+    # under the trigger nothing is cleared
+    b3 = feed(ClearToolResults(cfg, keep=1), t, 7)
+    assert b3.request.messages == t.messages[:7] and "clear" not in b3.events
+
+
+class StubSummarizer:
+    name = "stub"
+
+    def __init__(self) -> None:
+        self.spans: list[list[Message]] = []
+
+    def summarize(self, messages, *, goal=None, previous=None, budget_tokens=1024):
+        self.spans.append(list(messages))
+        n = sum(len(s) for s in self.spans)
+        return Summary(f"summary of {n} messages", refs=(Reference("id", "ZFA04Y"),))
+
+
+def test_summarize_replaces_the_oldest_span_and_keeps_the_first_user_message(cfg):
+    t = tool_trace(3, size=300)  # each result ~300 tokens; keep_share small so only the newest unit is kept
+    stub = StubSummarizer()
+    s = SummarizeOnThreshold(replace(cfg, threshold=1e-6), keep_share=0.05, summarizer=stub)
+    b = feed(s, t, 7)
+    assert stub.spans == [list(t.messages[1:5])]  # a1 t1 a2 t2 summarized, a3 t3 kept
+    assert texts(b.request)[:2] == ["task: fix src/app.py", SUMMARY_PREFIX + "summary of 4 messages"]
+    assert b.request.messages[2:] == t.messages[5:7]
+    assert b.events["summarize"] == 1 and b.events["summarized_messages"] == 4
+    assert "ZFA04Y" in b.recoverable and pairs_ok(b.request)
+
+
+def test_every_strategy_fits_the_window_and_keeps_pairs_with_a_huge_output(cfg):
+    msgs = [Message.user("task")]
+    for i in range(1, 6):
+        msgs.append(call(f"c{i}", "run", cmd=f"step {i}"))
+        msgs.append(result(f"c{i}", (f"line of output {i}\n") * (40_000 if i == 3 else 200)))
+    msgs.append(Message.assistant("end"))
+    t = Trace("big", "openai-chat", "x", "sys", (), tuple(msgs))
+    run = prepare(t)
+    for name in STRATEGIES:
+        s = make_strategy(name, cfg)
+        try:
+            s.start(run.id, run.system, run.tools, native_tools=run.native_tools)
+            for i, m in enumerate(run.messages):
+                if i in run.calls:
+                    b = s.build()
+                    assert b.tokens <= cfg.available, name
+                    assert pairs_ok(b.request), name
+                s.observe(m)
+        finally:
+            s.finish()
+            s.close()
+
+
+def test_full_history_is_cut_to_fit_dropping_the_oldest_units(cfg):
+    t = tool_trace(6, size=1500)  # ~1.5K tokens per result, 8K window
+    b = feed(FullHistory(cfg), t, 13)
+    assert b.events.get("cut") == 1 and b.tokens <= cfg.available
+    assert b.request.messages == t.messages[13 - len(b.request.messages):13]
+    assert b.request.messages[0].role == "assistant" and pairs_ok(b.request)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Recall by hand
+# ---------------------------------------------------------------------------------------------------
+
+
+def recall_trace() -> Trace:
+    msgs = (
+        Message.user("Please check reservation ZFA04Y"),
+        call("c1", "get_reservation", reservation_id="ZFA04Y"),  # call 1: targets {ZFA04Y}
+        result("c1", "flight HAT170, user mia_li_3668"),
+        call("c2", "get_user", user_id="mia_li_3668"),  # call 2: targets {mia_li_3668}
+        result("c2", "payment credit_card_7447"),
+        call("c3", "cancel", reservation_id="ZFA04Y", payment="credit_card_7447", note="new_id_999"),  # call 3
+    )
+    return Trace("r", "openai-chat", "x", "Use tools. Reservation codes look like ABC123.", (), msgs)
+
+
+def test_targets_are_action_identifiers_first_seen_in_observations():
+    run = prepare(recall_trace())
+    assert run.calls == (1, 3, 5)
+    assert run.targets == {1: {"ZFA04Y"}, 3: {"mia_li_3668"}, 5: {"ZFA04Y", "credit_card_7447"}}
+    assert "new_id_999" in action_identifiers(run.messages[5])  # first seen in the action itself: not a target
+
+
+def test_recall_strict_and_recoverable_by_hand(cfg):
+    t = recall_trace()
+    rm = run_strategy(prepare(t), SlidingWindow(cfg, n=2))
+    # call 1: [u0] holds ZFA04Y → 1; call 2: [a1 t2] holds mia_li_3668 → 1;
+    # call 3: [a3 t4] holds credit_card_7447, not ZFA04Y → 1/2
+    assert rm.recall_calls == 3 and rm.targets == 4 and rm.strict_hits == 3
+    assert rm.strict == pytest.approx(1 + 1 + 0.5)
+    assert rm.recoverable == pytest.approx(2.5)
+    s = SlidingWindow(cfg, n=2)
+    b = feed(s, t, 5)
+    tg = prepare(t).targets[5]
+    assert recall(b.request, tg) == (1, 1)
+    assert recall(b.request, tg, recoverable=frozenset({"ZFA04Y"})) == (1, 2)
+    sha = "a" * 64
+    ref_msg = Message.user(f"older output stored as artifact://{sha}")
+    req = replace(b.request, messages=(ref_msg, *b.request.messages))
+    assert recall(req, tg, resolve=lambda r: b"reservation ZFA04Y" if r == f"artifact://{sha}" else None) == (1, 2)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Identifiers
+# ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("see ./django/db/models/query.py:123", {"django/db/models/query.py", "query.py", "123"}),
+    ("cd /testbed && cat setup.cfg", {"/testbed", "setup.cfg"}),
+    ("raise ValueError; E501 line too long", {"ValueError", "E501"}),
+    ("reservation ZFA04Y and order #W2378156", {"ZFA04Y", "#W2378156"}),
+    ("user mia_li_3668 mail mia.li@example.com", {"mia_li_3668", "mia.li@example.com"}),
+    ("QuerySet.filter getName HTTPServer sha256 __init__", {"QuerySet.filter", "getName", "HTTPServer", "sha256", "__init__"}),
+    ("commit 3ea751c on 2024-05-15 costs 1234.56", {"3ea751c", "2024-05-15", "2024", "1234.56"}),
+    ("https://example.com/a/b", {"https://example.com/a/b"}),
+])
+def test_identifiers_positive(text, expected):
+    assert extract_identifiers(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Hello there, the order is ready and/or shipped.",
+    "I will check it now. OK? NOTE: e.g. i.e. etc.",
+    "We have 12 items and 2 bags; HTTP and JSON are fine.",
+    "input/output or yes/no",
+])
+def test_identifiers_negative(text):
+    assert extract_identifiers(text) == set()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cost by hand
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_cost_of_two_calls_by_hand_against_gpt41_prices():
+    assert (GPT41.prices.input, GPT41.prices.output, GPT41.prices.cache_read) == (2.0, 8.0, 0.5)
+    cfg = BenchConfig.make(GPT41, None)
+    u1, a1, u2 = "hello " * 1500, "sure", "thanks"
+    t = Trace("c", "openai-chat", "x", None, (), (Message.user(u1), Message.assistant(a1), Message.user(u2),
+                                                  Message.assistant("bye")))
+    rm = run_strategy(prepare(t), FullHistory(cfg))
+    # openai-chat overheads: 3 per request, 3 per message
+    p1 = 3 + 3 + count_text(u1)
+    p2 = p1 + 3 + count_text(a1) + 3 + count_text(u2)
+    o1, o2 = 3 + count_text(a1), 3 + count_text("bye")
+    read2 = (p1 // 128) * 128  # the whole first request is the shared prefix (> 1024 tokens)
+    expected = (p1 * 2.0 + o1 * 8.0) / 1e6 + ((p2 - read2) * 2.0 + read2 * 0.5 + o2 * 8.0) / 1e6
+    assert rm.input_tokens == p1 + p2 and rm.cache_read_tokens == read2
+    assert rm.cost_usd == pytest.approx(expected, rel=1e-12)
+    # and call_cost agrees on the second call alone
+    s = FullHistory(cfg)
+    b1 = feed(s, t, 1)
+    s.observe(t.messages[1])
+    s.observe(t.messages[2])
+    b2 = s.build()
+    c2, _ = call_cost(GPT41, "openai-chat", b1.request, b2.request, cfg.counter, prompt_tokens=b2.tokens, output_tokens=o2)
+    assert c2.usd == pytest.approx(((p2 - read2) * 2.0 + read2 * 0.5 + o2 * 8.0) / 1e6, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad input and the CLI
+# ---------------------------------------------------------------------------------------------------
+
+
+def test_sanitize_pairs_calls_and_drops_empty_turns():
+    msgs = (Message.user("a"), Message("user", ()), call("c1", "f"), Message.user("b"), result("zz", "x"),
+            call("c1", "g"), result("c1", "y"))
+    out, notes = sanitize(msgs)
+    roles = [m.role for m in out]
+    assert roles == ["user", "assistant", "tool", "user", "assistant", "tool"]
+    assert out[4].tool_calls[0].id != "c1" and out[5].tool_results[0].call_id == out[4].tool_calls[0].id
+    assert len(notes) == 4
+
+
+def test_bad_trace_benches_without_a_traceback(tmp_path):
+    bad = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "user", "content": ""},
+        {"role": "assistant", "content": "ok"},
+        {"role": "tool", "tool_call_id": "zz", "content": "x" * 1_000_000},
+        {"role": "assistant", "content": "done"},
+    ]
+    good = tmp_path / "bad.json"
+    good.write_text(json.dumps(bad))
+    (tmp_path / "truncated.json").write_text('{"messages": [{"role": "user", "content": "a')
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(main, ["bench", str(tmp_path), "--windows", "8000", "--workers", "1", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "Traceback" not in r.output
+    res = json.loads(out.read_text())
+    assert any("truncated.json" in e for e in res["errors"])
+    assert all(row["failed_runs"] == 0 and row["over_window_calls"] == 0 for row in res["rows"])
+
+
+def test_cli_bench_on_two_small_shared_files(tmp_path):
+    files = [DATA / "swe-agent" / "trajectories__demonstrations__function_calling_simple.traj",
+             DATA / "swe-agent" / "trajectories__demonstrations__human_thought__swe-bench-HumanEvalFix-python__lcb__"
+             "t-0.00__p-0.95__c-4.00__install-0__humanevalfix-python-0.traj"]
+    out, page, md = tmp_path / "b.json", tmp_path / "b.html", tmp_path / "b.md"
+    r = CliRunner().invoke(main, ["bench", *map(str, files), "--windows", "8000,16000", "--workers", "1",
+                                  "--json", str(out), "--html", str(page), "--markdown", str(md)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["runs"] == 2 and len(res["rows"]) == len(STRATEGIES) * 3
+    assert {row["strategy"] for row in res["rows"]} == set(STRATEGIES)
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") >= 3
+    assert "<script" not in text and "http-equiv" not in text
+    assert "| strategy |" in md.read_text()
+
+
+def test_cli_bench_rejects_unknown_strategy(tmp_path):
+    r = CliRunner().invoke(main, ["bench", str(DATA / "swe-agent"), "--strategies", "full,magic"])
+    assert r.exit_code == 2 and "magic" in r.output
+
+
+def test_cli_replay_html(tmp_path):
+    from windowsmith.traces import demo_trace_path
+
+    page = tmp_path / "r.html"
+    r = CliRunner().invoke(main, ["replay", str(demo_trace_path()), "--store", str(tmp_path / "s.db"),
+                                  "--html", str(page)])
+    assert r.exit_code == 0, r.output
+    text = page.read_text()
+    assert "<svg" in text and "cumulative" in text
