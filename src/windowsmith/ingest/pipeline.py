@@ -1,0 +1,206 @@
+"""The ingest pipeline: what happens to a tool result before anything is stored or sent.
+
+    output ─► normalize (text, bytes, JSON value, blocks) ─► redact secrets ─► count tokens
+           ─► over the offload threshold? ─► store the whole (redacted) result as an artifact
+                                          ─► keep a compressed view for its content type
+                                          ─► + a footer with the artifact:// reference and how to read more
+
+The offload threshold adapts to the room left in the window: ``offload_fraction`` of the remaining
+budget, clamped to ``[min_offload_tokens, max_offload_tokens]`` — the fuller the window, the lower the
+threshold. A fixed ``offload_tokens`` overrides it. Binary output (NUL bytes, or bytes that are not
+UTF-8 text) is stored whole and replaced by a stub. The secret never reaches the store: redaction runs
+first, and the artifact holds the redacted text, so reading it back gives exactly what the model could
+have seen.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..artifacts import ArtifactStore, artifact_uri
+from ..errors import ConfigError, InvalidMessageError
+from ..model import Image, Text, clean_text
+from .compress import compress, detect_kind
+from .redact import redact
+
+CountTokens = Callable[[str], int]
+
+#: above this many characters, a result is offloaded without counting it exactly first
+_CHARS_PER_TOKEN_CEILING = 12
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    """How tool results are handled when they are recorded."""
+
+    offload_tokens: int | None = None  # fixed threshold; None adapts to the remaining budget
+    min_offload_tokens: int = 400
+    max_offload_tokens: int = 6_000
+    offload_fraction: float = 0.10
+    redact: bool = True
+
+    def __post_init__(self) -> None:
+        if self.offload_tokens is not None and self.offload_tokens < 64:
+            raise ConfigError(f"offload_tokens must be at least 64, got {self.offload_tokens}")
+        if not 64 <= self.min_offload_tokens <= self.max_offload_tokens:
+            raise ConfigError("need 64 <= min_offload_tokens <= max_offload_tokens")
+        if not 0 < self.offload_fraction <= 1:
+            raise ConfigError(f"offload_fraction must be in (0, 1], got {self.offload_fraction}")
+
+    def threshold(self, remaining_tokens: int) -> int:
+        if self.offload_tokens is not None:
+            return self.offload_tokens
+        return max(self.min_offload_tokens, min(self.max_offload_tokens, int(remaining_tokens * self.offload_fraction)))
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A tool result ready for the log."""
+
+    blocks: tuple[Text | Image, ...]
+    redactions: dict[str, int] = field(default_factory=dict)
+    artifact: str | None = None  # sha256 of the stored whole result
+    kind: str = "text"
+    original_tokens: int = 0
+    tokens: int = 0
+    summary: str = ""
+    notes: tuple[str, ...] = ()
+
+    def meta(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "original_tokens": self.original_tokens, "tokens": self.tokens}
+        if self.redactions:
+            d["redactions"] = dict(sorted(self.redactions.items()))
+        if self.artifact:
+            d["artifact"] = artifact_uri(self.artifact)
+            d["summary"] = self.summary
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+
+def _looks_binary(raw: bytes) -> bool:
+    head = raw[:8192]
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # a multi-byte character cut at the 8 KB boundary is fine; anything earlier is not text
+        return e.start < len(head) - 4
+    return False
+
+
+def _normalize(output: Any, where: str) -> tuple[list[Text | Image], bytes | None]:
+    """Blocks of text/images, or the raw bytes when the output is binary."""
+    if isinstance(output, Text | Image):
+        return [output], None
+    if isinstance(output, bytes | bytearray | memoryview):
+        raw = bytes(output)
+        if _looks_binary(raw):
+            return [], raw
+        text, _ = clean_text(raw, where)
+        return [Text(text)], None
+    if isinstance(output, str):
+        text, _ = clean_text(output, where)
+        return [Text(text)], None
+    if output is None:
+        return [Text("")], None
+    if isinstance(output, Sequence) and output and all(isinstance(b, Text | Image | Mapping) for b in output) \
+            and all(not isinstance(b, Mapping) or b.get("type") in ("text", "image") for b in output):
+        from ..model import block_from_dict
+
+        blocks: list[Text | Image] = []
+        for i, b in enumerate(output):
+            blk = b if isinstance(b, Text | Image) else block_from_dict(b, f"{where}[{i}]")
+            assert isinstance(blk, Text | Image)
+            blocks.append(blk)
+        return blocks, None
+    try:
+        return [Text(json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str))], None
+    except (TypeError, ValueError) as e:
+        raise InvalidMessageError(f"{where} is not text, bytes, blocks or JSON-serializable: {e}") from None
+
+
+def _short_args(arguments: Mapping[str, Any] | None, limit: int = 80) -> str:
+    if not arguments:
+        return ""
+    s = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items() if k != "_raw")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _magic(raw: bytes) -> str:
+    for sig, name in ((b"\x89PNG", "PNG image"), (b"\xff\xd8\xff", "JPEG image"), (b"GIF8", "GIF image"),
+                      (b"%PDF", "PDF document"), (b"PK\x03\x04", "ZIP archive"), (b"\x1f\x8b", "gzip data"),
+                      (b"\x7fELF", "ELF binary")):
+        if raw.startswith(sig):
+            return name
+    return "binary data"
+
+
+def ingest_result(
+    output: Any,
+    *,
+    artifacts: ArtifactStore,
+    session_id: str,
+    count_tokens: CountTokens,
+    remaining_tokens: int,
+    tool_name: str | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    config: IngestConfig | None = None,
+) -> Ingested:
+    """Redact, offload and compress one tool result (see the module docstring)."""
+    cfg = config or IngestConfig()
+    blocks, raw = _normalize(output, "tool output")
+    call = f"{tool_name or 'tool'}({_short_args(arguments)})"
+    if raw is not None:
+        sha = artifacts.put(raw, session_id=session_id)
+        stub = (f"[binary output: {len(raw):,} bytes of {_magic(raw)}, stored as {artifact_uri(sha)}; "
+                "it cannot be shown as text]")
+        return Ingested((Text(stub),), artifact=sha, kind="binary", original_tokens=0, tokens=count_tokens(stub),
+                        summary=f"{call} → {_magic(raw)}, {len(raw):,} bytes")
+    redactions: dict[str, int] = {}
+    out: list[Text | Image] = []
+    texts: list[str] = []
+    for b in blocks:
+        if isinstance(b, Text):
+            text = b.text
+            if cfg.redact:
+                r = redact(text)
+                text = r.text
+                for k, v in r.counts.items():
+                    redactions[k] = redactions.get(k, 0) + v
+            texts.append(text)
+            out.append(Text(text))
+        else:
+            out.append(b)
+    full = "\n".join(texts)
+    threshold = cfg.threshold(remaining_tokens)
+    if len(full) > threshold * _CHARS_PER_TOKEN_CEILING:
+        original = -1  # certainly over; counted by the compressor (estimated for huge inputs)
+    else:
+        original = count_tokens(full)
+        if original <= threshold:
+            return Ingested(tuple(out), redactions, None, "text", original, original)
+    sha = artifacts.put(full.encode("utf-8"), session_id=session_id)
+    kind = detect_kind(full, tool_name, dict(arguments) if arguments else None)
+    n_lines = full.count("\n") + 1
+    footer_probe = (f"[windowsmith: the full result ({n_lines:,} lines, 999,999,999 tokens) is stored as "
+                    f"{artifact_uri(sha)}; read more with read_result(ref, offset, limit) or "
+                    "search_result(ref, pattern)]")
+    budget = max(64, threshold - count_tokens(footer_probe) - 2)
+    c = compress(full, kind=kind, budget_tokens=budget, count_tokens=count_tokens, tool_name=tool_name,
+                 arguments=dict(arguments) if arguments else None)
+    original = c.original_tokens if original < 0 else original
+    footer = (f"[windowsmith: the full result ({n_lines:,} lines, {original:,} tokens) is stored as "
+              f"{artifact_uri(sha)}; read more with read_result(ref, offset, limit) or search_result(ref, pattern)]")
+    view = f"{c.text}\n{footer}"
+    first = next((ln.strip() for ln in c.text.splitlines() if ln.strip()), "")
+    summary = f"{call} → {c.kind}, {n_lines:,} lines, {original:,} tokens: {first[:120]}"
+    images = [b for b in out if isinstance(b, Image)]
+    return Ingested((Text(view), *images), redactions, sha, c.kind, original, count_tokens(view), summary, c.notes)
+
+
+__all__ = ["IngestConfig", "Ingested", "ingest_result"]

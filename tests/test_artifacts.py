@@ -1,0 +1,109 @@
+"""Artifact stores: embedded (SQLite), folder, and object storage through obstore (in memory and a
+real S3-compatible server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from windowsmith.artifacts import EmbeddedArtifacts, FileArtifacts, ObjectArtifacts, artifact_uri, parse_ref
+from windowsmith.errors import StoreError, UsageError
+from windowsmith.store import SQLiteStore
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3-compatible server on a local port (no network beyond loopback)."""
+    pytest.importorskip("moto")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.skip("moto server did not start")
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(5)
+
+
+def _s3_store(endpoint: str):
+    import boto3
+    from obstore.store import S3Store
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                 aws_secret_access_key="test").create_bucket(Bucket="artifacts")
+    return S3Store("artifacts", endpoint=endpoint, region="us-east-1", access_key_id="test",
+                   secret_access_key="test", client_options={"allow_http": True})
+
+
+@pytest.fixture(params=["embedded", "folder", "memory", "s3"])
+def arts(request, tmp_path):
+    if request.param == "embedded":
+        store = SQLiteStore(tmp_path / "w.db")
+        for sid in ("a", "b"):
+            store.create_session(sid)
+        yield EmbeddedArtifacts(store)
+        store.close()
+    elif request.param == "folder":
+        yield FileArtifacts(tmp_path / "arts")
+    elif request.param == "memory":
+        from obstore.store import MemoryStore
+
+        yield ObjectArtifacts(MemoryStore(), prefix="ws")
+    else:
+        endpoint = request.getfixturevalue("s3_server")
+        yield ObjectArtifacts(_s3_store(endpoint), prefix=f"t{time.time_ns()}")
+
+
+def test_put_get_dedupe_refs_and_gc(arts):
+    data = b"line 1\nline 2\n" * 1000
+    sha = arts.put(data, session_id="a")
+    assert sha == hashlib.sha256(data).hexdigest()
+    assert arts.put(data, session_id="b") == sha  # stored once, referenced twice
+    assert arts.get(sha) == data
+    assert arts.refs(sha) == ["a", "b"]
+    assert arts.references(artifact_uri(sha), "a") and not arts.references(sha, "zzz")
+    other = arts.put(b"only in a", session_id="a")
+    assert arts.get("0" * 64) is None
+    if isinstance(arts, EmbeddedArtifacts):
+        arts.store.delete_session("a")
+        assert arts.gc() == 1  # 'other' had only a's reference; 'data' is still used by b
+    else:
+        assert arts.gc(live_sessions={"b"}) == 1
+    assert arts.get(other) is None
+    assert arts.get(sha) == data and arts.refs(sha) == ["b"]
+
+
+def test_folder_store_detects_corruption(tmp_path):
+    arts = FileArtifacts(tmp_path / "a")
+    sha = arts.put(b"precious", session_id="s")
+    (tmp_path / "a" / "blobs" / sha[:2] / sha).write_bytes(b"tampered")
+    with pytest.raises(StoreError, match="corrupt"):
+        arts.get(sha)
+
+
+def test_refs_are_validated():
+    assert parse_ref("artifact://" + "a" * 64) == "a" * 64
+    for bad in ("artifact://../../etc/passwd", "artifact://" + "g" * 64, "file:///x", "", "artifact://ab"):
+        with pytest.raises(UsageError):
+            parse_ref(bad)
+    with pytest.raises(UsageError):
+        FileArtifacts.__new__(FileArtifacts).get("../x")
