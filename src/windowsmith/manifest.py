@@ -29,6 +29,7 @@ class Manifest:
     actions: list[dict[str, Any]] = field(default_factory=list)
     repairs: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[str] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)  # secret markers in the pack, by type
     cache: dict[str, Any] = field(default_factory=dict)
     checksum: str = ""
     parts: str = ""
