@@ -1,6 +1,8 @@
 """Retrieval tools the agent uses to read offloaded tool results.
 
     read_result(ref, offset=0, limit=200)          lines [offset, offset+limit) of the stored result
+                                                   (a line over 2,000 chars continues on lines that
+                                                   start with "↪", so nothing is ever cut)
     search_result(ref, pattern, context_lines=2)   regex matches with surrounding lines
 
 ``RESULT_TOOLS`` are neutral :class:`~windowsmith.model.ToolSpec` s, so they render for every provider
@@ -22,7 +24,7 @@ from .model import ToolSpec
 
 MAX_LIMIT = 2_000  # lines per read_result call
 MAX_CHARS = 40_000  # characters returned per call
-MAX_LINE_CHARS = 2_000  # longer lines are cut in the output (the stored result is untouched)
+MAX_LINE_CHARS = 2_000  # longer lines are split into numbered continuation lines starting with CONT
 MAX_MATCHES = 100
 MAX_CONTEXT = 20
 MAX_PATTERN = 500
@@ -32,7 +34,8 @@ READ_RESULT = ToolSpec(
     name="read_result",
     description=(
         "Read lines of a stored tool result that was shortened in the conversation. Pass the artifact:// "
-        "reference shown with the shortened result. Lines are numbered from 0."
+        "reference shown with the shortened result. Lines are numbered from 0; a very long line continues "
+        "on the next numbered lines, which start with ↪."
     ),
     parameters={
         "type": "object",
@@ -78,6 +81,24 @@ def _int_arg(args: Mapping[str, Any], name: str, default: int) -> int | str:
     return v
 
 
+def _wrap(physical: list[str]) -> list[str]:
+    """Lines as the tools number them: a line longer than ``MAX_LINE_CHARS`` is split into chunks, and
+    each continuation chunk starts with ``CONT`` so a reader can join them back exactly."""
+    out: list[str] = []
+    for line in physical:
+        if len(line) <= MAX_LINE_CHARS:
+            out.append(line)
+            continue
+        out.append(line[:MAX_LINE_CHARS])
+        for i in range(MAX_LINE_CHARS, len(line), MAX_LINE_CHARS):
+            out.append(CONT + line[i: i + MAX_LINE_CHARS])
+    return out
+
+
+#: Marks a numbered line that continues the previous one (a long line split for reading).
+CONT = "\u21aa"
+
+
 class ResultTools:
     """Executes ``read_result`` and ``search_result`` for one session's artifacts."""
 
@@ -119,7 +140,7 @@ class ResultTools:
         data = self.artifacts.get(sha)
         if data is None:
             return f"error: {ref} is no longer stored (it may have been garbage-collected)"
-        lines = data.decode("utf-8", "replace").split("\n")
+        lines = _wrap(data.decode("utf-8", "replace").split("\n"))
         if len(self._lines) > 32:
             self._lines.clear()
         self._lines[sha] = lines
@@ -127,7 +148,7 @@ class ResultTools:
 
     @staticmethod
     def _cut(line: str) -> str:
-        return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + f" […{len(line) - MAX_LINE_CHARS:,} more chars]"
+        return line  # lines are already split at MAX_LINE_CHARS by _wrap
 
     def read_result(self, ref: Any, offset: Any = 0, limit: Any = 200) -> str:
         lines = self._load(ref)
@@ -214,4 +235,4 @@ class ResultTools:
         return "\n".join([*shown, footer])
 
 
-__all__ = ["MAX_LIMIT", "READ_RESULT", "RESULT_TOOLS", "SEARCH_RESULT", "ResultTools"]
+__all__ = ["CONT", "MAX_LIMIT", "READ_RESULT", "RESULT_TOOLS", "SEARCH_RESULT", "ResultTools"]
