@@ -249,7 +249,11 @@ def test_unknown_model_suggests_close_names():
 
 
 def test_history_drops_oldest_units_keeps_pairs_and_first_message(tmp_path):
-    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=6000) as e:
+    from windowsmith.compaction import CompactionConfig
+
+    # the assembler's own fit (compaction off; tests/test_compaction.py covers the staged pipeline)
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=6000,
+                   compaction=CompactionConfig(enabled=False)) as e:
         s = e.session("long", goal="Find the bug")
         s.user("ORIGINAL TASK: find the bug in module x")
         for i in range(60):

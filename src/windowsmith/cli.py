@@ -273,5 +273,25 @@ def verify(session_id: str, store: str | None) -> None:
     click.echo(f"session {session_id}: log verified")
 
 
+@main.command()
+@click.argument("session_id")
+@click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model whose window and prices to use.")
+@click.option("--window", type=int, default=None, help="Override the model's context window (tokens).")
+@click.option("--store", default=None, help=STORE_HELP)
+@click.option("--reason", default=None, help="Why (recorded in the compaction record).")
+def compact(session_id: str, model: str, window: int | None, store: str | None, reason: str | None) -> None:
+    """Compact SESSION_ID now: fold old tool results, summarize the oldest span (offline summarizer).
+
+    Appends compaction records to the log; nothing is deleted."""
+    try:
+        with _engine(model, store, window) as eng:
+            if eng.store.get_session(session_id) is None:
+                raise click.ClickException(f"no session {session_id!r} in the store; list them with `windowsmith sessions`")
+            result = eng.session(session_id).compact(reason=reason or "windowsmith compact")
+    except WindowsmithError as e:
+        _fail(e)
+    click.echo(result.describe())
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -27,6 +27,7 @@ from typing import Any
 from .assemble import Assembly, assemble
 from .budget import Budget, BudgetConfig
 from .cache import plan_cache, prefix_tokens
+from .compaction.pipeline import CompactionConfig, CompactionResult, Compactor
 from .errors import ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
 from .hashing import sha256_hex
 from .layers.base import Layer
@@ -85,6 +86,9 @@ class Engine:
     ``window``: use a smaller window than the model's (e.g. to test compaction).
     ``format``: the request format when ``build()`` is not told one (default: the model's).
     ``layers``: a factory returning the layers to assemble (default: the built-in ones).
+    ``compaction``: when and how hard to compact history (:class:`CompactionConfig`).
+    ``summarizer``: what summarizes old history (default: the offline extractive summarizer; see
+    ``windowsmith.compaction`` for the Anthropic and OpenAI adapters and the fake for tests).
     """
 
     def __init__(
@@ -97,7 +101,11 @@ class Engine:
         window: int | None = None,
         format: str | None = None,
         layers: Callable[[], list[Layer]] | None = None,
+        compaction: CompactionConfig | None = None,
+        summarizer: Any = None,
     ) -> None:
+        self.compaction = compaction or CompactionConfig()
+        self.summarizer = summarizer  # None: the offline extractive summarizer
         self.registry = registry if isinstance(registry, Registry) else load_registry(registry)
         self.spec: ModelSpec = self.registry.get(model)
         self.model = model
@@ -363,8 +371,13 @@ class Session:
             self._calibrations[fmt] = cal
         return cal
 
-    def build(self, provider: str | None = None) -> Pack:
-        """Build the request for the next model call."""
+    def build(self, provider: str | None = None, *, _breaker: set[str] | None = None) -> Pack:
+        """Build the request for the next model call.
+
+        Compaction that is due (see :class:`CompactionConfig`) runs first, cheapest stage first, and
+        is appended to the log; the pack is then assembled from the log as it stands, so replaying the
+        log to the manifest's ``seq`` rebuilds this exact request.
+        """
         eng = self.engine
         spec = eng.spec
         fmt = _check_format(provider or eng.format or spec.default_format)
@@ -379,8 +392,23 @@ class Session:
         window = eng.window or spec.context_window
         budget = Budget.for_window(window, spec.max_output, eng.budget)
         cache_key = "ws-" + hashlib.sha256(self.id.encode()).hexdigest()[:24]
-        asm = assemble(self.state, self._layers, counter, budget, eng.budget, model=spec.name, cache_key=cache_key)
-        self._persist_truncation(asm)
+
+        def run_assembly() -> Assembly:
+            return assemble(self.state, self._layers, counter, budget, eng.budget, model=spec.name, cache_key=cache_key)
+
+        asm = run_assembly()
+        actions = []
+        if eng.compaction.enabled:
+            result = self._run_compaction(asm, counter, budget, _breaker if _breaker is not None else set())
+            if result.changed:
+                actions.extend(result.actions)
+                asm = run_assembly()
+            else:
+                actions.extend(result.actions)  # a failed summary is recorded even when nothing changed
+        if self._persist_truncation(asm):
+            actions.extend(a for a in asm.actions if a.layer == "history")
+            asm = run_assembly()  # the pack must be what the log (with the truncation record) builds
+        asm.actions[:0] = actions
         req = asm.request
         from dataclasses import replace
 
@@ -394,10 +422,10 @@ class Session:
         self.last_pack = pack
         return pack
 
-    def _persist_truncation(self, asm: Assembly) -> None:
+    def _persist_truncation(self, asm: Assembly) -> bool:
         h = asm.history
         if h is None:
-            return
+            return False
         keep = h.meta.get("keep_from_seq")
         if keep is not None and keep > self.state.keep_from_seq:
             self._append("compaction", {
@@ -407,6 +435,106 @@ class Session:
                 "dropped_tokens": h.meta.get("dropped_tokens", 0),
                 "reason": "history over its budget",
             })
+            return True
+        return False
+
+    # ------------------------------------------------------------------ compaction
+
+    @property
+    def compactor(self) -> Compactor:
+        """This session's compaction pipeline (config and summarizer from the engine)."""
+        c = self.__dict__.get("_compactor")
+        if c is None:
+            summ = self.engine.summarizer
+            c = Compactor(self.engine.compaction, summ() if isinstance(summ, type) else summ)
+            self.__dict__["_compactor"] = c
+        return c
+
+    def _request_size(self, asm: Assembly) -> int:
+        """Counted size of the request before fitting (tool definitions included), or the billed size
+        of the last call if it is larger and no compaction happened since."""
+        size = asm.tokens + sum(max(0, a.tokens_before - a.tokens_after) for a in asm.actions)
+        last_comp = max((c["seq"] for c in self.state.compactions), default=-1)
+        if self.state.usages:
+            seq, usage, _ = self.state.usages[-1]
+            if seq > last_comp:
+                size = max(size, usage.prompt_tokens)
+        return size
+
+    def _run_compaction(self, asm: Assembly, counter: TokenCounter, budget: Budget, breaker: set[str], *,
+                        force: bool = False, harder: bool = False, reason: str = "") -> CompactionResult:
+        counts: list[int] = []
+        if asm.history is not None and "counts" in asm.history.meta:
+            counts = asm.history.meta["counts"]
+        elif self.state.units:
+            counts = [sum(counter.raw_message(m) for m in u.messages) for u in self.state.units]
+        return self.compactor.run(
+            self, size=self._request_size(asm), counts=counts, counter=counter, budget=budget,
+            spec=self.engine.spec, compact_at=self.engine.budget.compact_at, breaker=breaker,
+            force=force, harder=harder, reason=reason,
+        )
+
+    def compact(self, provider: str | None = None, *, reason: str | None = None, harder: bool = False,
+                _breaker: set[str] | None = None) -> CompactionResult:
+        """Compact now, whatever the thresholds: fold old exchanges, then summarize the oldest span
+        (emergency truncation if the summary fails). ``harder``: aim lower and, if a summary already
+        ran in this breaker, truncate (the reactive path after a provider overflow error).
+        Appends the records to the log; the next ``build()`` uses them."""
+        eng = self.engine
+        fmt = _check_format(provider or eng.format or eng.spec.default_format)
+        if not self.state.units:
+            return CompactionResult()
+        counter = self.counter(fmt)
+        budget = Budget.for_window(eng.window or eng.spec.context_window, eng.spec.max_output, eng.budget)
+        cache_key = "ws-" + hashlib.sha256(self.id.encode()).hexdigest()[:24]
+        asm = assemble(self.state, self._layers, counter, budget, eng.budget, model=eng.spec.name, cache_key=cache_key)
+        return self._run_compaction(asm, counter, budget, _breaker if _breaker is not None else set(),
+                                    force=not harder, harder=harder, reason=reason or "compaction requested")
+
+    def call(self, send: Callable[[dict[str, Any]], Any], provider: str | None = None, *, record: bool = True) -> Any:
+        """Build, send with ``send(request_kwargs)``, record the response, and return it.
+
+        If the provider rejects the request as too long (:func:`windowsmith.render.is_context_overflow`
+        recognizes each SDK's error), compact harder and retry once; a per-call circuit breaker makes
+        sure no compaction stage runs twice and nothing loops. A second overflow is raised as is.
+        """
+        from .render import is_context_overflow
+
+        breaker: set[str] = set()
+        pack = self.build(provider, _breaker=breaker)
+        try:
+            response = send(pack.request)
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+            self.compact(provider, reason=f"the provider rejected {pack.tokens:,} tokens as too long "
+                         f"({type(exc).__name__})", harder=True, _breaker=breaker)
+            pack = self.build(provider, _breaker=breaker)
+            response = send(pack.request)
+        if record:
+            self.record(response, pack=pack)
+        return response
+
+    def compact_context(self, reason: str | None = None, **_: Any) -> str:
+        """Handler of the ``compact_context`` tool (:data:`windowsmith.compaction.COMPACT_CONTEXT_TOOL`):
+        compacts now and returns a short report for the tool result. Safe while the call is open."""
+        return self.compact(reason=f"the agent called compact_context{': ' + reason if reason else ''}").describe()
+
+    @property
+    def lessons(self) -> list[dict[str, Any]]:
+        """Memory candidates extracted by summaries (text, source, provenance), oldest first."""
+        return list(self.state.lessons)
+
+    def reconstruct(self, budget_tokens: int, *, kinds: Sequence[str] | None = None,
+                    content_provider: Callable[[str], str | None] | None = None) -> str:
+        """Rebuild detail for the latest summary's best references within ``budget_tokens``."""
+        from .compaction.base import Reference
+        from .compaction.references import reconstruct
+
+        refs = [Reference.from_dict(r) for r in (self.state.summary or {}).get("refs", [])]
+        if kinds is not None:
+            refs = [r for r in refs if r.kind in kinds]
+        return reconstruct(refs, budget_tokens, content_provider, self.store).text
 
     def _manifest(self, asm: Assembly, req: NeutralRequest, rendered: Rendered, counter: TokenCounter,
                   fmt: str, window: int) -> Manifest:

@@ -8,6 +8,21 @@ assistant message without tool calls, or an *exchange* (an assistant message wit
 tool messages answering them). A tool call is never separated from its result. If a new message
 arrives while calls are unanswered, the exchange is closed with a synthetic error result and the
 repair is recorded (the log itself is not edited).
+
+Compaction records (``compaction`` events) fold into the view here, so resuming a session replays
+them instead of recomputing them (no summarizer runs on load). They carry their own text:
+
+* ``mask``: ``{"folds": [{"first_seq", "last_seq", "text", "artifacts"}], ...}`` — each listed exchange
+  unit (a tool call with its results) becomes one assistant text message, ``text``. A folded unit is
+  never folded again (markers never nest).
+* ``summary``: ``{"keep_from_seq", "summary": Summary.to_dict(), ...}`` — units before ``keep_from_seq``
+  (except the pinned first user message) leave the view; one user message holding the summary text
+  (and the work log, if any) takes their place. A newer summary replaces the older one (rolling).
+* ``emergency``: ``{"keep_from_seq", "work_log": [lines], ...}`` — like ``truncate`` but the dropped
+  exchanges leave one line each in the work log shown after the summary (the record holds the whole
+  log, older lines first; a later summary absorbs and clears it).
+* ``truncate``: ``{"keep_from_seq", ...}`` — the assembler dropped the oldest units to fit.
+* ``failed`` (and any other type): recorded for audit; the view does not change.
 """
 
 from __future__ import annotations
@@ -21,6 +36,7 @@ from .errors import InvalidMessageError, StoreError
 from .model import Event, Message, Text, ToolResult, ToolSpec, Usage
 
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
+WORK_LOG_LINES = 60  # the work log keeps its newest lines
 
 
 @dataclass(frozen=True)
@@ -32,6 +48,7 @@ class Unit:
     last_seq: int
     open_calls: frozenset[str] = frozenset()
     pinned: bool = False
+    folded: bool = False  # replaced by a one-line fold (a mask record); never folded again
 
     @property
     def is_open(self) -> bool:
@@ -88,6 +105,12 @@ class SessionState:
     head: str | None = None
     seq: int = -1
     version: int = 0  # bumps on every change of the history view
+    message_seqs: list[int] = field(default_factory=list)  # log seq of each entry of ``messages``
+    summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
+    work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
+    lessons: list[dict[str, Any]] = field(default_factory=list)  # memory candidates with provenance
+    rewrites: int = 0  # bumps when units already in the view are rewritten (mask, summary)
+    _summary_message: Message | None = None
 
     # ------------------------------------------------------------------ folding events
 
@@ -119,18 +142,59 @@ class SessionState:
         elif kind == "usage":
             self.usages.append((event.seq, Usage.from_dict(d["usage"]), d.get("pack_id")))
         elif kind == "compaction":
-            self.compactions.append(dict(d))
-            if "keep_from_seq" in d:
-                self.keep_from_seq = max(self.keep_from_seq, int(d["keep_from_seq"]))
-                self.version += 1
+            self.compactions.append({**d, "seq": event.seq})
+            self._apply_compaction(d)
         elif kind == "meta" and d.get("type") == "note":
             self.notes.setdefault(d["layer"], []).append(dict(d))
+        elif kind == "meta" and d.get("type") == "lesson":
+            self.lessons.append({**d, "seq": event.seq})
         self.head = event.hash
         self.seq = event.seq
+
+    def _apply_compaction(self, d: Mapping[str, Any]) -> None:
+        typ = d.get("type")
+        if typ == "mask":
+            first_changed: int | None = None
+            for f in d.get("folds", ()):
+                i = self.unit_index(int(f["first_seq"]))
+                if i is None:
+                    continue
+                u = self.units[i]
+                if u.folded or u.pinned or u.is_open or u.first_seq != int(f["first_seq"]):
+                    continue  # a fold of a fold is not possible; nor of the pinned request or an open call
+                fold = Message("assistant", (Text(str(f["text"])),))
+                self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
+                first_changed = i if first_changed is None else min(first_changed, i)
+            if first_changed is not None:
+                self._rebuild_view(first_changed)
+                self.rewrites += 1
+                self.version += 1
+            return
+        if typ == "summary" and isinstance(d.get("summary"), Mapping):
+            self.summary = dict(d["summary"])
+            self.work_log = []  # the summary absorbed it
+        if typ == "emergency":
+            self.work_log = [str(x) for x in d.get("work_log", ())][-WORK_LOG_LINES:]  # the whole new log
+        if typ in ("summary", "emergency"):
+            self._summary_message = None
+            self.rewrites += 1
+            self.version += 1
+        if "keep_from_seq" in d:
+            self.keep_from_seq = max(self.keep_from_seq, int(d["keep_from_seq"]))
+            self.version += 1
+
+    def _rebuild_view(self, from_unit: int) -> None:
+        start = self.unit_start[from_unit]
+        del self.view[start:]
+        del self.unit_start[from_unit:]
+        for u in self.units[from_unit:]:
+            self.unit_start.append(len(self.view))
+            self.view.extend(u.messages)
 
     def _apply_message(self, msg: Message, seq: int) -> None:
         self.version += 1
         self.messages.append(msg)
+        self.message_seqs.append(seq)
         if msg.role == "tool":
             self._apply_tool_message(msg, seq)
             return
@@ -176,6 +240,30 @@ class SessionState:
     def open_calls(self) -> frozenset[str]:
         return self.units[-1].open_calls if self.units else frozenset()
 
+    def unit_index(self, first_seq: int) -> int | None:
+        """Index of the unit that starts at log seq ``first_seq``, or None."""
+        i = bisect.bisect_left(self.units, first_seq, key=lambda u: u.first_seq)
+        return i if i < len(self.units) and self.units[i].first_seq == first_seq else None
+
+    @property
+    def summary_message(self) -> Message | None:
+        """The user message that stands for everything compacted away: the summary, then the work log."""
+        if self._summary_message is None and (self.summary or self.work_log):
+            parts = []
+            if self.summary and self.summary.get("text"):
+                parts.append(str(self.summary["text"]))
+            if self.work_log:
+                parts.append("[windowsmith: work log of earlier exchanges dropped to fit the window; "
+                             "artifact:// references can be read back]\n" + "\n".join(self.work_log))
+            self._summary_message = Message("user", (Text("\n\n".join(parts)),))
+        return self._summary_message
+
+    def span_messages(self, first_seq: int, last_seq: int) -> list[tuple[int, Message]]:
+        """The original (never compacted) messages logged at seqs ``first_seq..last_seq``."""
+        lo = bisect.bisect_left(self.message_seqs, first_seq)
+        hi = bisect.bisect_right(self.message_seqs, last_seq)
+        return list(zip(self.message_seqs[lo:hi], self.messages[lo:hi], strict=True))
+
     def first_visible_unit(self) -> int:
         """Index of the first unit at or after the truncation boundary (units are sorted by seq)."""
         if self.keep_from_seq <= 0:
@@ -192,10 +280,12 @@ class SessionState:
         if first_unit >= len(self.units):
             return ()
         tail = self.view[self.unit_start[first_unit]:]
+        summary = self.summary_message if first_unit > 0 else None
+        mid = (summary,) if summary is not None else ()
         if first_unit > 0 and self.pinned:
             head_end = self.unit_start[1] if len(self.units) > 1 else len(self.view)
-            return tuple(self.view[:head_end]) + tuple(tail)
-        return tuple(tail)
+            return tuple(self.view[:head_end]) + mid + tuple(tail)
+        return mid + tuple(tail)
 
     def notes_for(self, layer: str) -> list[Mapping[str, Any]]:
         return self.notes.get(layer, [])

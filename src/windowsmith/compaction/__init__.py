@@ -1,1 +1,69 @@
-"""History compaction in layers, cheapest first."""
+"""History compaction in layers, cheapest first, that keeps the cache warm and loses nothing.
+
+    engine = Engine(model=..., compaction=CompactionConfig(keep_turns=8), summarizer=OfflineSummarizer())
+    session.build()              # masks / summarizes / truncates when due, recorded in the log and manifest
+    session.compact()            # on demand
+    session.call(send)           # build → send → record, with one reactive retry on a context overflow
+    session.compact_context()    # the handler of the COMPACT_CONTEXT_TOOL tool the agent can call
+
+Summarizers: :class:`OfflineSummarizer` (extractive, no model, the default), :class:`FakeSummarizer`
+(a public test double), ``AnthropicSummarizer`` and ``OpenAISummarizer`` (official SDKs, client passed in;
+imported lazily from :mod:`windowsmith.compaction.providers`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Reference, Summarizer, Summary
+from .pipeline import STAGES, CompactionConfig, CompactionResult, Compactor, fold_line
+from .references import Reconstruction, extract_refs, merge_refs, reconstruct, score_ref
+from .summarizer import FakeSummarizer, OfflineSummarizer, check_summary, render_summary, render_transcript
+
+#: The ``compact_context`` tool: declare it with ``session.tools([..., COMPACT_CONTEXT_TOOL])`` and answer
+#: its calls with ``session.tool_result(call.id, session.compact_context(**call.arguments))``.
+COMPACT_CONTEXT_TOOL: dict[str, Any] = {
+    "name": "compact_context",
+    "description": (
+        "Compact the conversation history now: old tool results are folded into one-line references and the "
+        "oldest turns are summarized (nothing is lost; folded results stay readable by reference). Call it when "
+        "the context note says the window is nearly full, or before starting a long new subtask."
+    ),
+    "parameters": {
+        "type": "object",
+        "properties": {"reason": {"type": "string", "description": "Why compact now (recorded in the log)."}},
+    },
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("AnthropicSummarizer", "OpenAISummarizer"):
+        from . import providers
+
+        return getattr(providers, name)
+    raise AttributeError(f"module 'windowsmith.compaction' has no attribute {name!r}")
+
+
+__all__ = [
+    "COMPACT_CONTEXT_TOOL",
+    "STAGES",
+    "AnthropicSummarizer",
+    "CompactionConfig",
+    "CompactionResult",
+    "Compactor",
+    "FakeSummarizer",
+    "OfflineSummarizer",
+    "OpenAISummarizer",
+    "Reconstruction",
+    "Reference",
+    "Summarizer",
+    "Summary",
+    "check_summary",
+    "extract_refs",
+    "fold_line",
+    "merge_refs",
+    "reconstruct",
+    "render_summary",
+    "render_transcript",
+    "score_ref",
+]

@@ -192,10 +192,14 @@ class OfflineSummarizer:
                         last_text = b.text
                         decisions.extend(_clip(r.value, 200) for r in extract_refs([m]) if r.kind == "decision")
                     questions.extend(_clip(q, 200) for q in _QUESTION_RE.findall(b.text[-20_000:])[-2:])
-        usage = ", ".join(f"{k} x{v}" for k, v in sorted(tools_used.items(), key=lambda kv: -kv[1])[:8])
-        state = f"{len(messages)} messages, {calls} tool calls ({failed} failed)" + (f": {usage}" if usage else "")
-        if prev.get("state"):
-            state = f"{state}; before that: {_clip(str(prev['state']), 300)}"
+        totals = dict(prev.get("totals", {}))
+        for k, v in tools_used.items():
+            totals[k] = totals.get(k, 0) + v
+        n_msgs = len(messages) + int(prev.get("messages", 0))
+        n_calls = calls + int(prev.get("calls", 0))
+        n_failed = failed + int(prev.get("failed", 0))
+        usage = ", ".join(f"{k} x{v}" for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:8])
+        state = f"{n_msgs} messages so far, {n_calls} tool calls ({n_failed} failed)" + (f": {usage}" if usage else "")
         if last_text:
             state += f". Last said: {_clip(last_text, 240)}"
         nxt = _NEXT_RE.findall(last_text[-4000:])
@@ -205,6 +209,7 @@ class OfflineSummarizer:
             "state": state,
             "open_questions": _dedupe([*prev.get("open_questions", []), *questions], 5),
             "next_step": _clip(nxt[-1], 240) if nxt else prev.get("next_step", ""),
+            "messages": n_msgs, "calls": n_calls, "failed": n_failed, "totals": totals,
         }
         lessons = _dedupe([*(previous.lessons if previous else ()), *extract_lessons(messages)], 16)
         text = fit_summary(sections, refs[: self.max_refs], budget_tokens)

@@ -102,17 +102,23 @@ class HistoryLayer(Layer):
 
     name = "history"
 
+    #: above this share of the available budget, a short usage note goes in the dynamic tail
+    note_at = 0.8
+
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water
-        self._cache: dict[int, tuple[TokenCounter, list[int], list[int]]] = {}
+        self._cache: dict[int, tuple[TokenCounter, list[int], list[int], list[int]]] = {}
 
     def unit_counts(self, state: SessionState, counter: TokenCounter) -> tuple[list[int], list[int]]:
-        """Raw (unscaled) per-unit counts and their prefix sums, extended incrementally."""
+        """Raw (unscaled) per-unit counts and their prefix sums, extended incrementally.
+
+        Recomputed from scratch when a compaction record rewrote units already counted (rare:
+        message counts are cached by digest, so this is a pass of dictionary lookups)."""
         entry = self._cache.get(id(counter))
-        if entry is None or entry[0] is not counter:
-            entry = (counter, [], [0])
+        if entry is None or entry[0] is not counter or entry[3][0] != state.rewrites:
+            entry = (counter, [], [0], [state.rewrites])
             self._cache[id(counter)] = entry
-        _, counts, prefix = entry
+        _, counts, prefix, _epoch = entry
         units = state.units
         start = max(0, len(counts) - 1)  # the last unit may have grown since
         del counts[start:]
@@ -127,15 +133,22 @@ class HistoryLayer(Layer):
         state = ctx.state
         if not state.units:
             return
-        counts, prefix = self.unit_counts(state, ctx.counter)
+        counter = ctx.counter
+        counts, prefix = self.unit_counts(state, counter)
         lo = state.first_visible_unit()
         pinned = lo > 0 and state.pinned
-        raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0)
+        summary = state.summary_message if lo > 0 and lo < len(counts) else None
+        summary_raw = counter.raw_message(summary) if summary is not None else 0
+        raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0) + summary_raw
         yield Item(
             self.name, "history", "session", state.view_slice(lo), priority=50, provenance="log",
             shrink=self._shrink,
-            meta={"raw_tokens": raw, "first_unit": lo, "state": state, "counts": counts, "prefix": prefix},
+            meta={"raw_tokens": raw, "first_unit": lo, "state": state, "counts": counts, "prefix": prefix,
+                  "summary_raw": summary_raw},
         )
+        note = usage_note(ctx, raw)
+        if note is not None:
+            yield Item("usage", "tail", "dynamic", note, priority=10, provenance="usage-note", header="NOTE", order=0)
 
     def _shrink(self, item: Item, cap: int, counter: TokenCounter) -> Item | None:
         meta = item.meta
@@ -144,22 +157,27 @@ class HistoryLayer(Layer):
         prefix: list[int] = meta["prefix"]
         n = len(counts)
         lo = meta["first_unit"]
-        pinned_raw = counts[0] if state.pinned else 0
+        first_raw = counts[0] if state.pinned else 0
+        summary = state.summary_message
+        summary_raw = counter.raw_message(summary) if summary is not None else 0
+
+        def head(i: int) -> int:
+            """Raw tokens kept before unit ``i``: the pinned request and the summary (never dropped)."""
+            return (first_raw + summary_raw) if i > 0 else 0
+
         scale = counter.scale
         target = cap * self.low_water
         new_lo = lo
         # drop oldest units until under the low-water mark, always keeping the newest unit
         while new_lo < n - 1:
-            pin = pinned_raw if (new_lo > 0 and state.pinned) else 0
-            if (prefix[n] - prefix[new_lo] + pin) * scale <= target:
+            if (prefix[n] - prefix[new_lo] + head(new_lo)) * scale <= target:
                 break
             new_lo += 1
         if new_lo == 0 and state.pinned:
             new_lo = 1 if n > 1 else 0
-        if new_lo <= lo and (prefix[n] - prefix[lo] + (pinned_raw if lo > 0 else 0)) * scale <= cap:
+        if new_lo <= lo and (prefix[n] - prefix[lo] + head(lo)) * scale <= cap:
             return item
-        pin = pinned_raw if (new_lo > 0 and state.pinned) else 0
-        raw = prefix[n] - prefix[new_lo] + pin
+        raw = prefix[n] - prefix[new_lo] + head(new_lo)
         messages = state.view_slice(new_lo)
         clipped: list[str] = []
         if raw * scale > cap:
@@ -175,6 +193,22 @@ class HistoryLayer(Layer):
             "dropped_tokens": sum(counts[i] for i in dropped),
             "clipped": clipped,
         })
+
+
+def usage_note(ctx: BuildContext, history_raw: int) -> str | None:
+    """A short note for the dynamic tail when the window is over 80% full (estimated before fitting)."""
+    counter = ctx.counter
+    state = ctx.state
+    raw = counter.overheads.per_request + counter.raw_tools(state.tools) + history_raw
+    raw += sum(counter.raw_segment(t) for t in (*state.system.values(), *state.context.values()) if t)
+    used = raw * counter.scale
+    if ctx.available <= 0 or used < HistoryLayer.note_at * ctx.available:
+        return None
+    tools = {t.name for t in state.tools}
+    how = ("call compact_context to compact it now" if "compact_context" in tools
+           else "older tool results are folded and old history summarized automatically")
+    reread = "; read_result(ref) reads a folded result back" if "read_result" in tools else ""
+    return f"The context window is {used / ctx.available:.0%} full ({int(used):,} of {ctx.available:,} tokens): {how}{reread}."
 
 
 def elide(text: str, keep_chars: int) -> str:
@@ -239,6 +273,9 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
     return tuple(msgs), raw, clipped
 
 
+from .evidence import EvidenceLayer  # noqa: E402
+
+
 def default_layers(low_water: float = 0.7) -> list[Layer]:
     return [
         ToolsLayer(),
@@ -246,7 +283,7 @@ def default_layers(low_water: float = 0.7) -> list[Layer]:
         ContextLayer(),
         HistoryLayer(low_water),
         TaskLayer(),
-        NotesLayer("evidence", "EVIDENCE"),
+        EvidenceLayer(),
         NotesLayer("memory", "MEMORY"),
         NotesLayer("knowledge", "KNOWLEDGE"),
     ]

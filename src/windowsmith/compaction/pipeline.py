@@ -1,0 +1,545 @@
+"""The compaction pipeline: mask → summarize → emergency truncation, cheapest first, each at most once.
+
+The engine calls :meth:`Compactor.run` before the final assembly of a build (and on demand). Each
+stage appends one ``compaction`` record to the log carrying everything replay needs (fold lines,
+summary text, work log), so the view is a pure function of the log and a resumed session never
+re-runs a summarizer. The stages:
+
+1. **mask** — exchanges (a tool call with its results) older than the last ``keep_turns`` exchanges
+   fold into one line each: ``[turn 12] run_tests(path=tests/) → 3 failed: … (artifact://<sha256>)``;
+   the full result is put in the blob store first. Applied as one batch, and only when the batch saves
+   at least ``mask_min_tokens`` (hysteresis): each rewrite of old history invalidates the provider's
+   prompt cache from the first fold on.
+2. **summary** — when the request passes ``summarize_at``, the oldest span (after the pinned first
+   request) is replaced by a structured summary that absorbs the previous one; lessons are stored as
+   ``meta`` ``lesson`` events with provenance. Bad output (exception, timeout, empty, echo, error text,
+   not shorter) is detected: a ``failed`` record is written and the next stage runs.
+3. **emergency** — no model: keep the pinned request, the summary, a work log of one line per
+   dropped exchange and the last ``emergency_keep`` messages.
+
+When to compact is decided on the counted size of the whole request (tools included) and the
+billed size of the last call, plus a cost model: masking below the window-pressure threshold only
+happens when the cache-read tokens it saves over ``expected_turns`` turns outweigh the one-time
+cache rewrite it causes (priced with the model's input, cache-write and cache-read prices).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..assemble import Action
+from ..errors import ConfigError
+from ..model import Message, Text, ToolCall, ToolResult
+from .base import Summary
+from .references import ARTIFACT_RE, extract_refs, format_args, merge_refs
+from .summarizer import OfflineSummarizer, check_summary, render_transcript
+
+if TYPE_CHECKING:
+    from ..budget import Budget
+    from ..registry import ModelSpec
+    from ..state import SessionState, Unit
+    from ..tokens import TokenCounter
+
+STAGES: tuple[str, ...] = ("mask", "summary", "emergency")
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    """When and how hard to compact. Fractions are of the available budget (window - output - slack).
+
+    ``keep_turns``: the newest exchanges never masked; ``mask_batch``: fewest exchanges folded at once. ``mask_at``: above this fill, masking runs
+    whenever its batch is big enough; below it only when the cost model says it pays.
+    ``mask_min_tokens``: the hysteresis — a batch must save at least this many tokens (default: 8%
+    of the available budget, at least 512). ``summarize_at``: fill that triggers a summary (default:
+    ``BudgetConfig.compact_at``). ``keep_ratio``: after a summary or emergency truncation the verbatim
+    history aims at this share (masking keeps at least two exchanges). ``summary_target``: a summary
+    brings the whole request down to this share. ``summary_tokens``: output budget reserved for a
+    summary (at most 12% of the available budget).
+    ``emergency_keep``: messages kept verbatim by emergency truncation. ``expected_turns``: remaining
+    turns the cost model assumes. ``enabled=False`` turns proactive compaction off (the assembler
+    still truncates to fit).
+    """
+
+    enabled: bool = True
+    keep_turns: int = 8
+    mask_batch: int = 4
+    mask_at: float = 0.6
+    mask_min_tokens: int | None = None
+    summarize_at: float | None = None
+    keep_ratio: float = 0.35
+    summary_target: float = 0.5
+    summary_tokens: int = 2048
+    emergency_keep: int = 6
+    expected_turns: int = 10
+    cost_aware: bool = True
+    fold_chars: int = 160
+    extract_lessons: bool = True
+    work_log_ratio: float = 0.08  # the work log of emergency truncations keeps its newest lines within this share
+
+    def __post_init__(self) -> None:
+        if self.keep_turns < 1:
+            raise ConfigError(f"keep_turns must be >= 1 (the newest exchange is never folded), got {self.keep_turns}")
+        if not 0 < self.mask_at <= 1:
+            raise ConfigError(f"mask_at is a fraction of the available budget in (0, 1], got {self.mask_at}")
+        if self.summarize_at is not None and not 0 < self.summarize_at <= 1:
+            raise ConfigError(f"summarize_at is a fraction in (0, 1], got {self.summarize_at}")
+        if not 0.05 <= self.keep_ratio < 1:
+            raise ConfigError(f"keep_ratio must be in [0.05, 1), got {self.keep_ratio}")
+        if self.summary_tokens < 64 or self.emergency_keep < 1 or self.expected_turns < 0:
+            raise ConfigError("summary_tokens must be >= 64, emergency_keep >= 1 and expected_turns >= 0")
+
+    def min_saving(self, available: int) -> int:
+        return self.mask_min_tokens if self.mask_min_tokens is not None else max(512, int(available * 0.08))
+
+
+@dataclass
+class CompactionResult:
+    """What one compaction pass did (also recorded in the log and the next manifest)."""
+
+    actions: list[Action] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.stages)
+
+    def describe(self) -> str:
+        if not self.actions:
+            return f"nothing to compact (the request is {self.tokens_before:,} tokens)"
+        lines = [f"compacted the context: {self.tokens_before:,} → {self.tokens_after:,} tokens"]
+        lines += [f"- {a.kind}: {a.reason} ({a.tokens_before:,} → {a.tokens_after:,})" for a in self.actions]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class _Fold:
+    unit: int
+    first_seq: int
+    last_seq: int
+    text: str
+    saving: int  # raw tokens
+    blobs: tuple[tuple[str, bytes], ...]  # (sha, bytes) to store before the record is written
+
+
+def _preview(text: str, n: int) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return "(empty)"
+    errs = [ln for ln in lines if any(w in ln for w in ("Error", "FAILED", "failed", "error:", "Exception", "Traceback"))]
+    head = errs[0] if errs else lines[0]
+    more = len(lines) - 1
+    out = " ".join(head.split())
+    if len(out) > n:
+        out = out[: n - 1] + "…"
+    return out + (f" … (+{more} lines)" if more > 0 else "")
+
+
+def fold_line(turn: int, unit: Unit, *, chars: int = 160) -> tuple[str, list[tuple[str, bytes]]]:
+    """One line per tool call of an exchange unit, call and result together, with the result's artifact."""
+    calls: list[ToolCall] = []
+    said = ""
+    results: dict[str, ToolResult] = {}
+    for m in unit.messages:
+        for b in m.content:
+            if isinstance(b, ToolCall):
+                calls.append(b)
+            elif isinstance(b, ToolResult):
+                results[b.call_id] = b
+            elif isinstance(b, Text) and m.role == "assistant" and b.text.strip():
+                said = b.text
+    blobs: list[tuple[str, bytes]] = []
+    parts = []
+    for c in calls:
+        r = results.get(c.id)
+        if r is None:
+            parts.append(f"{c.name}({format_args(c.arguments)}) → (no result)")
+            continue
+        text = r.text
+        m = ARTIFACT_RE.search(text)
+        if m:
+            sha = m.group(1)  # already offloaded at ingest: the artifact holds the full original
+        else:
+            raw = text.encode("utf-8")
+            sha = hashlib.sha256(raw).hexdigest()
+            blobs.append((sha, raw))
+        status = "error: " if r.is_error else ""
+        parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{_preview(text, chars)} (artifact://{sha})")
+    prefix = f"[turn {turn}] "
+    if said:
+        s = " ".join(said.split())
+        prefix += f"«{s if len(s) <= 100 else s[:99] + '…'}» "
+    return prefix + "; ".join(parts), blobs
+
+
+def _is_exchange(u: Unit) -> bool:
+    return bool(u.messages) and u.messages[0].role == "assistant" and bool(u.messages[0].tool_calls)
+
+
+class Compactor:
+    """Runs the stages for one session. Keeps an incremental scan so a build costs O(new units)."""
+
+    def __init__(self, config: CompactionConfig | None = None, summarizer: Any = None) -> None:
+        self.config = config or CompactionConfig()
+        self.summarizer = summarizer if summarizer is not None else OfflineSummarizer()
+        self._scan_next = 0
+        self._scan_turn = 0
+        self._turns: list[int] = []  # turn number of each scanned unit
+
+    # ------------------------------------------------------------------ sizes
+
+    def _turn_numbers(self, state: SessionState) -> list[int]:
+        # units only grow, and a fold keeps its unit's place and role: the scan is incremental
+        for u in state.units[self._scan_next:]:
+            if u.messages and (u.messages[0].role == "assistant" or u.folded):
+                self._scan_turn += 1
+            self._turns.append(self._scan_turn)
+        self._scan_next = len(state.units)
+        return self._turns
+
+    def plan_mask(self, state: SessionState, counter: TokenCounter, counts: Sequence[int],
+                  keep_raw: float | None = None) -> list[_Fold]:
+        """Folds for every unfolded exchange older than the last ``keep_turns`` exchanges (or, in a small
+        window, older than the newest ``keep_raw`` tokens of exchanges; at least two stay) that gets shorter."""
+        units = state.units
+        turns = self._turn_numbers(state)
+        seen = 0
+        kept = 0
+        limit = None
+        for i in range(len(units) - 1, -1, -1):
+            if _is_exchange(units[i]) or units[i].folded:
+                seen += 1
+                kept += counts[i] if i < len(counts) else 0
+                if seen >= self.config.keep_turns or (keep_raw is not None and seen >= 2 and kept > keep_raw):
+                    limit = i
+                    break
+        if limit is None:
+            return []
+        lo = state.first_visible_unit()
+        folds = []
+        for i in range(lo, limit):
+            u = units[i]
+            if u.folded or u.pinned or u.is_open or not _is_exchange(u):
+                continue
+            text, blobs = fold_line(turns[i], u, chars=self.config.fold_chars)
+            new = counter.raw_message(Message("assistant", (Text(text),)))
+            saving = counts[i] - new if i < len(counts) else 0
+            if saving > 0:
+                folds.append(_Fold(i, u.first_seq, u.last_seq, text, saving, tuple(blobs)))
+        return folds
+
+    # ------------------------------------------------------------------ the pass
+
+    def run(
+        self,
+        session: Any,
+        *,
+        size: int,
+        counts: Sequence[int],
+        counter: TokenCounter,
+        budget: Budget,
+        spec: ModelSpec,
+        compact_at: float,
+        breaker: set[str],
+        force: bool = False,
+        harder: bool = False,
+        reason: str = "",
+    ) -> CompactionResult:
+        """Run the stages that are due (all of them when ``force``), each at most once per ``breaker``.
+
+        ``size``: the request's counted (or billed, if larger) tokens before compaction; ``counts``:
+        raw tokens of each unit, as the history layer counted them.
+        """
+        cfg = self.config
+        state: SessionState = session.state
+        avail = budget.available
+        scale = counter.scale
+        res = CompactionResult(tokens_before=size, tokens_after=size)
+        summarized_before = "summary" in breaker
+        keep_ratio = cfg.keep_ratio * (0.7 if harder else 1.0)
+        summarize_at = cfg.summarize_at if cfg.summarize_at is not None else compact_at
+        why = reason or f"the request is {size:,} tokens, {size / avail:.0%} of the {avail:,} available"
+
+        # 1. mask
+        if "mask" not in breaker and (force or harder or size >= cfg.mask_at * avail or cfg.cost_aware):
+            folds = self.plan_mask(state, counter, counts, keep_raw=keep_ratio * avail / scale)
+            saved = int(sum(f.saving for f in folds) * scale)
+            pressure = size >= cfg.mask_at * avail
+            pays, economics = self._mask_pays(folds, counts, scale, spec)
+            # hysteresis: a batch of at least mask_batch exchanges saving min_saving tokens (any batch when the
+            # alternative is a summary), so the cache prefix breaks every few turns at most
+            big_enough = saved >= cfg.min_saving(avail) and (len(folds) >= cfg.mask_batch
+                                                              or size >= summarize_at * avail)
+            if folds and ((force or harder) or (big_enough and (pressure or pays))):
+                breaker.add("mask")
+                for f in folds:
+                    for _sha, raw in f.blobs:
+                        session.store.put_blob(raw, session_id=session.id)
+                trigger = "on demand" if force else ("window pressure" if pressure else "cost model: pays back")
+                rec = {
+                    "type": "mask",
+                    "folds": [{"first_seq": f.first_seq, "last_seq": f.last_seq, "text": f.text,
+                               "artifacts": [s for s, _ in f.blobs] or ARTIFACT_RE.findall(f.text)} for f in folds],
+                    "saved_tokens": saved,
+                    "reason": f"{why}; {trigger}; {len(folds)} exchange(s) older than the last {cfg.keep_turns} folded",
+                    **economics,
+                }
+                session._append("compaction", rec)
+                before = size
+                size -= saved
+                res.stages.append("mask")
+                res.actions.append(Action("mask", "history", rec["reason"], before, size,
+                                          {"folds": len(folds), "first_seq": folds[0].first_seq,
+                                           "last_seq": folds[-1].last_seq, "record_seq": state.seq, **economics}))
+
+        # 2. summary
+        failed = False
+        if "summary" not in breaker and (force or harder or size >= summarize_at * avail):
+            sbudget = min(cfg.summary_tokens, max(256, int(0.12 * avail)))
+            lo0 = state.first_visible_unit()
+            visible = sum(counts[lo0:]) + (counts[0] if lo0 > 0 and state.pinned and counts else 0)
+            if state.summary_message is not None and lo0 > 0:
+                visible += counter.raw_message(state.summary_message)
+            fixed_raw = max(0.0, size / scale - visible)
+            target = int(cfg.summary_target * (0.7 if harder else 1.0) * avail / scale - fixed_raw - sbudget)
+            span = self._summary_span(state, counter, max(0, target), force=force or harder)
+            if span is not None and not (force or harder):
+                # hysteresis: a summary rewrites the cache from the pinned request on; make it count
+                span_raw = sum(counts[span[0]:span[1]]) - (0 if state.summary else sbudget)
+                if span_raw * scale < cfg.min_saving(avail):
+                    span = None
+            if span is not None:
+                breaker.add("summary")
+                lo, cut = span
+                before = size
+                outcome = self._summarize(session, counter, lo, cut, why, sbudget)
+                if isinstance(outcome, str):
+                    failed = True
+                    res.actions.append(Action("summary_failed", "history", outcome, before, before,
+                                              {"summarizer": getattr(self.summarizer, "name", "?"),
+                                               "record_seq": state.seq}))
+                else:
+                    removed, added = outcome
+                    size = max(0, size - int((removed - added) * scale))
+                    res.stages.append("summary")
+                    res.actions.append(Action("summary", "history", state.compactions[-1]["reason"], before, size,
+                                              {"first_seq": state.units[lo].first_seq,
+                                               "last_seq": state.units[cut - 1].last_seq,
+                                               "keep_from_seq": state.units[cut].first_seq,
+                                               "summarizer": getattr(self.summarizer, "name", "?"),
+                                               "record_seq": state.seq}))
+
+        # 3. emergency truncation (no model)
+        due = (
+            (failed and size >= summarize_at * avail)  # the summary failed: the next stage
+            or (harder and summarized_before)  # the provider still refused after a summary
+            or size > avail  # still does not fit
+        )
+        if "emergency" not in breaker and due:
+            r = self._emergency(session, counter, why if not failed else f"{why}; the summary failed", avail)
+            breaker.add("emergency")
+            if r is not None:
+                removed, added, rec = r
+                before = size
+                size = max(0, size - int((removed - added) * scale))
+                res.stages.append("emergency")
+                res.actions.append(Action("emergency", "history", rec["reason"], before, size,
+                                          {"keep_from_seq": rec["keep_from_seq"], "first_seq": rec["first_seq"],
+                                           "last_seq": rec["last_seq"], "work_log_lines": len(rec["work_log"]),
+                                           "record_seq": state.seq}))
+        res.tokens_after = size
+        return res
+
+    def _mask_pays(self, folds: Sequence[_Fold], counts: Sequence[int], scale: float,
+                   spec: ModelSpec) -> tuple[bool, dict[str, Any]]:
+        """Whether folding now saves money over ``expected_turns``: the saved tokens would otherwise be
+        read from cache every turn; folding rewrites the cache from the first fold on, once."""
+        if not folds:
+            return False, {}
+        p = spec.prices
+        read = p.cache_read or p.input
+        write = p.cache_write or p.input
+        saved = sum(f.saving for f in folds) * scale
+        after = sum(counts[folds[0].unit:]) * scale - saved
+        per_turn = saved * read / 1e6
+        rewrite = max(0.0, after) * max(0.0, write - read) / 1e6
+        gain = per_turn * self.config.expected_turns - rewrite
+        return gain > 0, {"saving_usd_per_turn": round(per_turn, 6), "rewrite_usd": round(rewrite, 6),
+                          "net_usd": round(gain, 6), "expected_turns": self.config.expected_turns}
+
+    def _summary_span(self, state: SessionState, counter: TokenCounter, target_raw: int, *,
+                      force: bool) -> tuple[int, int] | None:
+        """Units [lo, cut) to summarize: the oldest visible ones, keeping at most ``target`` tokens verbatim."""
+        units = state.units
+        n = len(units)
+        lo = state.first_visible_unit()
+        if lo == 0 and state.pinned:
+            lo = 1
+        if n - lo < 3:
+            return None
+        kept = 0
+        cut = n
+        while cut > lo + 1:
+            c = sum(counter.raw_message(m) for m in units[cut - 1].messages)
+            if kept + c > target_raw:
+                break
+            kept += c
+            cut -= 1
+        cut = min(cut, n - 2)  # the two newest units stay verbatim
+        if force:
+            cut = max(cut, min(n - 2, n - self.config.keep_turns))
+        if cut <= lo:
+            return None
+        return lo, cut
+
+    def _summarize(self, session: Any, counter: TokenCounter, lo: int, cut: int, why: str,
+                   sbudget: int) -> tuple[int, int] | str:
+        state: SessionState = session.state
+        units = state.units[lo:cut]
+        removed = sum(counter.raw_message(m) for u in units for m in u.messages)  # what leaves the view
+        first_seq, last_seq = units[0].first_seq, units[-1].last_seq
+        old_summary = state.summary_message
+        # the summarizer reads the original messages (not their folds), plus the work log it absorbs
+        originals = state.span_messages(first_seq, last_seq)
+        view_msgs = [m for _, m in originals]
+        if state.work_log:
+            view_msgs = [Message("user", (Text("[work log]\n" + "\n".join(state.work_log)),)), *view_msgs]
+        prev = Summary.from_dict(state.summary) if state.summary else None
+        transcript = render_transcript(view_msgs)
+        span_in = sum(counter.raw_message(m) for m in view_msgs) + (counter.raw_text(prev.text) if prev else 0)
+        name = getattr(self.summarizer, "name", type(self.summarizer).__name__)
+        problem: str | None
+        summary: Any = None
+        try:
+            summary = self.summarizer.summarize(view_msgs, goal=state.task.goal, previous=prev,
+                                                budget_tokens=sbudget)
+            problem = check_summary(summary, transcript, input_tokens=span_in)
+        except Exception as e:  # a summarizer failing must never lose history
+            problem = f"the summarizer raised {type(e).__name__}: {str(e)[:200]}"
+        if problem is None and counter.raw_text(summary.text) > sbudget * 1.5:
+            problem = f"the summary is over its budget of {sbudget:,} tokens"
+        if problem is not None:
+            session._append("compaction", {"type": "failed", "stage": "summary", "summarizer": name,
+                                           "first_seq": first_seq, "last_seq": last_seq,
+                                           "reason": f"{problem}; falling back to the next stage, history kept"})
+            return f"summary by {name} rejected: {problem}"
+        # references from the original (unmasked) messages, so every compacted span stays reconstructible
+        artifacts = {}
+        for u in units:
+            if u.folded:
+                for f in _fold_artifacts(state, u.first_seq):
+                    artifacts.update(f)
+        refs = extract_refs([m for _, m in originals], seqs=[s for s, _ in originals], goal=state.task.goal,
+                            artifacts=artifacts)
+        summary = Summary(summary.text, tuple(merge_refs(summary.refs, refs)), summary.lessons, summary.summarizer or name,
+                          summary.input_tokens, summary.output_tokens, summary.sections)
+        keep_from = state.units[cut].first_seq
+        rec = {
+            "type": "summary",
+            "first_seq": first_seq,
+            "last_seq": last_seq,
+            "keep_from_seq": keep_from,
+            "summary": summary.to_dict(),
+            "summarizer": summary.summarizer,
+            "absorbs": next((c["seq"] for c in reversed(state.compactions) if c.get("type") == "summary"), None),
+            "reason": f"{why}; {cut - lo} unit(s) (log seq {first_seq}-{last_seq}) summarized by {name}",
+        }
+        session._append("compaction", rec)
+        if self.config.extract_lessons:
+            known = {x.get("text") for x in state.lessons}
+            for lesson in summary.lessons:
+                if lesson not in known:
+                    session._append("meta", {"type": "lesson", "text": lesson, "source": f"compaction:{name}",
+                                             "provenance": {"first_seq": first_seq, "last_seq": last_seq,
+                                                            "summary_seq": state.seq}})
+        new_summary = state.summary_message
+        added = counter.raw_message(new_summary) if new_summary is not None else 0
+        if old_summary is not None:
+            removed += counter.raw_message(old_summary)
+        return removed, added
+
+    def _emergency(self, session: Any, counter: TokenCounter, why: str,
+                   budget_available: int) -> tuple[int, int, dict[str, Any]] | None:
+        state: SessionState = session.state
+        units = state.units
+        n = len(units)
+        lo = state.first_visible_unit()
+        if lo == 0 and state.pinned:
+            lo = 1
+        keep_msgs = 0
+        cut = n
+        while cut > lo + 1 and keep_msgs < self.config.emergency_keep:
+            cut -= 1
+            keep_msgs += len(units[cut].messages)
+        if keep_msgs > self.config.emergency_keep and cut < n - 1:
+            cut += 1  # the last N messages, not more (a unit is never split)
+        cut = min(cut, n - 1)  # the newest unit always stays
+        if cut <= lo:
+            return None
+        turns = self._turn_numbers(state)
+        lines: list[str] = []
+        blobs: list[tuple[str, bytes]] = []
+        removed = 0
+        for i in range(lo, cut):
+            u = units[i]
+            removed += sum(counter.raw_message(m) for m in u.messages)
+            if u.folded:
+                lines.append(u.messages[0].text)
+            elif _is_exchange(u):
+                line, b = fold_line(turns[i], u, chars=80)
+                lines.append(line)
+                blobs.extend(b)
+            else:
+                m = u.messages[0]
+                t = " ".join(m.text.split())
+                lines.append(f"[turn {turns[i]}] {m.role}: {t if len(t) <= 120 else t[:119] + '…'}")
+        for _sha, raw in blobs:
+            session.store.put_blob(raw, session_id=session.id)
+        # the record holds the whole new work log (older lines first), trimmed to its budget
+        log = [*state.work_log, *lines]
+        cap = max(200, int(self.config.work_log_ratio * budget_available / counter.scale))
+        while len(log) > 1 and sum(counter.raw_text(x) + 1 for x in log) > cap:
+            log.pop(0)
+        lines = log
+        old = state.summary_message
+        if old is not None:
+            removed += counter.raw_message(old)
+        rec = {
+            "type": "emergency",
+            "first_seq": units[lo].first_seq,
+            "last_seq": units[cut - 1].last_seq,
+            "keep_from_seq": units[cut].first_seq,
+            "work_log": lines,
+            "artifacts": [s for s, _ in blobs],
+            "reason": f"{why}; emergency truncation without a model: kept the first request, the summary, a work log "
+                      f"and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
+        }
+        session._append("compaction", rec)
+        new = state.summary_message
+        return removed, counter.raw_message(new) if new is not None else 0, rec
+
+
+def _fold_artifacts(state: SessionState, first_seq: int) -> list[dict[str, str]]:
+    """call id → artifact sha for a folded unit, from the original messages and the mask record."""
+    out: list[dict[str, str]] = []
+    for rec in reversed(state.compactions):
+        if rec.get("type") != "mask":
+            continue
+        for f in rec.get("folds", ()):
+            if f.get("first_seq") == first_seq:
+                shas = [*f.get("artifacts", [])]
+                calls = [b.call_id for _, m in state.span_messages(f["first_seq"], f["last_seq"])
+                         for b in m.content if isinstance(b, ToolResult)]
+                out.append(dict(zip(calls, shas, strict=False)))
+                return out
+    return out
+
+
+#: Summarizer-or-factory accepted by the engine.
+SummarizerLike = Any | Callable[[], Any]
+
+__all__ = ["STAGES", "CompactionConfig", "CompactionResult", "Compactor", "fold_line"]
