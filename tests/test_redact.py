@@ -176,8 +176,11 @@ def test_idempotent_and_only_markers_change_text(text: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("bcdfghjlmnqvxz BCDFGHJLMNQVXZ 0123456789 \n.,;()=:/")), max_size=500))
 def test_text_without_candidates_is_never_changed(text: str) -> None:
-    assert not has_candidate(text)
+    # no secret can be spelled with this alphabet (no vowels for keywords, no token prefixes), so
+    # redaction must leave the text alone even when the cheap pre-check fires (e.g. on "://")
     assert redact(text) == Redaction(text, {})
+    if "://" not in text:
+        assert not has_candidate(text)
 
 
 # ---------------------------------------------------------------------------------------------------
