@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -197,7 +198,7 @@ def test_huge_tool_output_is_offloaded_not_sent(engine):
     res = s.tool_result("c1", big)
     text = res.tool_results[0].text
     assert len(text) < 50_000 and "artifact://" in text
-    sha = text.rsplit("artifact://", 1)[1].split("]")[0]
+    sha = re.search(r"artifact://([0-9a-f]{64})", text).group(1)
     assert engine.store.get_blob(sha) == big.encode()
     pack = s.build()
     assert pack.tokens <= pack.manifest.available

@@ -17,25 +17,27 @@ same packs byte for byte.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .artifacts import ArtifactStore, EmbeddedArtifacts
 from .assemble import Assembly, assemble
 from .budget import Budget, BudgetConfig
 from .cache import plan_cache, prefix_tokens
 from .compaction.pipeline import CompactionConfig, CompactionResult, Compactor
 from .errors import ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
 from .hashing import sha256_hex
+from .ingest.pipeline import IngestConfig, Ingested, ingest_result
+from .ingest.redact import has_candidate, redact, redact_obj
 from .layers.base import Layer
-from .layers.builtin import default_layers, elide
+from .layers.builtin import default_layers
+from .layers.evidence import StepTracker
 from .manifest import PART_LEN, Manifest
 from .model import (
     Block,
-    Image,
     Message,
     Text,
     ToolCall,
@@ -48,6 +50,7 @@ from .model import (
 from .registry import ModelSpec, Registry, load_registry
 from .render.base import Rendered, Renderer
 from .request import NeutralRequest
+from .result_tools import ResultTools
 from .state import SessionState
 from .store import Store, open_store
 from .tokens import Calibration, TokenCounter
@@ -86,6 +89,8 @@ class Engine:
     ``window``: use a smaller window than the model's (e.g. to test compaction).
     ``format``: the request format when ``build()`` is not told one (default: the model's).
     ``layers``: a factory returning the layers to assemble (default: the built-in ones).
+    ``artifacts``: where offloaded tool results go (default: inside the store; see ``windowsmith.artifacts``).
+    ``ingest``: redaction and offload settings for tool results (:class:`IngestConfig`).
     ``compaction``: when and how hard to compact history (:class:`CompactionConfig`).
     ``summarizer``: what summarizes old history (default: the offline extractive summarizer; see
     ``windowsmith.compaction`` for the Anthropic and OpenAI adapters and the fake for tests).
@@ -101,6 +106,8 @@ class Engine:
         window: int | None = None,
         format: str | None = None,
         layers: Callable[[], list[Layer]] | None = None,
+        artifacts: ArtifactStore | None = None,
+        ingest: IngestConfig | None = None,
         compaction: CompactionConfig | None = None,
         summarizer: Any = None,
     ) -> None:
@@ -118,6 +125,8 @@ class Engine:
             _check_format(format)
         self._owns_store = not isinstance(store, Store)
         self.store: Store = store if isinstance(store, Store) else open_store(None if store is None else str(store))
+        self.artifacts: ArtifactStore = artifacts if artifacts is not None else EmbeddedArtifacts(self.store)
+        self.ingest = ingest or IngestConfig()
         self._layers_factory = layers or (lambda: default_layers(self.budget.history_low_water))
         self._renderers: dict[str, Renderer] = {}
 
@@ -190,6 +199,7 @@ class Session:
         self._calibrations: dict[str, Calibration] = {}
         self.last_pack: Pack | None = None
         self._refs = _RefTracker()
+        self._steps = StepTracker()
         self._parts_cache: tuple[tuple[str, ...], str] = ((), "")
 
     # ------------------------------------------------------------------ writing events
@@ -201,12 +211,14 @@ class Session:
     def system(self, text: str, *, name: str = "system") -> None:
         """Set a system instruction block (``name`` lets several coexist; same name replaces)."""
         text, _ = clean_text(text, "system text")
+        text = self._redact_text(text)
         if self.state.system.get(name) != text:
             self._append("system", {"name": name, "text": text})
 
     def context(self, text: str, *, name: str = "instructions") -> None:
         """Set stable session context (instruction files, project notes), placed after the system prompt."""
         text, _ = clean_text(text, "context text")
+        text = self._redact_text(text)
         if self.state.context.get(name) != text:
             self._append("system", {"name": name, "text": text, "slot": "session"})
 
@@ -263,6 +275,7 @@ class Session:
         if layer not in ("memory", "evidence", "knowledge"):
             raise UsageError(f"unknown note layer {layer!r}; use 'memory', 'evidence' or 'knowledge'")
         text, _ = clean_text(text, "note text")
+        text = self._redact_text(text)
         data: dict[str, Any] = {"type": "note", "layer": layer, "text": text}
         if source:
             data["source"] = source
@@ -273,27 +286,77 @@ class Session:
     def remember(self, text: str, *, source: str | None = None) -> None:
         self.note("memory", text, source=source)
 
-    def add(self, message: Message | Mapping[str, Any]) -> Message:
-        """Append a neutral message (or its dict form) after validating it against the session."""
+    def add(self, message: Message | Mapping[str, Any], *, _ingested: Mapping[str, Ingested] | None = None) -> Message:
+        """Append a neutral message (or its dict form) after validating it against the session.
+
+        Text is redacted of secrets before it is stored; tool results go through the ingest pipeline
+        (redact → offload to the artifact store when large → compressed view with a reference), and an
+        offloaded result leaves an evidence note for the current step. One atomic append.
+        """
         msg = message if isinstance(message, Message) else Message.from_dict(message)
+        if not msg.content:
+            raise InvalidMessageError("a message needs at least one content block")
+        extra: list[tuple[str, dict[str, Any]]] = []
+        ingest_meta: list[dict[str, Any]] = []
         if msg.role == "tool":
             open_calls = self.state.open_calls
             for r in msg.tool_results:
                 self._check_result(r.call_id, open_calls)
-            msg = Message("tool", tuple(
-                r if r.name else ToolResult(r.call_id, r.content, r.is_error, self.state.call_names.get(r.call_id))
-                for r in msg.tool_results
-            ))
-        elif msg.role == "assistant":
-            seen = set(self.state.call_names)
-            for c in msg.tool_calls:
-                if c.id in seen:
-                    raise InvalidMessageError(f"tool call id {c.id!r} was already used in this session; ids must be unique")
-                seen.add(c.id)
-        if not msg.content:
-            raise InvalidMessageError("a message needs at least one content block")
-        self._append("message", {"message": msg.to_dict()})
+            results = []
+            for r in msg.tool_results:
+                name = r.name or self.state.call_names.get(r.call_id)
+                ing = _ingested[r.call_id] if _ingested and r.call_id in _ingested else \
+                    self._ingest(r.content, name, r.call_id)
+                results.append(ToolResult(r.call_id, ing.blocks, r.is_error, name))
+                ingest_meta.append({"call_id": r.call_id, **ing.meta()})
+                if ing.artifact:
+                    extra.append(("meta", {
+                        "type": "note", "layer": "evidence", "text": f"{ing.summary} (artifact://{ing.artifact})",
+                        "ref": f"artifact://{ing.artifact}", "source": f"tool:{name}:{r.call_id}",
+                        "step": self._steps.key(self.state),
+                    }))
+            msg = Message("tool", tuple(results))
+        else:
+            if msg.role == "assistant":
+                seen = set(self.state.call_names)
+                for c in msg.tool_calls:
+                    if c.id in seen:
+                        raise InvalidMessageError(
+                            f"tool call id {c.id!r} was already used in this session; ids must be unique")
+                    seen.add(c.id)
+            msg = _redact_message(msg) if self.engine.ingest.redact else msg
+        data: dict[str, Any] = {"message": msg.to_dict()}
+        if ingest_meta:
+            data["ingest"] = ingest_meta
+        self._append_many([("message", data), *extra])
         return msg
+
+    def _redact_text(self, text: str) -> str:
+        return redact(text).text if self.engine.ingest.redact and has_candidate(text) else text
+
+    def _append_many(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        events = self.store.append_many(self.id, items, expected_parent=self.state.head)
+        for ev in events:
+            self.state.apply(ev)
+
+    def _ingest(self, content: Any, tool_name: str | None, call_id: str) -> Ingested:
+        args = None
+        for u in reversed(self.state.units[-4:]):
+            for m in u.messages:
+                for c in m.tool_calls:
+                    if c.id == call_id:
+                        args = c.arguments
+        eng = self.engine
+        fmt = _check_format(eng.format or eng.spec.default_format)
+        counter = self.counter(fmt)
+        window = eng.window or eng.spec.context_window
+        available = Budget.for_window(window, eng.spec.max_output, eng.budget).available
+        used = self.last_pack.tokens if self.last_pack is not None else 0
+        return ingest_result(
+            list(content) if isinstance(content, tuple) else content,
+            artifacts=eng.artifacts, session_id=self.id, count_tokens=counter.text,
+            remaining_tokens=max(0, available - used), tool_name=tool_name, arguments=args, config=eng.ingest,
+        )
 
     def user(self, content: str | bytes | Sequence[Block | Mapping[str, Any]]) -> Message:
         """Append a user message (text, or a list of text/image blocks)."""
@@ -319,37 +382,27 @@ class Session:
         )
 
     def tool_result(self, call_id: str, output: Any, *, is_error: bool = False) -> Message:
-        """Record the result of a tool call. ``output``: text, bytes, JSON-able value, or blocks."""
+        """Record the result of a tool call. ``output``: text, bytes, a JSON-able value, or text/image
+        blocks. It is redacted, and offloaded with a compressed view when large (see :meth:`add`)."""
         self._check_result(call_id, self.state.open_calls)
-        content = self._ingest_output(output)
-        res = ToolResult(call_id, content, bool(is_error), self.state.call_names.get(call_id))
-        return self.add(Message("tool", (res,)))
+        from .ingest.pipeline import _normalize
 
-    def _ingest_output(self, output: Any) -> tuple[Text | Image, ...]:
-        if isinstance(output, list | tuple) and output and all(isinstance(b, Text | Image | Mapping) for b in output):
-            blocks = _blocks(output, "tool output")
-            return tuple(b for b in blocks if isinstance(b, Text | Image))
-        if isinstance(output, bytes | bytearray | memoryview):
-            raw = bytes(output)
-            if b"\x00" in raw[:8192]:
-                sha = self.store.put_blob(raw, session_id=self.id)
-                return (Text(f"[binary output: {len(raw):,} bytes, stored as artifact://{sha}]"),)
-            text, _ = clean_text(raw, "tool output")
-        elif isinstance(output, str):
-            text, _ = clean_text(output, "tool output")
-        elif output is None:
-            text = ""
-        else:
-            try:
-                text = json.dumps(output, ensure_ascii=False, default=str)
-            except (TypeError, ValueError) as e:
-                raise InvalidMessageError(f"tool output is not text, bytes or JSON-serializable: {e}") from None
-        if len(text) > OFFLOAD_CHARS:
-            sha = self.store.put_blob(text.encode("utf-8"), session_id=self.id)
-            text = elide(text, OFFLOAD_KEEP_CHARS) + (
-                f"\n[full output: {len(text):,} chars stored as artifact://{sha}]"
-            )
-        return (Text(text),)
+        blocks, raw = _normalize(output, "tool output")
+        content: Any = raw if raw is not None else tuple(blocks)
+        ing = self._ingest(content, self.state.call_names.get(call_id), call_id)
+        return self.add(Message("tool", (ToolResult(call_id, ing.blocks, bool(is_error),
+                                                    self.state.call_names.get(call_id)),)),
+                        _ingested={call_id: ing})
+
+    @property
+    def result_tools(self) -> ResultTools:
+        """Handler for the ``read_result``/``search_result`` tools (``windowsmith.RESULT_TOOLS``):
+        ``session.result_tools(name, arguments) -> str``."""
+        rt = self.__dict__.get("_result_tools")
+        if rt is None:
+            rt = ResultTools(self.engine.artifacts, self.id)
+            self.__dict__["_result_tools"] = rt
+        return rt
 
     # ------------------------------------------------------------------ building
 
@@ -580,6 +633,7 @@ class Session:
             actions=[a.to_dict() for a in asm.actions],
             repairs=[r.to_dict() for r in self.state.repairs],
             artifacts=sorted(set(asm.refs) | self._refs.refs(req)),
+            redactions=self._refs.redactions(req),
             cache={
                 "breakpoints": req.cache.count,
                 "prefix_tokens": ptoks,
@@ -643,6 +697,25 @@ class Session:
         return [Manifest.from_dict(m) for m in self.store.list_packs(self.id)]
 
 
+def _redact_message(msg: Message) -> Message:
+    """The message with secrets in its text and tool-call arguments replaced by typed markers."""
+    changed = False
+    blocks: list[Block] = []
+    for b in msg.content:
+        if isinstance(b, Text) and has_candidate(b.text):
+            r = redact(b.text)
+            if r.total:
+                b = Text(r.text)
+                changed = True
+        elif isinstance(b, ToolCall):
+            args, counts = redact_obj(dict(b.arguments))
+            if counts:
+                b = ToolCall(b.id, b.name, args)
+                changed = True
+        blocks.append(b)
+    return Message(msg.role, tuple(blocks)) if changed else msg
+
+
 def _blocks(content: Any, where: str) -> tuple[Block, ...]:
     if isinstance(content, str | bytes):
         text, _ = clean_text(content, where)
@@ -656,24 +729,33 @@ def _blocks(content: Any, where: str) -> tuple[Block, ...]:
 
 
 _ARTIFACT_RE = re.compile(r"artifact://[0-9a-f]{64}")
-_refs_cache: dict[str, tuple[str, ...]] = {}
+_REDACTED_RE = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+_refs_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def _message_refs(m: Message) -> tuple[str, ...]:
+def _message_refs(m: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(artifact references, redaction marker types) in a message, cached by digest."""
     key = m.digest
-    refs = _refs_cache.get(key)
-    if refs is None:
-        found: set[str] = set()
+    hit = _refs_cache.get(key)
+    if hit is None:
+        refs: set[str] = set()
+        marks: list[str] = []
         for b in m.content:
+            texts: list[str] = []
             if isinstance(b, ToolResult | Text):
-                t = b.text
+                texts.append(b.text)
+            elif isinstance(b, ToolCall):
+                texts.append(b.arguments_json)
+            for t in texts:
                 if "artifact://" in t:
-                    found.update(_ARTIFACT_RE.findall(t))
-        refs = tuple(sorted(found))
+                    refs.update(_ARTIFACT_RE.findall(t))
+                if "[REDACTED:" in t:
+                    marks.extend(_REDACTED_RE.findall(t))
+        hit = (tuple(sorted(refs)), tuple(marks))
         if len(_refs_cache) > 200_000:
             _refs_cache.clear()
-        _refs_cache[key] = refs
-    return refs
+        _refs_cache[key] = hit
+    return hit
 
 
 class _RefTracker:
@@ -687,20 +769,35 @@ class _RefTracker:
     def __init__(self) -> None:
         self._messages: tuple[Message, ...] = ()
         self._counts: dict[str, int] = {}
+        self._redactions: dict[str, int] = {}
 
-    def refs(self, req: NeutralRequest) -> set[str]:
+    def _scan(self, req: NeutralRequest) -> None:
         msgs = req.messages
         k = len(self._messages)
         if k and len(msgs) >= k and msgs[:k] == self._messages:
             new = msgs[k:]
         else:
             self._counts = {}
+            self._redactions = {}
             new = msgs
         for m in new:
-            for r in _message_refs(m):
+            refs, marks = _message_refs(m)
+            for r in refs:
                 self._counts[r] = self._counts.get(r, 0) + 1
+            for t in marks:
+                self._redactions[t] = self._redactions.get(t, 0) + 1
         self._messages = msgs
+
+    def refs(self, req: NeutralRequest) -> set[str]:
+        self._scan(req)
         return set(self._counts) | set(_ARTIFACT_RE.findall(req.tail or ""))
+
+    def redactions(self, req: NeutralRequest) -> dict[str, int]:
+        """Secret markers per type in the request (call after :meth:`refs` for the same request)."""
+        out = dict(self._redactions)
+        for t in _REDACTED_RE.findall(req.tail or ""):
+            out[t] = out.get(t, 0) + 1
+        return dict(sorted(out.items()))
 
 
 __all__ = ["Engine", "Pack", "Session"]

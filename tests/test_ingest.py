@@ -1,0 +1,202 @@
+"""Tool results through the engine: redaction, offload, compressed views, retrieval tools, evidence."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+
+import windowsmith as ws
+from windowsmith.ingest.pipeline import IngestConfig
+from windowsmith.result_tools import RESULT_TOOLS
+
+SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+AWS = "AKIA" + "QYLPMN5HHHFPZAM2"
+REF = re.compile(r"artifact://([0-9a-f]{64})")
+
+
+@pytest.fixture
+def engine(tmp_path):
+    e = ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "ws.db")
+    yield e
+    e.close()
+
+
+def _session(engine, sid="s"):
+    s = engine.session(sid, goal="fix the failing tests")
+    s.tools([*RESULT_TOOLS, {"name": "bash", "description": "run a command",
+                              "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}])
+    s.user("the tests fail, please fix")
+    return s
+
+
+def _call(s, cid, cmd="pytest -q"):
+    s.assistant("", tool_calls=[{"id": cid, "name": "bash", "arguments": {"cmd": cmd}}])
+
+
+def pytest_log(n: int = 6000) -> str:
+    lines = [f"tests/test_mod{i % 50}.py::test_case_{i} PASSED" for i in range(n)]
+    lines[1234] = "tests/test_refund.py::test_refund_twice FAILED"
+    lines[4321] = "E   AssertionError: expected 1 refund, got 2"
+    lines.append("=========== 1 failed, 5999 passed in 12.34s ===========")
+    return "\n".join(lines)
+
+
+def test_small_results_stay_inline(engine):
+    s = _session(engine)
+    _call(s, "c1", "ls")
+    m = s.tool_result("c1", "a.py\nb.py")
+    assert m.tool_results[0].text == "a.py\nb.py"
+
+
+def test_large_result_is_offloaded_compressed_and_recoverable(engine):
+    s = _session(engine)
+    _call(s, "c1")
+    log = pytest_log()
+    m = s.tool_result("c1", log)
+    view = m.tool_results[0].text
+    ref = "artifact://" + REF.search(view).group(1)
+    assert "test_refund_twice FAILED" in view and "AssertionError" in view  # error lines survive
+    assert "read_result" in view and len(view) < len(log) / 10
+    # recoverable byte for byte through the retrieval tool
+    lines = []
+    offset = 0
+    while True:
+        out = s.result_tools("read_result", {"ref": ref, "offset": offset, "limit": 2000})
+        body, footer = out.rsplit("\n", 1)
+        lines += [ln.split(": ", 1)[1] for ln in body.split("\n")]
+        if "end of result" in footer:
+            break
+        offset = int(re.search(r"offset=(\d+)", footer).group(1))
+    assert "\n".join(lines) == log
+    hits = s.result_tools("search_result", {"ref": ref, "pattern": r"FAILED|AssertionError", "context_lines": 1})
+    assert "1234: tests/test_refund.py::test_refund_twice FAILED" in hits and "4321: E   AssertionError" in hits
+    pack = s.build()
+    assert ref in pack.manifest.artifacts
+    tail = pack.request["messages"][-1]["content"][-1]["text"]
+    assert "## EVIDENCE" in tail and ref in tail  # offloaded result of the current step, summary + reference
+    s.user("thanks, now the docs")  # a new step: the old evidence leaves the tail
+    assert "## EVIDENCE" not in json.dumps(s.build().request["messages"][-1])
+
+
+def test_secrets_never_reach_store_artifact_manifest_or_request(engine, tmp_path):
+    s = _session(engine)
+    _call(s, "c1", "cat .env")
+    env = f"GITHUB_TOKEN={SECRET}\nAWS_ACCESS_KEY_ID={AWS}\nDEBUG=true\n" + "filler line\n" * 20000
+    s.tool_result("c1", env)
+    s.user(f"also my token is {SECRET}")
+    pack = s.build("openai-chat")
+    blob = json.dumps(pack.request) + json.dumps(pack.manifest.to_dict())
+    assert SECRET not in blob and AWS not in blob
+    assert pack.manifest.redactions.get("github_token", 0) >= 1
+    con = sqlite3.connect(tmp_path / "ws.db")
+    for table, col in (("events", "data"), ("blobs", "data"), ("packs", "manifest")):
+        for (value,) in con.execute(f"SELECT {col} FROM {table}"):
+            raw = value if isinstance(value, bytes) else value.encode()
+            assert SECRET.encode() not in raw and AWS.encode() not in raw, table
+    con.close()
+    assert "DEBUG=true" in json.dumps(pack.request)  # non-secrets survive
+
+
+def test_threshold_adapts_to_the_room_left():
+    cfg = IngestConfig()
+    assert cfg.threshold(150_000) == 6_000
+    assert cfg.threshold(20_000) == 2_000
+    assert cfg.threshold(1_000) == 400  # the fuller the window, the lower the threshold
+    assert IngestConfig(offload_tokens=900).threshold(10**6) == 900
+
+
+@pytest.mark.parametrize("output, expect", [
+    (b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40, "PNG image"),
+    (b"\x00\x01\x02binary\x00", "binary data"),
+])
+def test_binary_output_is_stored_whole(engine, output, expect):
+    s = _session(engine)
+    _call(s, "c1", "cat img")
+    m = s.tool_result("c1", output)
+    text = m.tool_results[0].text
+    assert expect in text
+    assert engine.artifacts.get(REF.search(text).group(1)) == output
+
+
+def test_invalid_json_and_json_values(engine):
+    s = _session(engine)
+    _call(s, "c1", "curl api")
+    m = s.tool_result("c1", '{"broken": [1, 2,')
+    assert m.tool_results[0].text == '{"broken": [1, 2,'
+    _call(s, "c2", "curl api")
+    big = {"items": [{"id": i, "name": f"item {i}", "price": i * 1.5} for i in range(5000)], "total": 5000}
+    m = s.tool_result("c2", big)
+    view = m.tool_results[0].text
+    assert "artifact://" in view and "items" in view
+    ref = "artifact://" + REF.search(view).group(1)
+    assert json.loads(engine.artifacts.get(ref[11:])) == big
+
+
+def test_huge_result_200mb(engine):
+    s = _session(engine)
+    _call(s, "c1", "cat big.log")
+    big = "x" * 199 + "\n"
+    big = big * (200 * 1024 * 1024 // len(big))
+    m = s.tool_result("c1", big)
+    assert len(m.tool_results[0].text) < 100_000
+    pack = s.build()
+    assert pack.tokens <= pack.manifest.available
+    del big
+
+
+@pytest.mark.parametrize("args, expect", [
+    ({"ref": "artifact://" + "0" * 64}, "not a result of this session"),
+    ({"ref": "artifact://../../etc/passwd"}, "not a valid reference"),
+    ({"ref": "/etc/passwd"}, "not a valid reference"),
+    ({}, "ref is required"),
+    ({"ref": "REF", "offset": -5}, "offset must be >= 0"),
+    ({"ref": "REF", "offset": 10**12}, "past the end"),
+    ({"ref": "REF", "limit": 0}, "limit must be at least 1"),
+    ({"ref": "REF", "offset": "abc"}, "offset must be an integer"),
+])
+def test_read_result_bad_calls_explain_themselves(engine, args, expect):
+    s = _session(engine)
+    _call(s, "c1")
+    ref = "artifact://" + REF.search(s.tool_result("c1", pytest_log()).tool_results[0].text).group(1)
+    args = {k: (ref if v == "REF" else v) for k, v in args.items()}
+    out = s.result_tools("read_result", args)
+    assert out.startswith("error:") and expect in out
+
+
+def test_other_sessions_refs_and_bad_regexes(engine):
+    a = _session(engine, "a")
+    _call(a, "c1")
+    ref = "artifact://" + REF.search(a.tool_result("c1", pytest_log()).tool_results[0].text).group(1)
+    b = _session(engine, "b")
+    assert "not a result of this session" in b.result_tools("read_result", {"ref": ref})
+    assert "invalid regular expression" in a.result_tools("search_result", {"ref": ref, "pattern": "(unclosed"})
+    none = a.result_tools("search_result", {"ref": ref, "pattern": "zzqqzz"})
+    assert none.startswith("no line matches")
+    assert "unknown tool" in a.result_tools("rm_rf", {})
+
+
+def test_catastrophic_regex_times_out_with_a_message(engine, monkeypatch):
+    import windowsmith.result_tools as rt
+
+    monkeypatch.setattr(rt, "REGEX_TIMEOUT", 0.2)
+    s = _session(engine)
+    _call(s, "c1")
+    evil = ("a" * 60 + "!\n") * 200
+    ref = "artifact://" + REF.search(s.tool_result("c1", evil * 20).tool_results[0].text).group(1)
+    out = s.result_tools("search_result", {"ref": ref, "pattern": r"(a|aa)+$"})
+    assert out.startswith("error:") and "took too long" in out
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
+def test_retrieval_tools_work_through_every_renderer(engine, fmt):
+    s = _session(engine, f"r-{fmt}")
+    _call(s, "c1")
+    ref = "artifact://" + REF.search(s.tool_result("c1", pytest_log()).tool_results[0].text).group(1)
+    s.assistant("", tool_calls=[{"id": "c2", "name": "search_result", "arguments": {"ref": ref, "pattern": "FAILED"}}])
+    s.tool_result("c2", s.result_tools("search_result", {"ref": ref, "pattern": "FAILED"}))
+    req = s.build(fmt).request
+    dumped = json.dumps(req)
+    assert "read_result" in dumped and "search_result" in dumped and "test_refund_twice FAILED" in dumped
