@@ -4,6 +4,7 @@ Builds the exact provider request for every model call from an append-only sessi
 token budget, ordered so the provider's prompt cache hits, with a manifest of what went in and why.
 """
 
+from .artifacts import ArtifactStore, EmbeddedArtifacts, FileArtifacts, ObjectArtifacts
 from .assemble import Action, Assembly, LayerUsage
 from .budget import Budget, BudgetConfig
 from .engine import Engine, Pack, Session
@@ -23,16 +24,19 @@ from .errors import (
     UsageError,
     WindowsmithError,
 )
+from .ingest.pipeline import IngestConfig
 from .layers.base import BuildContext, Item, Layer
 from .manifest import Manifest, diff
 from .model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
 from .registry import ModelSpec, Registry, load_registry
 from .request import CachePlan, NeutralRequest, Segment
+from .result_tools import RESULT_TOOLS, ResultTools
 from .store import SQLiteStore, Store, open_store
 from .tokens import Calibration, TokenCounter, count_text
 
 __all__ = [
     "Action",
+    "ArtifactStore",
     "Assembly",
     "Budget",
     "BudgetConfig",
@@ -41,8 +45,11 @@ __all__ = [
     "CachePlan",
     "Calibration",
     "ConfigError",
+    "EmbeddedArtifacts",
     "Engine",
+    "FileArtifacts",
     "Image",
+    "IngestConfig",
     "InvalidMessageError",
     "InvalidToolSchemaError",
     "Item",
@@ -52,9 +59,12 @@ __all__ = [
     "Message",
     "ModelSpec",
     "NeutralRequest",
+    "ObjectArtifacts",
     "Pack",
     "ProviderResponseError",
+    "RESULT_TOOLS",
     "Registry",
+    "ResultTools",
     "RuntimeFailure",
     "SQLiteStore",
     "Segment",
