@@ -34,7 +34,7 @@ from ..assemble import Action
 from ..errors import ConfigError
 from ..model import Message, Text, ToolCall, ToolResult
 from .base import Summary
-from .references import ARTIFACT_RE, extract_refs, format_args, merge_refs
+from .references import ARTIFACT_RE, extract_refs, format_args, merge_refs, result_keys
 from .summarizer import OfflineSummarizer, check_summary, render_transcript
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ class CompactionConfig:
     expected_turns: int = 10
     cost_aware: bool = True
     fold_chars: int = 160
+    fold_keys: int = 12  # identifiers (ids, paths, error names, symbols) a fold keeps from its result
     extract_lessons: bool = True
     work_log_ratio: float = 0.08  # the work log of emergency truncations keeps its newest lines within this share
 
@@ -139,7 +140,7 @@ def _preview(text: str, n: int) -> str:
     return out + (f" … (+{more} lines)" if more > 0 else "")
 
 
-def fold_line(turn: int, unit: Unit, *, chars: int = 160) -> tuple[str, list[tuple[str, bytes]]]:
+def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12) -> tuple[str, list[tuple[str, bytes]]]:
     """One line per tool call of an exchange unit, call and result together, with the result's artifact."""
     calls: list[ToolCall] = []
     said = ""
@@ -168,7 +169,10 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160) -> tuple[str, list[tup
             sha = hashlib.sha256(raw).hexdigest()
             blobs.append((sha, raw))
         status = "error: " if r.is_error else ""
-        parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{_preview(text, chars)} (artifact://{sha})")
+        preview = _preview(text, chars)
+        extra = [k for k in result_keys(text, keys) if k not in preview] if keys else []
+        more = f" [keys: {', '.join(extra)}]" if extra else ""
+        parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{preview}{more} (artifact://{sha})")
     prefix = f"[turn {turn}] "
     if said:
         s = " ".join(said.split())
@@ -225,7 +229,7 @@ class Compactor:
             u = units[i]
             if u.folded or u.pinned or u.is_open or not _is_exchange(u):
                 continue
-            text, blobs = fold_line(turns[i], u, chars=self.config.fold_chars)
+            text, blobs = fold_line(turns[i], u, chars=self.config.fold_chars, keys=self.config.fold_keys)
             new = counter.raw_message(Message("assistant", (Text(text),)))
             saving = counts[i] - new if i < len(counts) else 0
             if saving > 0:

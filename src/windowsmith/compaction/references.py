@@ -148,6 +148,28 @@ def _scan_text(text: str, pos: int, add: Callable[..., None], *, errors: bool) -
             add("error", _clip(e, 200), pos)
 
 
+_KEY_RE = re.compile(
+    r"#[\w-]*\d[\w-]*"  # '#W2378156'
+    r"|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # 'HAT170', 'ZFA04Y'
+    r"|[\w.+-]+@[\w-]+\.[\w.]+"  # e-mail
+    r"|\b[A-Z]\w+(?:Error|Exception)\b"  # 'IntegrityError'
+    r"|(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b"  # 'src/a/b.py'
+    r"|\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b"  # 'snake_case'
+)
+
+
+def result_keys(text: str, limit: int = 12) -> list[str]:
+    """Identifiers in a tool result worth keeping in its one-line fold (ids, paths, errors, symbols)."""
+    seen: dict[str, None] = {}
+    for m in _KEY_RE.finditer(text[:50_000]):
+        k = m.group(0)
+        if len(k) <= 48 and k not in seen:
+            seen[k] = None
+            if len(seen) >= limit:
+                break
+    return list(seen)
+
+
 def format_args(args: Any, width: int = 40) -> str:
     """``k=v, k2=v2`` with long values clipped (for one-line folds and command references)."""
     if not isinstance(args, dict):
@@ -268,4 +290,5 @@ def _detail(r: Reference, content_provider: Callable[[str], str | None] | None, 
     return ""
 
 
-__all__ = ["KIND_WEIGHTS", "Reconstruction", "extract_refs", "format_args", "merge_refs", "reconstruct", "score_ref"]
+__all__ = ["KIND_WEIGHTS", "Reconstruction", "extract_refs", "format_args", "merge_refs", "reconstruct", "result_keys",
+           "score_ref"]

@@ -24,7 +24,7 @@ from typing import Any
 from ..model import Message, Text, ToolCall, ToolResult
 from ..tokens import count_text
 from .base import Reference, Summary
-from .references import extract_refs, format_args, merge_refs
+from .references import extract_refs, format_args, merge_refs, result_keys
 
 SUMMARY_HEADER = "[windowsmith: summary of the earlier conversation; the full transcript is kept in the session log]"
 
@@ -33,6 +33,7 @@ SECTION_ORDER: tuple[tuple[str, str], ...] = (
     ("decisions", "DECISIONS"),
     ("state", "STATE OF WORK"),
     ("references", "REFERENCES"),
+    ("identifiers", "IDENTIFIERS SEEN"),
     ("open_questions", "OPEN QUESTIONS"),
     ("next_step", "NEXT STEP"),
 )
@@ -89,7 +90,9 @@ def render_summary(sections: dict[str, Any], refs: Sequence[Reference], *, max_r
         v = sections.get(key)
         if not v:
             continue
-        if isinstance(v, list | tuple):
+        if key == "identifiers" and isinstance(v, list | tuple):
+            out.append(f"{title}: " + ", ".join(str(x) for x in v))
+        elif isinstance(v, list | tuple):
             out.append(f"{title}:\n" + "\n".join(f"- {x}" for x in v))
         else:
             out.append(f"{title}: {v}")
@@ -104,7 +107,10 @@ def fit_summary(sections: dict[str, Any], refs: Sequence[Reference], budget_toke
     for _ in range(200):
         if count_text(text) <= budget_tokens:
             break
-        if max_refs > 4:
+        ids = secs.get("identifiers")
+        if isinstance(ids, list) and len(ids) > 24:
+            secs["identifiers"] = ids[max(1, len(ids) // 8):]  # the oldest identifiers go first
+        elif max_refs > 4:
             max_refs = max(4, max_refs - 4)
         else:
             longest = max((k for k, v in secs.items() if isinstance(v, list) and len(v) > 1),
@@ -157,9 +163,10 @@ class OfflineSummarizer:
 
     name = "offline"
 
-    def __init__(self, max_refs: int = 24, max_decisions: int = 8) -> None:
+    def __init__(self, max_refs: int = 24, max_decisions: int = 8, max_identifiers: int = 120) -> None:
         self.max_refs = max_refs
         self.max_decisions = max_decisions
+        self.max_identifiers = max_identifiers
 
     def summarize(
         self,
@@ -211,6 +218,14 @@ class OfflineSummarizer:
             "next_step": _clip(nxt[-1], 240) if nxt else prev.get("next_step", ""),
             "messages": n_msgs, "calls": n_calls, "failed": n_failed, "totals": totals,
         }
+        idents: dict[str, None] = dict.fromkeys(prev.get("identifiers", []))
+        for m in messages:
+            for b in m.content:
+                t = b.text if isinstance(b, Text | ToolResult) else (b.arguments_json if isinstance(b, ToolCall) else "")
+                for k in result_keys(t, 40):
+                    idents.pop(k, None)
+                    idents[k] = None  # the most recent sighting last
+        sections["identifiers"] = list(idents)[-self.max_identifiers:]
         lessons = _dedupe([*(previous.lessons if previous else ()), *extract_lessons(messages)], 16)
         text = fit_summary(sections, refs[: self.max_refs], budget_tokens)
         return Summary(text, tuple(refs), tuple(lessons), self.name, 0, count_text(text), sections)
