@@ -288,7 +288,7 @@ class SessionState:
         return mid + tuple(tail)
 
     def notes_for(self, layer: str) -> list[Mapping[str, Any]]:
-        return self.notes.get(layer, [])
+        return list(self.notes.get(layer, ()))
 
 
 __all__ = ["MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit"]

@@ -116,9 +116,9 @@ def extract_identifiers(text: str) -> set[str]:
             ext = _EXT_RE.search(last)
             if ext and len(last) >= 3 and any(c.isalpha() for c in last):
                 add(last)
-    for m in _FILE_RE.finditer(text):
-        name, ext = m.group(1), m.group(2)
-        if ext.lower() in FILE_EXTENSIONS and len(name) >= 3 and name[0] != ".":
+    for fm in _FILE_RE.finditer(text):
+        name, suffix = fm.group(1), fm.group(2)
+        if suffix.lower() in FILE_EXTENSIONS and len(name) >= 3 and name[0] != ".":
             add(name)
     for rx in (_ERROR_RE, _CODE_RE, _ID_RE, _HASH_ID_RE, _EMAIL_RE, _UUID_RE, _HEX_RE, _DATE_RE):
         for m in rx.finditer(text):

@@ -165,11 +165,12 @@ def recall(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozens
         if req.tail and "artifact://" in req.tail:
             refs.update(_ARTIFACT_RE.findall(req.tail))
         for ref in sorted(refs):
-            ids = _blob_ids.get(ref)
-            if ids is None:
+            cached = _blob_ids.get(ref)
+            if cached is None:
                 raw = resolve(ref)
-                ids = frozenset(extract_identifiers(raw.decode("utf-8", "replace"))) if raw else frozenset()
-                _blob_ids[ref] = ids
+                cached = frozenset(extract_identifiers(raw.decode("utf-8", "replace"))) if raw else frozenset()
+                _blob_ids[ref] = cached
+            ids = cached
             remaining -= ids
             if not remaining:
                 break

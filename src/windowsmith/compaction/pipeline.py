@@ -161,9 +161,9 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12) -> tup
             parts.append(f"{c.name}({format_args(c.arguments)}) → (no result)")
             continue
         text = r.text
-        m = ARTIFACT_RE.search(text)
-        if m:
-            sha = m.group(1)  # already offloaded at ingest: the artifact holds the full original
+        found = ARTIFACT_RE.search(text)
+        if found:
+            sha = found.group(1)  # already offloaded at ingest: the artifact holds the full original
         else:
             raw = text.encode("utf-8")
             sha = hashlib.sha256(raw).hexdigest()

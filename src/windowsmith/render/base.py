@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..hashing import canonical_json, sha256_hex
 from ..model import Message, Usage
