@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .report import REUSE_NOTE, reuse_cell, rewrites_cell
+
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac")
 
@@ -196,11 +198,14 @@ def bench_html(result: dict[str, Any]) -> str:
             f"{result.get('runs', 0)} runs, {result.get('calls', 0):,} model calls from {len(result.get('files', []))} "
             f"trace files; {result.get('elapsed_s', 0)} s on {result.get('workers', 1)} worker(s).</p>"]
     table_rows = [[r["strategy"], wname[r["window_label"]], f"{r['input_tokens']:,}", f"{r['cost_usd']:.2f}",
-                   f"{r['cache_read_share']:.0%}", f"{r['peak']:,}", _pct(r["recall_strict"]), _pct(r["recall_recoverable"]),
-                   f"{r['build_ms_median']:.2f}", f"{r['build_ms_p95']:.2f}", f"{r['cut_calls']:,}"] for r in rows]
+                   f"{r['cache_read_share']:.0%}", reuse_cell(r), rewrites_cell(r), f"{r['peak']:,}",
+                   _pct(r["recall_strict"]), _pct(r["recall_recoverable"]), f"{r['build_ms_median']:.2f}",
+                   f"{r['build_ms_p95']:.2f}", f"{r['cut_calls']:,}"] for r in rows]
     body.append("<h2>Results</h2>")
-    body.append(_table(["strategy", "window", "input tokens", "cost $", "cache read", "peak", "recall strict",
-                        "recall recoverable", "build ms p50", "build ms p95", "calls cut to fit"], table_rows))
+    body.append(_table(["strategy", "window", "input tokens", "cost $", "cache read", "reuse (steady)", "rewrites",
+                        "peak", "recall strict", "recall recoverable", "build ms p50", "build ms p95",
+                        "calls cut to fit"], table_rows))
+    body.append(f"<p class=\"note\">{esc(REUSE_NOTE)}</p>")
     body.append("<h2>Cost per strategy</h2>")
     body.append(bar_chart("Cache-adjusted cost (USD) by window", [wname[w] for w in windows], strategies,
                           {(wname[r["window_label"]], r["strategy"]): r["cost_usd"] for r in rows}, unit="$"))

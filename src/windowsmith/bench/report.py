@@ -4,25 +4,47 @@ from __future__ import annotations
 
 from typing import Any
 
-HEADERS = ("strategy", "window", "input tokens", "cost $", "cache read", "peak", "recall strict", "recall recov.",
-           "build ms p50", "build ms p95", "cut")
+HEADERS = ("strategy", "window", "input tokens", "cost $", "cache read", "reuse (steady)", "rewrites", "peak",
+           "recall strict", "recall recov.", "build ms p50", "build ms p95", "cut")
+
+REUSE_NOTE = ("reuse (steady): cache-read tokens / input tokens over steady calls (prefix_reuse). A call after "
+              "the first of its run is a rewrite (a compaction, from the cache's point of view) when its request "
+              "does not extend the same strategy's previous one: tools, system and session text equal and the "
+              "previous messages a prefix of this request's messages, compared by message digest (the dynamic "
+              "tail, kept apart in the request, is not compared); otherwise it is steady. The first call of a run "
+              "is a cold start, neither. rewrites: rewrite calls / (calls - runs) (rewrite_share). The JSON also "
+              "has rewrite_calls, steady_calls and prefix_reuse_prev (cache-read tokens / the previous request's "
+              "tokens, over steady calls).")
 
 
 def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.1%}"
 
 
+def reuse_cell(r: dict[str, Any]) -> str:
+    """``prefix_reuse`` as a percentage (n/a without steady calls)."""
+    v = r.get("prefix_reuse")
+    return "n/a" if v is None else f"{v:.0%}"
+
+
+def rewrites_cell(r: dict[str, Any]) -> str:
+    """``rewrite_share`` as a percentage (n/a without calls after the first of a run)."""
+    return _pct(r.get("rewrite_share"))
+
+
 def row_cells(r: dict[str, Any]) -> list[str]:
     w = f"{r['window']:,}" + (" (model)" if r["window_label"] == "model" else "")
     return [r["strategy"], w, f"{r['input_tokens']:,}", f"{r['cost_usd']:.2f}", f"{r['cache_read_share']:.0%}",
-            f"{r['peak']:,}", _pct(r["recall_strict"]), _pct(r["recall_recoverable"]), f"{r['build_ms_median']:.2f}",
-            f"{r['build_ms_p95']:.2f}", f"{r['cut_calls']:,}"]
+            reuse_cell(r), rewrites_cell(r), f"{r['peak']:,}", _pct(r["recall_strict"]), _pct(r["recall_recoverable"]),
+            f"{r['build_ms_median']:.2f}", f"{r['build_ms_p95']:.2f}", f"{r['cut_calls']:,}"]
 
 
 def rich_table(result: dict[str, Any]) -> Any:
     from rich.table import Table
 
-    t = Table(title=f"bench: {result['model']} ({result['format']}), {result['runs']} runs, {result['calls']:,} calls")
+    t = Table(title=f"bench: {result['model']} ({result['format']}), {result['runs']} runs, {result['calls']:,} calls",
+              caption="reuse (steady): cache read / input over calls that extend the previous request; "
+                      "rewrites: share of calls after a run's first that do not (compactions)")
     for h in HEADERS:
         t.add_column(h, justify="left" if h in ("strategy",) else "right")
     last = None
@@ -59,6 +81,7 @@ def markdown(result: dict[str, Any], command: str | None = None) -> str:
     lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(HEADERS))) + "|")
     for r in result["rows"]:
         lines.append("| " + " | ".join(row_cells(r)) + " |")
+    lines += ["", REUSE_NOTE]
     tc = result.get("token_count")
     if tc:
         lines += ["", "Token counts against billed usage (relative error, |median| / p95):", "",
@@ -72,4 +95,5 @@ def markdown(result: dict[str, Any], command: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["markdown", "rich_table", "row_cells", "token_count_lines"]
+__all__ = ["HEADERS", "REUSE_NOTE", "markdown", "reuse_cell", "rewrites_cell", "rich_table", "row_cells",
+           "token_count_lines"]

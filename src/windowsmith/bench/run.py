@@ -10,6 +10,37 @@ new messages is not part of it), which is then priced with :func:`windowsmith.co
 against the same strategy's previous request (cache reads and writes as the provider bills them),
 with the trace's assistant message as the output. Runs are spread over a pool of worker processes;
 each worker loads the trace files itself and keeps its strategies (one engine store per window).
+
+Cache-prefix reuse between compactions (strategy-neutral; :func:`extends_previous`):
+
+* A call *extends* the same strategy's previous request when tools, system text and session text
+  are equal and the previous request's ``messages`` are a prefix of this request's ``messages``,
+  message by message, compared by :attr:`~windowsmith.model.Message.digest`. The dynamic tail is
+  not part of the comparison: a :class:`~windowsmith.request.NeutralRequest` keeps it apart, in
+  ``req.tail`` (it is only rendered into the last message by the renderer), so a tail that changes
+  every turn does not make a call a rewrite.
+* A *rewrite* call (a compaction, from the cache's point of view) is a call after the first of its
+  run that does not extend the previous request: something already sent was dropped, replaced or
+  reordered (masking, clearing, summarizing, a sliding window moving, a cut to fit).
+* The first call of each run is a cold start: neither steady nor rewrite.
+* A *steady* call is a call after the first of its run that is not a rewrite call.
+
+Over all runs of a row (strategy, window):
+
+* ``rewrite_calls`` — the number of rewrite calls; ``steady_calls`` the number of steady calls;
+* ``rewrite_share`` = rewrite_calls / (calls - runs), i.e. rewrite_calls / (rewrite_calls +
+  steady_calls): over every call after the first of its run (a run without calls subtracts nothing;
+  ``None`` when there is no such call);
+* ``prefix_reuse`` = Σ cache-read tokens / Σ input tokens (the whole request, ``Built.tokens``),
+  both over steady calls: how much of a steady request is read from cache;
+* ``prefix_reuse_prev`` = Σ cache-read tokens / Σ tokens of the previous request, over steady calls:
+  how much of what was already sent is read back from cache (both ``None`` without steady calls).
+
+Cache-read tokens are those :func:`~windowsmith.costs.call_cost` bills (breakpoints, minimum
+cacheable prefix, 128-token blocks; a previous last message the tail was prepended to is not a
+cached prefix), so even a steady call reuses less than all of its request: its new messages, and
+whatever the provider does not cache, are not read. A rewrite call's cache reads (the part before
+the first changed message) count in ``cache_read_share`` but not in ``prefix_reuse``.
 """
 
 from __future__ import annotations
@@ -55,6 +86,11 @@ class RunMetrics:
     strict_hits: int = 0
     events: dict[str, int] = field(default_factory=dict)  # calls on which each event happened
     over_window: int = 0  # calls whose request is larger than the available budget (must be 0)
+    rewrite_calls: int = 0  # calls after the first that do not extend the previous request
+    steady_calls: int = 0  # calls after the first that do
+    steady_input_tokens: int = 0  # over steady calls: tokens of the request
+    steady_cache_read_tokens: int = 0  # over steady calls: tokens read from cache
+    steady_prev_tokens: int = 0  # over steady calls: tokens of the previous request
     turns: list[dict[str, Any]] | None = None
     error: str | None = None
 
@@ -76,6 +112,17 @@ def _composition(built: Built, counter: TokenCounter) -> dict[str, int]:
     return comp
 
 
+def extends_previous(prev: NeutralRequest, cur: NeutralRequest) -> bool:
+    """Whether ``cur`` extends ``prev``: same tools, system and session text, and ``prev.messages`` a
+    prefix of ``cur.messages`` by digest (equal messages count). The tail (``req.tail``) is ignored."""
+    if prev.tools != cur.tools or prev.system_text != cur.system_text or prev.session_text != cur.session_text:
+        return False
+    pm, cm = prev.messages, cur.messages
+    if len(pm) > len(cm):
+        return False
+    return all(a is b or a.digest == b.digest for a, b in zip(pm, cm, strict=False))
+
+
 def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) -> RunMetrics:
     """Replay ``run`` through ``strategy`` and measure every call."""
     cfg = strategy.cfg
@@ -83,6 +130,7 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
     rm = RunMetrics(strategy.name, cfg.window, run.id, turns=[] if detail else None)
     strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
     prev: NeutralRequest | None = None
+    prev_tokens = 0
     prev_cands: list[int] | None = None
     calls = set(run.calls)
     try:
@@ -94,7 +142,17 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                 out = counter.message(m)
                 cost, prev_cands = call_cost(cfg.spec, cfg.fmt, prev, built.request, counter,
                                              prompt_tokens=built.tokens, output_tokens=out, prev_candidates=prev_cands)
-                prev = built.request
+                rewrite: bool | None = None  # the first call is a cold start
+                if prev is not None:
+                    rewrite = not extends_previous(prev, built.request)
+                    if rewrite:
+                        rm.rewrite_calls += 1
+                    else:
+                        rm.steady_calls += 1
+                        rm.steady_input_tokens += built.tokens
+                        rm.steady_cache_read_tokens += cost.cache_read_tokens
+                        rm.steady_prev_tokens += prev_tokens
+                prev, prev_tokens = built.request, built.tokens
                 rm.calls += 1
                 rm.input_tokens += built.tokens
                 rm.cache_read_tokens += cost.cache_read_tokens
@@ -119,7 +177,7 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                 if rm.turns is not None:
                     rm.turns.append({"call": rm.calls, "tokens": built.tokens, "cost_usd": cost.usd,
                                      "cache_read": cost.cache_read_tokens, "cache_write": cost.cache_write_tokens,
-                                     "composition": _composition(built, counter),
+                                     "composition": _composition(built, counter), "rewrite": rewrite,
                                      "events": sorted(k for k, v in built.events.items() if v)})
             strategy.observe(m)
     except Exception as e:
@@ -315,6 +373,11 @@ def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: S
             calls = sum(r["calls"] for r in ok)
             rc = sum(r["recall_calls"] for r in ok)
             prompt = sum(r["input_tokens"] for r in ok)
+            rewrites = sum(r["rewrite_calls"] for r in ok)
+            steady = sum(r["steady_calls"] for r in ok)
+            steady_read = sum(r["steady_cache_read_tokens"] for r in ok)
+            steady_in = sum(r["steady_input_tokens"] for r in ok)
+            steady_prev = sum(r["steady_prev_tokens"] for r in ok)
             events: dict[str, int] = {}
             for r in ok:
                 for k, v in r["events"].items():
@@ -342,10 +405,15 @@ def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: S
                 "build_ms_p95": round(percentile(ms, 95), 3),
                 "cut_calls": events.get("cut", 0),
                 "over_window_calls": sum(r["over_window"] for r in ok),
+                "rewrite_calls": rewrites,
+                "steady_calls": steady,
+                "rewrite_share": round(rewrites / (rewrites + steady), 4) if rewrites + steady else None,
+                "prefix_reuse": round(steady_read / steady_in, 4) if steady_in else None,
+                "prefix_reuse_prev": round(steady_read / steady_prev, 4) if steady_prev else None,
                 "events": events,
             })
     return {"rows": rows}
 
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_WINDOWS", "RunMetrics", "bench_task", "collect_runs", "run_bench",
-           "run_strategy", "summarize_results"]
+__all__ = ["DEFAULT_MODEL", "DEFAULT_WINDOWS", "RunMetrics", "bench_task", "collect_runs", "extends_previous",
+           "run_bench", "run_strategy", "summarize_results"]
