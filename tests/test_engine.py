@@ -264,7 +264,15 @@ def test_history_drops_oldest_units_keeps_pairs_and_first_message(tmp_path):
         msgs = pack.request["messages"]
         assert pack.tokens <= pack.manifest.available
         assert msgs[0]["content"][0]["text"] == "ORIGINAL TASK: find the bug in module x"  # pinned
-        assert msgs[1]["role"] == "assistant" and msgs[1]["content"] != "step 0"  # older steps dropped
+        # older steps dropped; in their place one reference to their verbatim transcript
+        note = msgs[1]["content"][0]["text"] if isinstance(msgs[1]["content"], list) else msgs[1]["content"]
+        ref = re.search(r"artifact://([0-9a-f]{64})", note)
+        assert msgs[1]["role"] == "user" and ref and "read_result" in note
+        assert msgs[2]["role"] == "assistant" and msgs[2]["content"] != "step 0"
+        transcript = s.result_tools("read_result", {"ref": ref.group(0), "offset": 0, "limit": 400})
+        assert "step 0" in transcript and "output 0 lorem" in transcript  # the dropped span, readable by the agent
+        first_kept = msgs[2]["content"]
+        assert f"ASSISTANT: {first_kept}" not in transcript  # only what left the view
         # every tool message answers a call in the assistant message right before it
         for i, m in enumerate(msgs):
             if m["role"] == "tool":

@@ -481,9 +481,19 @@ class Session:
             return False
         keep = h.meta.get("keep_from_seq")
         if keep is not None and keep > self.state.keep_from_seq:
+            from .compaction.pipeline import store_transcript
+
+            st = self.state
+            lo = st.first_visible_unit()
+            if lo == 0 and st.pinned:
+                lo = 1
+            first = st.units[lo].first_seq if lo < len(st.units) else keep
+            transcript = (store_transcript(self, st.span_messages(first, keep - 1), first, keep - 1)
+                          if first < keep else None)
             self._append("compaction", {
                 "type": "truncate",
                 "keep_from_seq": keep,
+                "transcript": transcript,
                 "dropped_units": h.meta.get("dropped_units", 0),
                 "dropped_tokens": h.meta.get("dropped_tokens", 0),
                 "reason": "history over its budget",
@@ -587,7 +597,7 @@ class Session:
         refs = [Reference.from_dict(r) for r in (self.state.summary or {}).get("refs", [])]
         if kinds is not None:
             refs = [r for r in refs if r.kind in kinds]
-        return reconstruct(refs, budget_tokens, content_provider, self.store).text
+        return reconstruct(refs, budget_tokens, content_provider, self.engine.artifacts).text
 
     def _manifest(self, asm: Assembly, req: NeutralRequest, rendered: Rendered, counter: TokenCounter,
                   fmt: str, window: int) -> Manifest:

@@ -18,10 +18,13 @@ them instead of recomputing them (no summarizer runs on load). They carry their 
 * ``summary``: ``{"keep_from_seq", "summary": Summary.to_dict(), ...}`` — units before ``keep_from_seq``
   (except the pinned first user message) leave the view; one user message holding the summary text
   (and the work log, if any) takes their place. A newer summary replaces the older one (rolling).
+  ``"transcript"``: the sha of an artifact holding the summarized messages verbatim, whose first line
+  links the previous compaction's transcript; the summary message ends with a reference to the newest.
 * ``emergency``: ``{"keep_from_seq", "work_log": [lines], ...}`` — like ``truncate`` but the dropped
   exchanges leave one line each in the work log shown after the summary (the record holds the whole
-  log, older lines first; a later summary absorbs and clears it).
-* ``truncate``: ``{"keep_from_seq", ...}`` — the assembler dropped the oldest units to fit.
+  log, older lines first; a later summary absorbs and clears it); ``"transcript"`` as for ``summary``.
+* ``truncate``: ``{"keep_from_seq", "transcript", ...}`` — the assembler dropped the oldest units to fit;
+  their transcript is linked like a summary's.
 * ``failed`` (and any other type): recorded for audit; the view does not change.
 """
 
@@ -109,6 +112,7 @@ class SessionState:
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
     lessons: list[dict[str, Any]] = field(default_factory=list)  # memory candidates with provenance
+    transcript: str | None = None  # sha of the newest compacted-span transcript (each links the one before)
     rewrites: int = 0  # bumps when units already in the view are rewritten (mask, summary)
     _summary_message: Message | None = None
 
@@ -175,6 +179,9 @@ class SessionState:
             self.work_log = []  # the summary absorbed it
         if typ == "emergency":
             self.work_log = [str(x) for x in d.get("work_log", ())][-WORK_LOG_LINES:]  # the whole new log
+        if typ in ("summary", "emergency", "truncate") and d.get("transcript"):
+            self.transcript = str(d["transcript"])
+            self._summary_message = None
         if typ in ("summary", "emergency"):
             self._summary_message = None
             self.rewrites += 1
@@ -248,13 +255,16 @@ class SessionState:
     @property
     def summary_message(self) -> Message | None:
         """The user message that stands for everything compacted away: the summary, then the work log."""
-        if self._summary_message is None and (self.summary or self.work_log):
+        if self._summary_message is None and (self.summary or self.work_log or self.transcript):
             parts = []
             if self.summary and self.summary.get("text"):
                 parts.append(str(self.summary["text"]))
             if self.work_log:
                 parts.append("[windowsmith: work log of earlier exchanges dropped to fit the window; "
                              "artifact:// references can be read back]\n" + "\n".join(self.work_log))
+            if self.transcript:
+                parts.append(f"[the full transcript of the compacted history: artifact://{self.transcript} "
+                             "— read it with read_result or search_result]")
             self._summary_message = Message("user", (Text("\n\n".join(parts)),))
         return self._summary_message
 

@@ -527,7 +527,7 @@ class WindowsmithStrategy(Strategy):
     def resolve(self, ref: str) -> bytes | None:
         sha = ref.removeprefix("artifact://")
         try:
-            return self.engine.store.get_blob(sha)
+            return self.engine.artifacts.get(sha)
         except Exception:
             return None
 

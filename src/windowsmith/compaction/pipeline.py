@@ -282,7 +282,7 @@ class Compactor:
                 breaker.add("mask")
                 for f in folds:
                     for _sha, raw in f.blobs:
-                        session.store.put_blob(raw, session_id=session.id)
+                        session.engine.artifacts.put(raw, session_id=session.id)
                 trigger = "on demand" if force else ("window pressure" if pressure else "cost model: pays back")
                 rec = {
                     "type": "mask",
@@ -442,11 +442,13 @@ class Compactor:
         summary = Summary(summary.text, tuple(merge_refs(summary.refs, refs)), summary.lessons, summary.summarizer or name,
                           summary.input_tokens, summary.output_tokens, summary.sections)
         keep_from = state.units[cut].first_seq
+        transcript = store_transcript(session, originals, first_seq, last_seq)
         rec = {
             "type": "summary",
             "first_seq": first_seq,
             "last_seq": last_seq,
             "keep_from_seq": keep_from,
+            "transcript": transcript,
             "summary": summary.to_dict(),
             "summarizer": summary.summarizer,
             "absorbs": next((c["seq"] for c in reversed(state.compactions) if c.get("type") == "summary"), None),
@@ -502,7 +504,9 @@ class Compactor:
                 t = " ".join(m.text.split())
                 lines.append(f"[turn {turns[i]}] {m.role}: {t if len(t) <= 120 else t[:119] + '…'}")
         for _sha, raw in blobs:
-            session.store.put_blob(raw, session_id=session.id)
+            session.engine.artifacts.put(raw, session_id=session.id)
+        transcript = store_transcript(session, state.span_messages(units[lo].first_seq, units[cut - 1].last_seq),
+                                       units[lo].first_seq, units[cut - 1].last_seq)
         # the record holds the whole new work log (older lines first), trimmed to its budget
         log = [*state.work_log, *lines]
         cap = max(200, int(self.config.work_log_ratio * budget_available / counter.scale))
@@ -518,6 +522,7 @@ class Compactor:
             "last_seq": units[cut - 1].last_seq,
             "keep_from_seq": units[cut].first_seq,
             "work_log": lines,
+            "transcript": transcript,
             "artifacts": [s for s, _ in blobs],
             "reason": f"{why}; emergency truncation without a model: kept the first request, the summary, a work log "
                       f"and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
@@ -525,6 +530,20 @@ class Compactor:
         session._append("compaction", rec)
         new = state.summary_message
         return removed, counter.raw_message(new) if new is not None else 0, rec
+
+
+def store_transcript(session: Any, originals: Sequence[tuple[int, Message]], first_seq: int, last_seq: int) -> str:
+    """Store the span about to leave the view, verbatim as it was sent, as an artifact; returns its sha.
+
+    The first line points at the transcript of the previous compaction, so the context needs one
+    reference for the whole compacted history: the agent reads back along the chain with
+    ``read_result``/``search_result``, and ``Session.reconstruct`` can too."""
+    prev = session.state.transcript
+    head = f"[windowsmith transcript of log seq {first_seq}-{last_seq}: the messages compacted out of the context]"
+    if prev:
+        head += f"\n[earlier history: artifact://{prev}]"
+    body = render_transcript([m for _, m in originals], max_chars_per_block=1 << 30)
+    return str(session.engine.artifacts.put((head + "\n" + body + "\n").encode("utf-8"), session_id=session.id))
 
 
 def _fold_artifacts(state: SessionState, first_seq: int) -> list[dict[str, str]]:
@@ -546,4 +565,4 @@ def _fold_artifacts(state: SessionState, first_seq: int) -> list[dict[str, str]]
 #: Summarizer-or-factory accepted by the engine.
 SummarizerLike = Any | Callable[[], Any]
 
-__all__ = ["STAGES", "CompactionConfig", "CompactionResult", "Compactor", "fold_line"]
+__all__ = ["STAGES", "CompactionConfig", "CompactionResult", "Compactor", "fold_line", "store_transcript"]
