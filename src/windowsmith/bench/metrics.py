@@ -8,8 +8,10 @@
   not a target: it did not come from the environment.
 * :func:`recall` tells which targets a request holds: *strict* — the identifier is in the text of a
   message of the request (same extraction rules, :mod:`windowsmith.bench.identifiers`); *recoverable* —
-  strict, or the identifier is in the content behind an ``artifact://`` reference in the request, or
-  in the value of a summary reference (``Built.recoverable``).
+  strict, or the identifier is in the content behind an ``artifact://`` reference in the request
+  (followed transitively: a reference inside a referenced artifact is reachable too, as the agent
+  can read it with ``read_result``; at most :data:`MAX_HOPS` artifacts per call), or in the value of
+  a summary reference (``Built.recoverable``).
 
 Recall of a strategy is the mean, over the calls that have at least one target, of the share of
 targets held.
@@ -115,7 +117,9 @@ def prepare(trace: Any) -> PreparedRun:
 
 _ARTIFACT_RE = re.compile(r"artifact://[0-9a-f]{64}")
 _refs: dict[str, tuple[str, ...]] = {}
-_blob_ids: dict[str, frozenset[str]] = {}
+_blob_ids: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}  # ref -> (identifiers, references inside)
+#: artifacts followed per call when looking for recoverable identifiers (references inside artifacts included)
+MAX_HOPS = 2000
 _text_ids: dict[str, frozenset[str]] = {}
 
 
@@ -164,16 +168,23 @@ def recall(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozens
             refs.update(_message_refs(m))
         if req.tail and "artifact://" in req.tail:
             refs.update(_ARTIFACT_RE.findall(req.tail))
-        for ref in sorted(refs):
+        queue = sorted(refs)
+        seen = set(queue)
+        while queue and remaining and len(seen) <= MAX_HOPS:
+            ref = queue.pop(0)
             cached = _blob_ids.get(ref)
             if cached is None:
                 raw = resolve(ref)
-                cached = frozenset(extract_identifiers(raw.decode("utf-8", "replace"))) if raw else frozenset()
+                text = raw.decode("utf-8", "replace") if raw else ""
+                cached = (frozenset(extract_identifiers(text)),
+                          tuple(sorted(set(_ARTIFACT_RE.findall(text)))) if "artifact://" in text else ())
                 _blob_ids[ref] = cached
-            ids = cached
+            ids, nested = cached
             remaining -= ids
-            if not remaining:
-                break
+            for r in nested:
+                if r not in seen:
+                    seen.add(r)
+                    queue.append(r)
     return strict, len(targets) - len(remaining)
 
 
