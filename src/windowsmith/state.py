@@ -12,9 +12,10 @@ repair is recorded (the log itself is not edited).
 Compaction records (``compaction`` events) fold into the view here, so resuming a session replays
 them instead of recomputing them (no summarizer runs on load). They carry their own text:
 
-* ``mask``: ``{"folds": [{"first_seq", "last_seq", "text", "artifacts"}], ...}`` — each listed exchange
-  unit (a tool call with its results) becomes one assistant text message, ``text``. A folded unit is
-  never folded again (markers never nest).
+* ``mask``: ``{"folds": [{"first_seq", "last_seq", "text", "artifacts", "calls"}], ...}`` — each listed
+  exchange unit (a tool call with its results) becomes one assistant text message, ``text``. A folded
+  unit is never folded again (markers never nest). ``calls`` maps each tool-call id to the artifact
+  holding its full result (older records lack it; ``artifacts`` lists every artifact the line links).
 * ``summary``: ``{"keep_from_seq", "summary": Summary.to_dict(), ...}`` — units before ``keep_from_seq``
   (except the pinned first user message) leave the view; one user message holding the summary text
   (and the work log, if any) takes their place. A newer summary replaces the older one (rolling).

@@ -7,9 +7,11 @@ re-runs a summarizer. The stages:
 
 1. **mask** — exchanges (a tool call with its results) older than the last ``keep_turns`` exchanges
    fold into one line each: ``[turn 12] run_tests(path=tests/) → 3 failed: … (artifact://<sha256>)``;
-   the full result is put in the blob store first. Applied as one batch, and only when the batch saves
-   at least ``mask_min_tokens`` (hysteresis): each rewrite of old history invalidates the provider's
-   prompt cache from the first fold on.
+   the full result is put in the blob store first (a result offloaded at ingest already is: its footer
+   names the artifact). The record maps each call id to its result's artifact (``calls``), which the
+   summary's references use. Applied as one batch, and only when the batch saves at least
+   ``mask_min_tokens`` (hysteresis): each rewrite of old history invalidates the provider's prompt cache
+   from the first fold on.
 2. **summary** — when the request passes ``summarize_at``, the oldest span (after the pinned first
    request) is replaced by a structured summary that absorbs the previous one; lessons are stored as
    ``meta`` ``lesson`` events with provenance. Bad output (exception, timeout, empty, echo, error text,
@@ -26,15 +28,15 @@ cache rewrite it causes (priced with the model's input, cache-write and cache-re
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..assemble import Action
 from ..errors import ConfigError
 from ..model import Message, Text, ToolCall, ToolResult
 from .base import Summary
-from .references import ARTIFACT_RE, extract_refs, format_args, merge_refs, result_keys
+from .references import OFFLOAD_RE, extract_refs, format_args, merge_refs, result_keys
 from .summarizer import OfflineSummarizer, check_summary, render_transcript
 
 if TYPE_CHECKING:
@@ -125,6 +127,8 @@ class _Fold:
     text: str
     saving: int  # raw tokens
     blobs: tuple[tuple[str, bytes], ...]  # (sha, bytes) to store before the record is written
+    calls: Mapping[str, str] = field(default_factory=dict)  # call id → artifact sha of its full result
+    artifacts: tuple[str, ...] = ()  # every artifact the line links
 
 
 def _preview(text: str, n: int) -> str:
@@ -140,8 +144,21 @@ def _preview(text: str, n: int) -> str:
     return out + (f" … (+{more} lines)" if more > 0 else "")
 
 
-def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12) -> tuple[str, list[tuple[str, bytes]]]:
-    """One line per tool call of an exchange unit, call and result together, with the result's artifact."""
+class Folded(NamedTuple):
+    """A fold line and what it points at."""
+
+    text: str
+    blobs: list[tuple[str, bytes]]  # (sha, bytes) to store before the record is written
+    calls: dict[str, str]  # tool-call id → sha of the artifact holding that call's full result
+    artifacts: list[str]  # every artifact the line links, in order, once each
+
+
+def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
+              originals: Mapping[str, ToolResult] | None = None) -> Folded:
+    """One line per tool call of an exchange unit, call and result together, with the result's artifact.
+
+    A result offloaded at ingest already has its artifact (named by its footer); any other result's text is
+    stored now. ``originals``: the results as logged, by call id, in case the view's copy was rewritten."""
     calls: list[ToolCall] = []
     said = ""
     results: dict[str, ToolResult] = {}
@@ -153,7 +170,10 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12) -> tup
                 results[b.call_id] = b
             elif isinstance(b, Text) and m.role == "assistant" and b.text.strip():
                 said = b.text
+    if originals:
+        results.update((k, v) for k, v in originals.items() if k in results)
     blobs: list[tuple[str, bytes]] = []
+    mapping: dict[str, str] = {}
     parts = []
     for c in calls:
         r = results.get(c.id)
@@ -161,13 +181,14 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12) -> tup
             parts.append(f"{c.name}({format_args(c.arguments)}) → (no result)")
             continue
         text = r.text
-        found = ARTIFACT_RE.search(text)
+        found = OFFLOAD_RE.search(text)
         if found:
-            sha = found.group(1)  # already offloaded at ingest: the artifact holds the full original
+            sha = found.group(1) or found.group(2)  # offloaded at ingest: the artifact holds the full original
         else:
             raw = text.encode("utf-8")
             sha = hashlib.sha256(raw).hexdigest()
             blobs.append((sha, raw))
+        mapping[c.id] = sha
         status = "error: " if r.is_error else ""
         preview = _preview(text, chars)
         extra = [k for k in result_keys(text, keys) if k not in preview] if keys else []
@@ -177,7 +198,7 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12) -> tup
     if said:
         s = " ".join(said.split())
         prefix += f"«{s if len(s) <= 100 else s[:99] + '…'}» "
-    return prefix + "; ".join(parts), blobs
+    return Folded(prefix + "; ".join(parts), blobs, mapping, list(dict.fromkeys(mapping.values())))
 
 
 def _is_exchange(u: Unit) -> bool:
@@ -229,11 +250,13 @@ class Compactor:
             u = units[i]
             if u.folded or u.pinned or u.is_open or not _is_exchange(u):
                 continue
-            text, blobs = fold_line(turns[i], u, chars=self.config.fold_chars, keys=self.config.fold_keys)
-            new = counter.raw_message(Message("assistant", (Text(text),)))
+            fl = fold_line(turns[i], u, chars=self.config.fold_chars, keys=self.config.fold_keys,
+                           originals=_originals(state, u))
+            new = counter.raw_message(Message("assistant", (Text(fl.text),)))
             saving = counts[i] - new if i < len(counts) else 0
             if saving > 0:
-                folds.append(_Fold(i, u.first_seq, u.last_seq, text, saving, tuple(blobs)))
+                folds.append(_Fold(i, u.first_seq, u.last_seq, fl.text, saving, tuple(fl.blobs), fl.calls,
+                                   tuple(fl.artifacts)))
         return folds
 
     # ------------------------------------------------------------------ the pass
@@ -287,7 +310,7 @@ class Compactor:
                 rec = {
                     "type": "mask",
                     "folds": [{"first_seq": f.first_seq, "last_seq": f.last_seq, "text": f.text,
-                               "artifacts": [s for s, _ in f.blobs] or ARTIFACT_RE.findall(f.text)} for f in folds],
+                               "artifacts": list(f.artifacts), "calls": dict(f.calls)} for f in folds],
                     "saved_tokens": saved,
                     "reason": f"{why}; {trigger}; {len(folds)} exchange(s) older than the last {cfg.keep_turns} folded",
                     **economics,
@@ -432,11 +455,10 @@ class Compactor:
                                            "reason": f"{problem}; falling back to the next stage, history kept"})
             return f"summary by {name} rejected: {problem}"
         # references from the original (unmasked) messages, so every compacted span stays reconstructible
-        artifacts = {}
+        artifacts: dict[str, str] = {}
         for u in units:
             if u.folded:
-                for f in _fold_artifacts(state, u.first_seq):
-                    artifacts.update(f)
+                artifacts.update(_fold_artifacts(state, u.first_seq))
         refs = extract_refs([m for _, m in originals], seqs=[s for s, _ in originals], goal=state.task.goal,
                             artifacts=artifacts)
         summary = Summary(summary.text, tuple(merge_refs(summary.refs, refs)), summary.lessons, summary.summarizer or name,
@@ -496,9 +518,9 @@ class Compactor:
             if u.folded:
                 lines.append(u.messages[0].text)
             elif _is_exchange(u):
-                line, b = fold_line(turns[i], u, chars=80)
-                lines.append(line)
-                blobs.extend(b)
+                fl = fold_line(turns[i], u, chars=80, originals=_originals(state, u))
+                lines.append(fl.text)
+                blobs.extend(fl.blobs)
             else:
                 m = u.messages[0]
                 t = " ".join(m.text.split())
@@ -546,23 +568,33 @@ def store_transcript(session: Any, originals: Sequence[tuple[int, Message]], fir
     return str(session.engine.artifacts.put((head + "\n" + body + "\n").encode("utf-8"), session_id=session.id))
 
 
-def _fold_artifacts(state: SessionState, first_seq: int) -> list[dict[str, str]]:
-    """call id → artifact sha for a folded unit, from the original messages and the mask record."""
-    out: list[dict[str, str]] = []
+def _originals(state: SessionState, u: Unit) -> dict[str, ToolResult]:
+    """The tool results of a unit as logged (the view's copy may have been rewritten), by call id."""
+    return {r.call_id: r for _, m in state.span_messages(u.first_seq, u.last_seq) for r in m.tool_results}
+
+
+def _fold_artifacts(state: SessionState, first_seq: int) -> dict[str, str]:
+    """call id → artifact sha for a folded unit, from its mask record.
+
+    Records carry the mapping (``calls``). Records written before it only list artifacts: those are
+    paired with the span's results in order, which is right unless the exchange mixed results offloaded
+    at ingest with inline ones."""
     for rec in reversed(state.compactions):
         if rec.get("type") != "mask":
             continue
         for f in rec.get("folds", ()):
             if f.get("first_seq") == first_seq:
+                calls = f.get("calls")
+                if isinstance(calls, Mapping):
+                    return {str(k): str(v) for k, v in calls.items()}
                 shas = [*f.get("artifacts", [])]
-                calls = [b.call_id for _, m in state.span_messages(f["first_seq"], f["last_seq"])
-                         for b in m.content if isinstance(b, ToolResult)]
-                out.append(dict(zip(calls, shas, strict=False)))
-                return out
-    return out
+                ids = [b.call_id for _, m in state.span_messages(f["first_seq"], f["last_seq"])
+                       for b in m.content if isinstance(b, ToolResult)]
+                return dict(zip(ids, shas, strict=False))
+    return {}
 
 
 #: Summarizer-or-factory accepted by the engine.
 SummarizerLike = Any | Callable[[], Any]
 
-__all__ = ["STAGES", "CompactionConfig", "CompactionResult", "Compactor", "fold_line", "store_transcript"]
+__all__ = ["STAGES", "CompactionConfig", "CompactionResult", "Compactor", "Folded", "fold_line", "store_transcript"]

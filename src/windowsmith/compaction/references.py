@@ -22,6 +22,12 @@ from ..tokens import count_text
 from .base import Reference
 
 ARTIFACT_RE = re.compile(r"artifact://([0-9a-f]{64})")
+#: The notes ingest puts in place of (or under) a result it stored whole: the offload footer and the binary
+#: stub. Group 1 or 2 is the sha of the artifact holding the full original.
+OFFLOAD_RE = re.compile(
+    r"\[windowsmith: the full result \([^\]\n]*\) is stored as artifact://([0-9a-f]{64}); read more with [^\]\n]*\]"
+    r"|\[binary output: [^\]\n]*, stored as artifact://([0-9a-f]{64}); it cannot be shown as text\]"
+)
 _S = r"(?:[^.!?\n]|[.!?](?=\S))"  # a sentence character (a dot inside refund.py is not an end)
 _URL_RE = re.compile(r"https?://[^\s)\]>\"'`,;]+")
 _FILE_RE = re.compile(
@@ -291,5 +297,5 @@ def _detail(r: Reference, content_provider: Callable[[str], str | None] | None, 
     return ""
 
 
-__all__ = ["KIND_WEIGHTS", "Reconstruction", "extract_refs", "format_args", "merge_refs", "reconstruct", "result_keys",
-           "score_ref"]
+__all__ = ["ARTIFACT_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "Reconstruction", "extract_refs", "format_args",
+           "merge_refs", "reconstruct", "result_keys", "score_ref"]
