@@ -1,4 +1,4 @@
-"""The mask stage in detail: what a fold points at (per call)."""
+"""The mask stage in detail: what a fold points at (per call), what its keys hold, and image stubs."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import windowsmith as ws
 from windowsmith.compaction import CompactionConfig
 from windowsmith.compaction.pipeline import _fold_artifacts
+from windowsmith.compaction.references import result_keys
 
 BIG = "\n".join(f"2024-01-01 12:00:{i % 60:02d} worker-{i % 7} RefundError in refund_twice ZFA{i:03d}Y" for i in range(400))
 SMALL = "retries = 3\nREFUND_MODE=strict"
@@ -85,3 +86,28 @@ def test_fold_artifacts_reads_records_written_before_the_per_call_mapping(tmp_pa
         assert s.state.units[1].folded
         assert _fold_artifacts(s.state, first) == {"a": sha("out a"), "b": sha("out b")}
         assert _fold_artifacts(s.state, last + 1) == {}
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def test_fold_keys_skip_windowsmith_boilerplate(tmp_path):
+    footer = (f"[windowsmith: the full result (400 lines, 9,000 tokens) is stored as artifact://{'a' * 64}; "
+              "read more with read_result(ref, offset, limit) or search_result(ref, pattern)]")
+    text = f"order #W2378156 failed\ntoken=[REDACTED:aws_secret_access_key] user_id_key=1\n{footer}"
+    keys = result_keys(text)
+    assert "#W2378156" in keys and "user_id_key" in keys
+    assert not {"read_result", "search_result", "aws_secret_access_key"} & set(keys)
+    binary = f"[binary output: 2,048 bytes of PNG image, stored as artifact://{'b' * 64}; it cannot be shown as text]"
+    assert result_keys(binary) == []
+    # end to end: the fold of a result offloaded at ingest lists the result's ids, not the retrieval tools
+    cfg = CompactionConfig(keep_turns=2)
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=200_000, compaction=cfg,
+                   ingest=ws.IngestConfig(offload_tokens=200)) as e:
+        s = mixed_session(e)
+        for i in range(3):
+            filler(s, i)
+        s.compact()
+        line = records(s, "mask")[0]["folds"][0]["text"]
+        assert "[keys: " in line and "refund_twice" in line
+        assert "read_result" not in line and "search_result" not in line

@@ -28,6 +28,9 @@ OFFLOAD_RE = re.compile(
     r"\[windowsmith: the full result \([^\]\n]*\) is stored as artifact://([0-9a-f]{64}); read more with [^\]\n]*\]"
     r"|\[binary output: [^\]\n]*, stored as artifact://([0-9a-f]{64}); it cannot be shown as text\]"
 )
+#: windowsmith's own text inside a result (offload footer, binary stub, redaction markers, image stubs):
+#: not the tool's output, so never an identifier worth keeping.
+BOILERPLATE_RE = re.compile(OFFLOAD_RE.pattern + r"|\[REDACTED:[\w-]+\]|\[image: [^\n]*?\(artifact://[0-9a-f]{64}\)\]")
 _S = r"(?:[^.!?\n]|[.!?](?=\S))"  # a sentence character (a dot inside refund.py is not an end)
 _URL_RE = re.compile(r"https?://[^\s)\]>\"'`,;]+")
 _FILE_RE = re.compile(
@@ -165,9 +168,15 @@ _KEY_RE = re.compile(
 
 
 def result_keys(text: str, limit: int = 12) -> list[str]:
-    """Identifiers in a tool result worth keeping in its one-line fold (ids, paths, errors, symbols)."""
+    """Identifiers in a tool result worth keeping in its one-line fold (ids, paths, errors, symbols).
+
+    windowsmith's own notes in the text (the offload footer naming ``read_result``/``search_result``,
+    the binary stub, ``[REDACTED:<type>]`` markers, image stubs) are skipped: they are not the result's."""
     seen: dict[str, None] = {}
-    for m in _KEY_RE.finditer(text[:50_000]):
+    text = text[:50_000]
+    if "[windowsmith:" in text or "[binary output:" in text or "[REDACTED:" in text or "[image: " in text:
+        text = BOILERPLATE_RE.sub(" ", text)
+    for m in _KEY_RE.finditer(text):
         k = m.group(0)
         if len(k) <= 48 and k not in seen:
             seen[k] = None
@@ -297,5 +306,5 @@ def _detail(r: Reference, content_provider: Callable[[str], str | None] | None, 
     return ""
 
 
-__all__ = ["ARTIFACT_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "Reconstruction", "extract_refs", "format_args",
+__all__ = ["ARTIFACT_RE", "BOILERPLATE_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "Reconstruction", "extract_refs", "format_args",
            "merge_refs", "reconstruct", "result_keys", "score_ref"]
