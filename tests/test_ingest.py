@@ -100,6 +100,57 @@ def test_secrets_never_reach_store_artifact_manifest_or_request(engine, tmp_path
     assert "DEBUG=true" in json.dumps(pack.request)  # non-secrets survive
 
 
+BEARER = "Bearer " + "eyJ0eXAiOi" + "Zx9Qw7Lm2Rt8Vb4Kp1Sd6Hj3"
+PASSWORD = "Tr0ub4dor-" + "horse-staple-9"
+
+
+def _db_bytes(folder) -> bytes:
+    """Every byte SQLite wrote for the store (main file, WAL, journal)."""
+    return b"".join(p.read_bytes() for p in sorted(folder.iterdir()) if p.name.startswith("ws.db"))
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
+def test_task_and_tool_definition_secrets_never_reach_store_or_request(tmp_path, fmt):
+    folder = tmp_path / "db"
+    folder.mkdir()
+    engine = ws.Engine(model="claude-sonnet-4-5", store=folder / "ws.db")
+    s = engine.session("t", goal=f"rotate the deploy key {AWS} used by CI",
+                       acceptance=[f"old token {SECRET} revoked", "pipeline green"], step=f"curl -H 'Authorization: {BEARER}'")
+    s.tools([{"name": "deploy", "description": f"Deploy. Send header Authorization: {BEARER}",
+              "parameters": {"type": "object", "required": ["password"], "properties": {
+                  "password": {"type": "string", "default": PASSWORD, "examples": [PASSWORD]},
+                  "region": {"type": "string", "default": "eu-west-1", "enum": ["eu-west-1", f"key-{AWS}"]},
+              }}}])
+    s.user("go")
+    s.check(f"old token {SECRET} revoked")  # the caller still names the item by its original text
+    assert s.state.task.acceptance[0][1] is True
+    pack = s.build(fmt)
+    request = json.dumps(pack.request)
+    counts = pack.manifest.redactions
+    assert counts["aws_access_key_id"] == 2 and counts["github_token"] == 1  # goal + enum; acceptance
+    assert counts["bearer_token"] == 2 and counts["password_assignment"] == 2  # step + description; default + example
+    engine.close()
+    for secret in (AWS, SECRET, BEARER.split()[1], PASSWORD):
+        assert secret not in request
+        assert secret.encode() not in _db_bytes(folder)
+    # the non-secret parts survive, and the schema is still a valid schema
+    assert "rotate the deploy key [REDACTED:aws_access_key_id]" in request and "pipeline green" in request
+    assert "eu-west-1" in request and "[REDACTED:password_assignment]" in request
+    with ws.Engine(model="claude-sonnet-4-5", store=folder / "ws.db") as again:
+        s2 = again.session("t", goal=f"rotate the deploy key {AWS} used by CI")  # same task: nothing appended
+        assert s2.state.seq == s.state.seq
+        spec = s2.state.tools[0]
+        assert spec.parameters["properties"]["password"]["default"] == "[REDACTED:password_assignment]"
+        ws.ToolSpec.from_dict(spec.to_dict())  # still validates as JSON Schema
+
+
+def test_redaction_off_keeps_task_and_tools_verbatim(tmp_path):
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "ws.db", ingest=IngestConfig(redact=False)) as e:
+        s = e.session("t", goal=f"key {AWS}")
+        s.tools([{"name": "t", "description": f"uses {SECRET}", "parameters": {"type": "object"}}])
+        assert AWS in s.state.task.goal and SECRET in s.state.tools[0].description
+
+
 def test_threshold_adapts_to_the_room_left():
     cfg = IngestConfig()
     assert cfg.threshold(150_000) == 6_000

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from windowsmith.ingest.redact import SECRET_TYPES, Redaction, has_candidate, redact, redact_obj
+from windowsmith.ingest.redact import SECRET_TYPES, Redaction, has_candidate, redact, redact_obj, redact_schema
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "secrets_corpus.json").read_text())
 SAMPLES = [
@@ -129,6 +129,35 @@ def test_redact_obj_walks_structures_and_uses_keys_as_context() -> None:
     assert new["config"] == value["config"]
     assert counts == {"generic_secret_assignment": 1, "github_token": 1, "password_assignment": 1}
     assert value["password"] == "correct horse battery staple"  # input untouched
+
+
+def test_redact_schema_judges_sample_values_by_their_property_name() -> None:
+    import jsonschema
+
+    aws = "AKIA" + "QYLPMN5HHHFPZAM2"
+    schema = {
+        "type": "object",
+        "required": ["password", "api_key"],
+        "properties": {
+            "password": {"type": "string", "default": "hunter2-but-longer", "examples": ["s3cr3t-Value"]},
+            "api_key": {"anyOf": [{"type": "string", "const": "9f8e7d6c5b4a39281706f5e4d3c2b1a0"}, {"type": "null"}]},
+            "region": {"type": "string", "default": "eu-west-1", "enum": ["eu-west-1", "us-east-1"],
+                       "description": f"where; the old key was {aws}"},
+            "sha": {"type": "string", "default": "3f2a1c9e8b7d6f5a4c3b2a1f0e9d8c7b6a5f4e3d"},
+            "password_policy": {"type": "string", "default": "strict"},
+        },
+    }
+    new, counts = redact_schema(schema)
+    props = new["properties"]
+    assert props["password"]["default"] == props["password"]["examples"][0] == "[REDACTED:password_assignment]"
+    assert props["api_key"]["anyOf"][0]["const"] == "[REDACTED:generic_secret_assignment]"
+    assert props["region"]["description"] == "where; the old key was [REDACTED:aws_access_key_id]"
+    assert props["region"]["enum"] == ["eu-west-1", "us-east-1"] and props["sha"] == schema["properties"]["sha"]
+    assert props["password_policy"] == {"type": "string", "default": "strict"}  # metadata key, plain word
+    assert new["required"] == ["password", "api_key"] and new["type"] == "object"
+    assert counts == {"aws_access_key_id": 1, "generic_secret_assignment": 1, "password_assignment": 2}
+    jsonschema.Draft202012Validator.check_schema(new)
+    assert redact_schema(new) == (new, {})  # idempotent
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from .compaction.pipeline import CompactionConfig, CompactionResult, Compactor
 from .errors import ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
 from .hashing import sha256_hex
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
-from .ingest.redact import has_candidate, redact, redact_obj
+from .ingest.redact import has_candidate, redact, redact_obj, redact_schema
 from .layers.base import Layer
 from .layers.builtin import default_layers
 from .layers.evidence import StepTracker
@@ -223,7 +223,8 @@ class Session:
             self._append("system", {"name": name, "text": text, "slot": "session"})
 
     def tools(self, tools: Iterable[Mapping[str, Any] | ToolSpec]) -> None:
-        """Declare the tool definitions (neutral, OpenAI, Anthropic or Gemini form). Validated as JSON Schema."""
+        """Declare the tool definitions (neutral, OpenAI, Anthropic or Gemini form). Validated as JSON Schema;
+        secrets in descriptions and schema strings (descriptions, defaults, enums, examples) are redacted."""
         if isinstance(tools, Mapping | str):
             raise InvalidMessageError("tools(...) takes a list of tool definitions")
         specs = [t if isinstance(t, ToolSpec) else ToolSpec.from_dict(t, f"tools[{i}]") for i, t in enumerate(tools)]
@@ -231,6 +232,8 @@ class Session:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise InvalidMessageError(f"duplicate tool name(s) {dup}; each tool needs a unique name")
+        if self.engine.ingest.redact:
+            specs = [_redact_spec(t) for t in specs]
         if tuple(specs) != self.state.tools:
             self._append("tools", {"tools": [t.to_dict() for t in specs]})
 
@@ -242,10 +245,18 @@ class Session:
         acceptance: Sequence[str] | None = None,
         required: bool | None = None,
     ) -> None:
-        """Set the task: goal, current step, acceptance checklist. Omitted fields keep their value."""
+        """Set the task: goal, current step, acceptance checklist. Omitted fields keep their value.
+        Secrets in any of them are redacted before they are stored."""
         cur = self.state.task
+        for field_name, value in (("goal", goal), ("step", step)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidMessageError(f"the task {field_name} must be a string, got {type(value).__name__}")
         if acceptance is not None and (isinstance(acceptance, str) or not all(isinstance(a, str) for a in acceptance)):
             raise InvalidMessageError("acceptance must be a list of strings, e.g. ['refund issued', 'customer told']")
+        goal = None if goal is None else self._redact_text(goal)
+        step = None if step is None else self._redact_text(step)
+        if acceptance is not None:
+            acceptance = [self._redact_text(a) for a in acceptance]
         new_acc = cur.acceptance if acceptance is None else tuple(
             (a, dict(cur.acceptance).get(a, False)) for a in acceptance
         )
@@ -261,6 +272,8 @@ class Session:
     def check(self, item: str | int, done: bool = True) -> None:
         """Mark an acceptance item (by text or index) done or not done."""
         acc = list(self.state.task.acceptance)
+        if isinstance(item, str):
+            item = self._redact_text(item)  # the checklist is stored redacted
         idx = item if isinstance(item, int) else next((i for i, (a, _) in enumerate(acc) if a == item), None)
         if idx is None or not 0 <= idx < len(acc):
             raise UsageError(f"no acceptance item {item!r}; the checklist is {[a for a, _ in acc]}")
@@ -707,6 +720,15 @@ class Session:
         return [Manifest.from_dict(m) for m in self.store.list_packs(self.id)]
 
 
+def _redact_spec(spec: ToolSpec) -> ToolSpec:
+    """The tool definition with secrets in its description and schema strings replaced by typed markers."""
+    desc = redact(spec.description).text if has_candidate(spec.description) else spec.description
+    params, counts = redact_schema(dict(spec.parameters))
+    if desc == spec.description and not counts:
+        return spec
+    return ToolSpec(spec.name, desc, params)
+
+
 def _redact_message(msg: Message) -> Message:
     """The message with secrets in its text and tool-call arguments replaced by typed markers."""
     changed = False
@@ -803,10 +825,16 @@ class _RefTracker:
         return set(self._counts) | set(_ARTIFACT_RE.findall(req.tail or ""))
 
     def redactions(self, req: NeutralRequest) -> dict[str, int]:
-        """Secret markers per type in the request (call after :meth:`refs` for the same request)."""
+        """Secret markers per type in the whole request: tool definitions, system and session text,
+        messages and the dynamic tail (task, notes). Call after :meth:`refs` for the same request."""
         out = dict(self._redactions)
-        for t in _REDACTED_RE.findall(req.tail or ""):
-            out[t] = out.get(t, 0) + 1
+        texts = [req.tail or ""]
+        texts.extend(seg.text for seg in (*req.system, *req.session))
+        texts.extend(t.canonical for t in req.tools)
+        for text in texts:
+            if "[REDACTED:" in text:
+                for t in _REDACTED_RE.findall(text):
+                    out[t] = out.get(t, 0) + 1
         return dict(sorted(out.items()))
 
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["SECRET_TYPES", "Redaction", "has_candidate", "redact", "redact_obj", "shannon_entropy"]
+__all__ = ["SECRET_TYPES", "Redaction", "has_candidate", "redact", "redact_obj", "redact_schema", "shannon_entropy"]
 
 MARKER = "[REDACTED:{}]"
 
@@ -667,4 +667,52 @@ def redact_obj(value: Any) -> tuple[Any, dict[str, int]]:
         return v
 
     result = walk(value)
+    return result, dict(sorted(counts.items()))
+
+
+#: JSON Schema keywords whose values are sample *values* of the property (not schema).
+_VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples", "example"})
+
+
+def redact_schema(schema: Any) -> tuple[Any, dict[str, int]]:
+    """Redact a JSON Schema (a tool's parameters) like :func:`redact_obj`, plus one schema rule: the
+    sample values of a property (``default``, ``const``, ``enum``, ``examples``) are judged with the
+    property's name as their key, so ``{"password": {"type": "string", "default": "hunter2"}}`` loses
+    its default. Keys, types and structure are kept, so the result is still a valid schema.
+    """
+    counts: dict[str, int] = {}
+
+    def values(name: str, v: Any) -> Any:
+        if isinstance(v, str):
+            new, c = redact_obj({name: v})
+            _merge(counts, c)
+            return new[name]
+        if isinstance(v, list):
+            return [values(name, x) for x in v]
+        new, c = redact_obj(v)
+        _merge(counts, c)
+        return new
+
+    def walk(node: Any, name: str | None) -> Any:
+        if isinstance(node, list):
+            return [walk(x, name) for x in node]
+        if not isinstance(node, dict):
+            new, c = redact_obj(node)
+            _merge(counts, c)
+            return new
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            if k == "properties" and isinstance(v, dict):
+                out[k] = {p: walk(sub, p) for p, sub in v.items()}
+            elif k in _VALUE_KEYWORDS and name is not None:
+                out[k] = values(name, v)
+            elif isinstance(v, dict | list):
+                out[k] = walk(v, name if k in ("items", "anyOf", "oneOf", "allOf") else None)
+            else:
+                new, c = redact_obj({k: v})
+                _merge(counts, c)
+                out[k] = new[k]
+        return out
+
+    result = walk(schema, None)
     return result, dict(sorted(counts.items()))
