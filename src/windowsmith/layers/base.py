@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..model import Message, ToolSpec
 
 if TYPE_CHECKING:
-    from ..session import SessionState
+    from ..state import SessionState
     from ..tokens import TokenCounter
 
 Phase = Literal["stable", "session", "dynamic"]
