@@ -55,11 +55,6 @@ from .state import SessionState
 from .store import Store, open_store
 from .tokens import Calibration, TokenCounter
 
-#: Tool outputs longer than this many characters are stored whole as a blob and shown head + tail
-#: with an ``artifact://`` reference (the full ingest pipeline refines this).
-OFFLOAD_CHARS = 200_000
-OFFLOAD_KEEP_CHARS = 16_000
-
 
 @dataclass(frozen=True)
 class Pack:
