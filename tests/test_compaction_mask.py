@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from typing import Any
 
 import windowsmith as ws
@@ -111,3 +113,132 @@ def test_fold_keys_skip_windowsmith_boilerplate(tmp_path):
         line = records(s, "mask")[0]["folds"][0]["text"]
         assert "[keys: " in line and "refund_twice" in line
         assert "read_result" not in line and "search_result" not in line
+
+
+# --------------------------------------------------------------------------- image stubs
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8
+JPEG = b"\xff\xd8\xff\xe0" + bytes(range(255, -1, -1)) * 4
+
+
+def image_session(e: ws.Engine, sid: str = "img") -> ws.Session:
+    """A base64 image in a user message (turn 1) and one in a tool result (turn 2)."""
+    s = e.session(sid, goal="Make the checkout page match the mockup")
+    s.system("You are a front-end agent.")
+    s.tools([{"name": "screenshot", "description": "Screenshot a page.",
+              "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}},
+             {"name": "run", "description": "Run a shell command.",
+              "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}])
+    s.user("ORIGINAL TASK: make the checkout page match the mockup.")
+    s.assistant("Please send me the mockup.")
+    s.user([{"type": "text", "text": "Here it is."},
+            {"type": "image", "data": base64.b64encode(PNG).decode(), "media_type": "image/png",
+             "caption": "mockup of the checkout page"}])
+    s.assistant("I will screenshot the current page.",
+                tool_calls=[{"id": "shot", "name": "screenshot", "arguments": {"url": "http://localhost/checkout"}}])
+    s.tool_result("shot", [{"type": "text", "text": "page rendered in 120 ms"},
+                           {"type": "image", "data": base64.b64encode(JPEG).decode(), "media_type": "image/jpeg"}])
+    return s
+
+
+def images_in(pack: ws.Pack) -> int:
+    n = 0
+    for m in pack.neutral.messages:
+        for b in m.content:
+            n += isinstance(b, ws.Image) or sum(isinstance(c, ws.Image) for c in getattr(b, "content", ()))
+    return n
+
+
+def check_pairs(msgs: tuple[ws.Message, ...]) -> None:
+    for i, m in enumerate(msgs):
+        if m.role == "assistant" and m.tool_calls:
+            assert msgs[i + 1].role == "tool"
+            assert {c.id for c in m.tool_calls} == {r.call_id for r in msgs[i + 1].tool_results}
+
+
+IMAGE_CFG = CompactionConfig(image_keep_turns=3, keep_turns=20, mask_at=0.01, mask_min_tokens=1000)
+
+
+def test_images_become_stubs_after_n_turns_and_a_resumed_session_agrees(tmp_path):
+    db = tmp_path / "w.db"
+    png_stub = f"[image: mockup of the checkout page (image/png, {len(PNG):,} bytes) (artifact://{sha(PNG)})]"
+    jpeg_stub = f"[image: image/jpeg, {len(JPEG):,} bytes (artifact://{sha(JPEG)})]"
+    with ws.Engine(model="claude-sonnet-4-5", store=db, compaction=IMAGE_CFG) as e:
+        s = image_session(e)
+        packs = [s.build()]
+        assert images_in(packs[0]) == 2 and not records(s, "mask")
+        for i in range(3):
+            filler(s, i)
+            packs.append(s.build())
+        # fewer turns than image_keep_turns: kept; the user's image goes first, the tool's a turn later
+        assert images_in(packs[1]) == 2
+        assert images_in(packs[2]) == 1 and png_stub in packs[2].neutral.messages[2].text
+        assert images_in(packs[3]) == 0
+        pack = packs[3]
+        masks = records(s, "mask")
+        assert [len(r["images"]) for r in masks] == [1, 1] and all(r["folds"] == [] for r in masks)
+        assert "1 image(s) older than 3 turn(s) replaced by text stubs" in masks[0]["reason"]
+        assert packs[2].manifest.actions[0]["kind"] == "mask" and pack.manifest.actions[0]["kind"] == "mask"
+        msgs = pack.neutral.messages
+        assert msgs[2].role == "user" and msgs[2].text == "Here it is.\n" + png_stub
+        result = msgs[4].tool_results[0]
+        assert result.call_id == "shot" and result.text == "page rendered in 120 ms\n" + jpeg_stub
+        check_pairs(msgs)
+        assert "base64" not in json.dumps(pack.request) and sha(PNG) in json.dumps(pack.request)
+        assert {f"artifact://{sha(PNG)}", f"artifact://{sha(JPEG)}"} <= set(pack.manifest.artifacts)
+        # the artifacts hold the image bytes; the log keeps the originals
+        assert e.artifacts.get(sha(PNG)) == PNG and e.artifacts.get(sha(JPEG)) == JPEG
+        assert isinstance(s.messages[2].content[1], ws.Image) and isinstance(s.messages[4].tool_results[0].content[1], ws.Image)
+        # counted as tokens.py counts them: an image costs the format's fixed overhead, the stub its text
+        counter = s.counter("anthropic")
+        for rec, stub in zip(masks, (png_stub, jpeg_stub), strict=True):
+            assert rec["saved_tokens"] == int((counter.overheads.image - counter.raw_text(stub)) * counter.scale)
+    with ws.Engine(model="claude-sonnet-4-5", store=db, compaction=IMAGE_CFG) as e2:
+        again = e2.session("img").build()
+    assert again.request == pack.request and again.manifest.checksum == pack.manifest.checksum
+
+
+def test_image_stubs_wait_for_the_hysteresis_floor(tmp_path):
+    cfg = CompactionConfig(image_keep_turns=1, keep_turns=20, mask_at=0.01, mask_min_tokens=5000)
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", compaction=cfg) as e:
+        s = image_session(e)
+        for i in range(4):
+            filler(s, i)
+            pack = s.build()
+        assert images_in(pack) == 2 and not records(s, "mask")  # two images save ~3,100 < 5,000 tokens
+        s.compact()  # on demand: any batch
+        assert images_in(s.build()) == 0 and len(records(s, "mask")[0]["images"]) == 2
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "n.db",
+                   compaction=CompactionConfig(image_keep_turns=None, keep_turns=20)) as e:
+        s = image_session(e)
+        for i in range(4):
+            filler(s, i)
+        s.compact()
+        assert images_in(s.build()) == 2  # image_keep_turns=None: images stay
+
+
+def test_an_image_in_a_folded_exchange_is_named_by_its_stub(tmp_path):
+    cfg = CompactionConfig(image_keep_turns=50, keep_turns=2)
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", compaction=cfg) as e:
+        s = image_session(e)
+        for i in range(3):
+            filler(s, i)
+        s.compact()
+        fold = next(f for f in records(s, "mask")[0]["folds"] if f["calls"].keys() == {"shot"})
+        jpeg_stub = f"[image: image/jpeg, {len(JPEG):,} bytes (artifact://{sha(JPEG)})]"
+        assert f"→ page rendered in 120 ms {jpeg_stub} (artifact://{sha('page rendered in 120 ms')})" in fold["text"]
+        assert fold["artifacts"] == [sha("page rendered in 120 ms"), sha(JPEG)]
+        assert base64.b64encode(JPEG).decode()[:40] not in fold["text"]
+        assert e.artifacts.get(sha(JPEG)) == JPEG
+        assert "images" not in records(s, "mask")[0]  # the user's image is younger than 50 turns
+
+
+def test_image_stub_forms():
+    from windowsmith.compaction.pipeline import image_stub
+
+    url = image_stub(ws.Image(url="https://example.com/a.png", caption="  the\nlogo "))
+    assert url.text == f"[image: the logo (at https://example.com/a.png) (artifact://{sha('https://example.com/a.png')})]"
+    assert url.raw == b"https://example.com/a.png"
+    data_url = image_stub(ws.Image(url="data:image/gif;base64," + base64.b64encode(b"GIF89a").decode()))
+    assert data_url.raw == b"GIF89a" and data_url.text.startswith("[image: image/gif, 6 bytes (artifact://")
+    assert result_keys(f"saw {data_url.text} in ZFA04Y") == ["ZFA04Y"]

@@ -4,6 +4,8 @@ reconstructible, folds never nest, and the log rebuilds the same packs."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -17,6 +19,7 @@ step = st.one_of(
     st.tuples(st.just("user"), st.integers(1, 600)),
     st.tuples(st.just("tool"), st.integers(20, 400), st.integers(1, 2)),
     st.tuples(st.just("say"), st.integers(1, 200)),
+    st.tuples(st.just("image"), st.booleans()),  # an image in a user message (True) or a tool result
 )
 
 
@@ -35,8 +38,20 @@ def test_compacted_views_fit_keep_pairs_and_stay_reconstructible(steps, window, 
         s.user("start: the parser fails on empty input")
         n = 0
         originals: dict[str, str] = {}
+        images: dict[str, bytes] = {}  # sha → bytes of every image sent
         for st_ in steps:
-            if st_[0] == "user":
+            if st_[0] == "image":
+                raw = f"image {len(images)} ".encode() * 40
+                images[hashlib.sha256(raw).hexdigest()] = raw
+                img = {"type": "image", "data": base64.b64encode(raw).decode(), "media_type": "image/png"}
+                if st_[1]:
+                    s.user([{"type": "text", "text": "look at this"}, img])
+                else:
+                    n += 1
+                    s.assistant("", tool_calls=[{"id": f"c{n}", "name": "shot", "arguments": {}}])
+                    s.tool_result(f"c{n}", [{"type": "text", "text": f"shot c{n}"}, img])
+                    originals[f"c{n}"] = (f"shot c{n}", f"shot c{n}")
+            elif st_[0] == "user":
                 s.user("word " * st_[1])
             elif st_[0] == "say":
                 s.assistant("I will check it. " * (st_[1] // 4 + 1))
@@ -71,10 +86,15 @@ def test_compacted_views_fit_keep_pairs_and_stay_reconstructible(steps, window, 
                 assert msg.text.count("[turn ") <= max(1, msg.text.count("\n[turn ") + 1)  # a fold holds no fold
         for kind in sorted({r["type"] for r in s.state.compactions}):
             event(f"compaction: {kind}")
+        if any(r.get("images") for r in s.state.compactions):
+            event("compaction: image stubs")
         # every compacted span is recorded and reconstructible
         seen_folds: set[int] = set()
         for rec in s.state.compactions:
             if rec["type"] == "mask":
+                for im in rec.get("images", ()):
+                    assert e.store.get_blob(im["artifact"]) == images[im["artifact"]]
+                    assert im["text"].endswith(f"(artifact://{im['artifact']})]")
                 for f in rec["folds"]:
                     assert f["first_seq"] not in seen_folds  # folds never nest / never repeat
                     seen_folds.add(f["first_seq"])

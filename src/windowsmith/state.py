@@ -16,6 +16,10 @@ them instead of recomputing them (no summarizer runs on load). They carry their 
   exchange unit (a tool call with its results) becomes one assistant text message, ``text``. A folded
   unit is never folded again (markers never nest). ``calls`` maps each tool-call id to the artifact
   holding its full result (older records lack it; ``artifacts`` lists every artifact the line links).
+  ``"images": [{"seq", "at", "text", "artifact"}]`` (optional) — the image block at path ``at`` (``[block]``,
+  or ``[block, item]`` inside a tool result) of the message logged at ``seq`` becomes the text block
+  ``text`` (a stub naming the image and its ``artifact://``). Units folded by this or an earlier record
+  are skipped (their fold covers the image), and so is a path that no longer holds an image.
 * ``summary``: ``{"keep_from_seq", "summary": Summary.to_dict(), ...}`` — units before ``keep_from_seq``
   (except the pinned first user message) leave the view; one user message holding the summary text
   (and the work log, if any) takes their place. A newer summary replaces the older one (rolling).
@@ -32,15 +36,47 @@ them instead of recomputing them (no summarizer runs on load). They carry their 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessageError, StoreError
-from .model import Event, Message, Text, ToolResult, ToolSpec, Usage
+from .model import Event, Image, Message, Text, ToolResult, ToolSpec, Usage
 
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
+
+
+def message_images(m: Message) -> Iterator[tuple[tuple[int, ...], Image]]:
+    """Each image block of a message with its path: ``(block,)``, or ``(block, item)`` inside a tool result."""
+    for i, b in enumerate(m.content):
+        if isinstance(b, Image):
+            yield (i,), b
+        elif isinstance(b, ToolResult):
+            for j, c in enumerate(b.content):
+                if isinstance(c, Image):
+                    yield (i, j), c
+
+
+def stub_images(m: Message, stubs: Mapping[tuple[int, ...], str]) -> Message:
+    """``m`` with the image at each path replaced by a text block (a path that holds no image is skipped)."""
+    blocks = list(m.content)
+    changed = False
+    for path, text in stubs.items():
+        if not 1 <= len(path) <= 2 or not 0 <= path[0] < len(blocks):
+            continue
+        b = blocks[path[0]]
+        if len(path) == 1 and isinstance(b, Image):
+            blocks[path[0]] = Text(text)
+            changed = True
+        elif len(path) == 2 and isinstance(b, ToolResult) and 0 <= path[1] < len(b.content) \
+                and isinstance(b.content[path[1]], Image):
+            items = list(b.content)
+            items[path[1]] = Text(text)
+            blocks[path[0]] = dataclasses.replace(b, content=tuple(items))
+            changed = True
+    return Message(m.role, tuple(blocks)) if changed else m
 
 
 @dataclass(frozen=True)
@@ -170,6 +206,8 @@ class SessionState:
                 fold = Message("assistant", (Text(str(f["text"])),))
                 self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
                 first_changed = i if first_changed is None else min(first_changed, i)
+            for i in self._apply_image_stubs(d.get("images") or ()):
+                first_changed = i if first_changed is None else min(first_changed, i)
             if first_changed is not None:
                 self._rebuild_view(first_changed)
                 self.rewrites += 1
@@ -190,6 +228,30 @@ class SessionState:
         if "keep_from_seq" in d:
             self.keep_from_seq = max(self.keep_from_seq, int(d["keep_from_seq"]))
             self.version += 1
+
+    def _apply_image_stubs(self, images: Any) -> list[int]:
+        """Replace aged images by their text stubs (a mask record's ``images``); returns the units changed."""
+        by_unit: dict[int, dict[int, dict[tuple[int, ...], str]]] = {}
+        for im in images:
+            seq = int(im["seq"])
+            i = bisect.bisect_right(self.units, seq, key=lambda u: u.first_seq) - 1
+            if i < 0 or not self.units[i].first_seq <= seq <= self.units[i].last_seq or self.units[i].folded:
+                continue  # not a message of a unit, or covered by a fold
+            by_unit.setdefault(i, {}).setdefault(seq, {})[tuple(int(x) for x in im["at"])] = str(im["text"])
+        changed = []
+        for i, per_seq in sorted(by_unit.items()):
+            u = self.units[i]
+            # the unit's messages are its logged messages in order (a repair may follow them)
+            seqs = [s for s, _ in self.span_messages(u.first_seq, u.last_seq)]
+            msgs = list(u.messages)
+            for seq, stubs in per_seq.items():
+                k = seqs.index(seq) if seq in seqs else -1
+                if 0 <= k < len(msgs):
+                    msgs[k] = stub_images(msgs[k], stubs)
+            if any(a is not b for a, b in zip(msgs, u.messages, strict=True)):
+                self.units[i] = dataclasses.replace(u, messages=tuple(msgs))
+                changed.append(i)
+        return changed
 
     def _rebuild_view(self, from_unit: int) -> None:
         start = self.unit_start[from_unit]
@@ -302,4 +364,4 @@ class SessionState:
         return list(self.notes.get(layer, ()))
 
 
-__all__ = ["MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit"]
+__all__ = ["MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit", "message_images", "stub_images"]

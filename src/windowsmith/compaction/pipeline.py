@@ -9,9 +9,15 @@ re-runs a summarizer. The stages:
    fold into one line each: ``[turn 12] run_tests(path=tests/) → 3 failed: … (artifact://<sha256>)``;
    the full result is put in the blob store first (a result offloaded at ingest already is: its footer
    names the artifact). The record maps each call id to its result's artifact (``calls``), which the
-   summary's references use. Applied as one batch, and only when the batch saves at least
-   ``mask_min_tokens`` (hysteresis): each rewrite of old history invalidates the provider's prompt cache
-   from the first fold on.
+   summary's references use. In the same batch, every image (in a user message or a tool result) that
+   ``image_keep_turns`` assistant turns have followed becomes a text stub,
+   ``[image: <caption> (<media type>, <bytes>) (artifact://<sha256>)]``, its bytes (decoded base64, or
+   the URL's text) stored first; the record lists each stub (log seq, block path, text) so replay needs
+   nothing else, and the log keeps the image. An image inside a folded exchange is named by its stub in
+   the fold line. The batch is applied only when it saves at least ``mask_min_tokens`` (hysteresis) and
+   holds ``mask_batch`` exchanges, or images saving that much on their own (or the request is at the
+   summary threshold): each rewrite of old history invalidates the provider's prompt cache from the
+   first change on.
 2. **summary** — when the request passes ``summarize_at``, the oldest span (after the pinned first
    request) is replaced by a structured summary that absorbs the previous one; lessons are stored as
    ``meta`` ``lesson`` events with provenance. Bad output (exception, timeout, empty, echo, error text,
@@ -27,14 +33,18 @@ cache rewrite it causes (priced with the model's input, cache-write and cache-re
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+import urllib.parse
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..assemble import Action
 from ..errors import ConfigError
-from ..model import Message, Text, ToolCall, ToolResult
+from ..model import Image, Message, Text, ToolCall, ToolResult
+from ..state import message_images, stub_images
 from .base import Summary
 from .references import OFFLOAD_RE, extract_refs, format_args, merge_refs, result_keys
 from .summarizer import OfflineSummarizer, check_summary, render_transcript
@@ -61,7 +71,9 @@ class CompactionConfig:
     brings the whole request down to this share. ``summary_tokens``: output budget reserved for a
     summary (at most 12% of the available budget).
     ``emergency_keep``: messages kept verbatim by emergency truncation. ``expected_turns``: remaining
-    turns the cost model assumes. ``enabled=False`` turns proactive compaction off (the assembler
+    turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
+    is replaced by a text stub naming it and its artifact once this many assistant turns followed it,
+    in a mask batch (``None``: never). ``enabled=False`` turns proactive compaction off (the assembler
     still truncates to fit).
     """
 
@@ -81,6 +93,7 @@ class CompactionConfig:
     fold_keys: int = 12  # identifiers (ids, paths, error names, symbols) a fold keeps from its result
     extract_lessons: bool = True
     work_log_ratio: float = 0.08  # the work log of emergency truncations keeps its newest lines within this share
+    image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
 
     def __post_init__(self) -> None:
         if self.keep_turns < 1:
@@ -93,6 +106,9 @@ class CompactionConfig:
             raise ConfigError(f"keep_ratio must be in [0.05, 1), got {self.keep_ratio}")
         if self.summary_tokens < 64 or self.emergency_keep < 1 or self.expected_turns < 0:
             raise ConfigError("summary_tokens must be >= 64, emergency_keep >= 1 and expected_turns >= 0")
+        if self.image_keep_turns is not None and self.image_keep_turns < 1:
+            raise ConfigError(f"image_keep_turns must be >= 1 (the model sees an image at least once) or None "
+                              f"(images are never replaced), got {self.image_keep_turns}")
 
     def min_saving(self, available: int) -> int:
         return self.mask_min_tokens if self.mask_min_tokens is not None else max(512, int(available * 0.08))
@@ -129,6 +145,62 @@ class _Fold:
     blobs: tuple[tuple[str, bytes], ...]  # (sha, bytes) to store before the record is written
     calls: Mapping[str, str] = field(default_factory=dict)  # call id → artifact sha of its full result
     artifacts: tuple[str, ...] = ()  # every artifact the line links
+
+
+@dataclass(frozen=True)
+class _UnitImages:
+    """The image stubs planned for one unit."""
+
+    unit: int
+    first_seq: int
+    last_seq: int
+    saving: int  # raw tokens
+    stubs: tuple[dict[str, Any], ...]  # record entries: seq, at, text, artifact
+    blobs: tuple[tuple[str, bytes], ...]
+
+
+class ImageStub(NamedTuple):
+    """The text that stands for an image once it has aged out of the context, and what it links."""
+
+    text: str
+    sha: str
+    raw: bytes  # what the artifact holds: the decoded image, or the URL's text
+
+
+def _b64(data: str) -> bytes:
+    try:
+        return base64.b64decode(data)
+    except (binascii.Error, ValueError):
+        return data.encode("utf-8")  # not base64 after all: keep the text as given
+
+
+def image_stub(image: Image) -> ImageStub:
+    """``[image: <caption> (<media type>, <size>) (artifact://<sha>)]``, and the bytes behind it.
+
+    Inline images (base64, or a ``data:`` URL) store their decoded bytes; a URL image stores the URL."""
+    media = image.media_type
+    if image.data is not None:
+        raw, what = _b64(image.data), None
+    elif image.url is not None and image.url.startswith("data:"):
+        head, _, payload = image.url.partition(",")
+        media = media or head[5:].split(";")[0] or None
+        raw = _b64(payload) if head.endswith(";base64") else urllib.parse.unquote_to_bytes(payload)
+        what = None
+    else:
+        url = image.url or ""
+        raw, what = url.encode("utf-8"), f"at {url if len(url) <= 200 else url[:199] + '…'}"
+    if what is None:
+        what = f"{media or 'image'}, {len(raw):,} bytes"
+    sha = hashlib.sha256(raw).hexdigest()
+    caption = " ".join((image.caption or "").split())
+    if len(caption) > 200:
+        caption = caption[:199] + "…"
+    desc = f"{caption} ({what})" if caption else what
+    return ImageStub(f"[image: {desc} (artifact://{sha})]", sha, raw)
+
+
+def _has_images(u: Unit) -> bool:
+    return any(next(message_images(m), None) is not None for m in u.messages)
 
 
 def _preview(text: str, n: int) -> str:
@@ -174,6 +246,7 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
         results.update((k, v) for k, v in originals.items() if k in results)
     blobs: list[tuple[str, bytes]] = []
     mapping: dict[str, str] = {}
+    links: list[str] = []
     parts = []
     for c in calls:
         r = results.get(c.id)
@@ -181,6 +254,15 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
             parts.append(f"{c.name}({format_args(c.arguments)}) → (no result)")
             continue
         text = r.text
+        status = "error: " if r.is_error else ""
+        images = [image_stub(b) for b in r.content if isinstance(b, Image)]  # named by their stubs, never inlined
+        blobs.extend((im.sha, im.raw) for im in images)
+        shown = " ".join(im.text for im in images)
+        if images and not text.strip():
+            mapping[c.id] = images[0].sha
+            links.extend(im.sha for im in images)
+            parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{shown}")
+            continue
         found = OFFLOAD_RE.search(text)
         if found:
             sha = found.group(1) or found.group(2)  # offloaded at ingest: the artifact holds the full original
@@ -189,16 +271,18 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
             sha = hashlib.sha256(raw).hexdigest()
             blobs.append((sha, raw))
         mapping[c.id] = sha
-        status = "error: " if r.is_error else ""
+        links.append(sha)
+        links.extend(im.sha for im in images)
         preview = _preview(text, chars)
         extra = [k for k in result_keys(text, keys) if k not in preview] if keys else []
         more = f" [keys: {', '.join(extra)}]" if extra else ""
+        more += f" {shown}" if shown else ""
         parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{preview}{more} (artifact://{sha})")
     prefix = f"[turn {turn}] "
     if said:
         s = " ".join(said.split())
         prefix += f"«{s if len(s) <= 100 else s[:99] + '…'}» "
-    return Folded(prefix + "; ".join(parts), blobs, mapping, list(dict.fromkeys(mapping.values())))
+    return Folded(prefix + "; ".join(parts), blobs, mapping, list(dict.fromkeys(links)))
 
 
 def _is_exchange(u: Unit) -> bool:
@@ -214,6 +298,8 @@ class Compactor:
         self._scan_next = 0
         self._scan_turn = 0
         self._turns: list[int] = []  # turn number of each scanned unit
+        self._image_next = 0
+        self._image_units: set[int] = set()  # units that may still hold an image
 
     # ------------------------------------------------------------------ sizes
 
@@ -259,6 +345,50 @@ class Compactor:
                                    tuple(fl.artifacts)))
         return folds
 
+    def plan_images(self, state: SessionState, counter: TokenCounter, counts: Sequence[int], *,
+                    skip: Collection[int] = ()) -> list[_UnitImages]:
+        """Text stubs for the images of every visible unit that ``image_keep_turns`` assistant turns (or more)
+        have followed; units in ``skip`` (folded by the same batch) are left to their fold."""
+        keep = self.config.image_keep_turns
+        if keep is None:
+            return []
+        units = state.units
+        turns = self._turn_numbers(state)
+        for i in range(max(0, self._image_next - 1), len(units)):  # the last unit may have grown since
+            if _has_images(units[i]):
+                self._image_units.add(i)
+        self._image_next = len(units)
+        lo = state.first_visible_unit()
+        now = turns[-1] if turns else 0
+        out = []
+        for i in sorted(self._image_units):
+            u = units[i]
+            if u.folded or (i < lo and not u.pinned) or not _has_images(u):
+                self._image_units.discard(i)  # folded, compacted away or already stubbed: for good
+                continue
+            if now - turns[i] < keep:
+                break  # turn numbers only grow: every later unit is younger
+            if i in skip or u.is_open:
+                continue
+            seqs = [q for q, _ in state.span_messages(u.first_seq, u.last_seq)]
+            msgs = list(u.messages)
+            stubs: list[dict[str, Any]] = []
+            blobs: list[tuple[str, bytes]] = []
+            for k, m in enumerate(u.messages[: len(seqs)]):  # a repair message after them holds no image
+                paths: dict[tuple[int, ...], str] = {}
+                for path, img in message_images(m):
+                    st = image_stub(img)
+                    paths[path] = st.text
+                    stubs.append({"seq": seqs[k], "at": list(path), "text": st.text, "artifact": st.sha})
+                    blobs.append((st.sha, st.raw))
+                if paths:
+                    msgs[k] = stub_images(m, paths)
+            old = counts[i] if i < len(counts) else sum(counter.raw_message(m) for m in u.messages)
+            saving = old - sum(counter.raw_message(m) for m in msgs)
+            if stubs and saving > 0:
+                out.append(_UnitImages(i, u.first_seq, u.last_seq, saving, tuple(stubs), tuple(blobs)))
+        return out
+
     # ------------------------------------------------------------------ the pass
 
     def run(
@@ -291,28 +421,39 @@ class Compactor:
         summarize_at = cfg.summarize_at if cfg.summarize_at is not None else compact_at
         why = reason or f"the request is {size:,} tokens, {size / avail:.0%} of the {avail:,} available"
 
-        # 1. mask
+        # 1. mask: fold old exchanges, replace aged images by text stubs, in one batch
         if "mask" not in breaker and (force or harder or size >= cfg.mask_at * avail or cfg.cost_aware):
             folds = self.plan_mask(state, counter, counts, keep_raw=keep_ratio * avail / scale)
-            saved = int(sum(f.saving for f in folds) * scale)
+            images = self.plan_images(state, counter, counts, skip={f.unit for f in folds})
+            edits: list[_Fold | _UnitImages] = sorted([*folds, *images], key=lambda x: x.unit)
+            image_saved = sum(x.saving for x in images) * scale
+            saved = int(sum(f.saving for f in folds) * scale + image_saved)
             pressure = size >= cfg.mask_at * avail
-            pays, economics = self._mask_pays(folds, counts, scale, spec)
-            # hysteresis: a batch of at least mask_batch exchanges saving min_saving tokens (any batch when the
-            # alternative is a summary), so the cache prefix breaks every few turns at most
-            big_enough = saved >= cfg.min_saving(avail) and (len(folds) >= cfg.mask_batch
-                                                              or size >= summarize_at * avail)
-            if folds and ((force or harder) or (big_enough and (pressure or pays))):
+            pays, economics = self._mask_pays(edits, counts, scale, spec)
+            # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
+            # when the alternative is a summary), so the cache prefix breaks every few turns at most
+            floor = cfg.min_saving(avail)
+            big_enough = saved >= floor and (len(folds) >= cfg.mask_batch or size >= summarize_at * avail
+                                             or image_saved >= floor)
+            if edits and ((force or harder) or (big_enough and (pressure or pays))):
                 breaker.add("mask")
-                for f in folds:
-                    for _sha, raw in f.blobs:
+                for e in edits:
+                    for _sha, raw in e.blobs:
                         session.engine.artifacts.put(raw, session_id=session.id)
                 trigger = "on demand" if force else ("window pressure" if pressure else "cost model: pays back")
+                stubs = [st for x in images for st in x.stubs]
+                what = []
+                if folds:
+                    what.append(f"{len(folds)} exchange(s) older than the last {cfg.keep_turns} folded")
+                if stubs:
+                    what.append(f"{len(stubs)} image(s) older than {cfg.image_keep_turns} turn(s) replaced by text stubs")
                 rec = {
                     "type": "mask",
                     "folds": [{"first_seq": f.first_seq, "last_seq": f.last_seq, "text": f.text,
                                "artifacts": list(f.artifacts), "calls": dict(f.calls)} for f in folds],
+                    **({"images": stubs} if stubs else {}),
                     "saved_tokens": saved,
-                    "reason": f"{why}; {trigger}; {len(folds)} exchange(s) older than the last {cfg.keep_turns} folded",
+                    "reason": f"{why}; {trigger}; {'; '.join(what)}",
                     **economics,
                 }
                 session._append("compaction", rec)
@@ -320,8 +461,9 @@ class Compactor:
                 size -= saved
                 res.stages.append("mask")
                 res.actions.append(Action("mask", "history", rec["reason"], before, size,
-                                          {"folds": len(folds), "first_seq": folds[0].first_seq,
-                                           "last_seq": folds[-1].last_seq, "record_seq": state.seq, **economics}))
+                                          {"folds": len(folds), **({"images": len(stubs)} if stubs else {}),
+                                           "first_seq": edits[0].first_seq, "last_seq": max(x.last_seq for x in edits),
+                                           "record_seq": state.seq, **economics}))
 
         # 2. summary
         failed = False
@@ -381,17 +523,17 @@ class Compactor:
         res.tokens_after = size
         return res
 
-    def _mask_pays(self, folds: Sequence[_Fold], counts: Sequence[int], scale: float,
+    def _mask_pays(self, edits: Sequence[_Fold | _UnitImages], counts: Sequence[int], scale: float,
                    spec: ModelSpec) -> tuple[bool, dict[str, Any]]:
-        """Whether folding now saves money over ``expected_turns``: the saved tokens would otherwise be
-        read from cache every turn; folding rewrites the cache from the first fold on, once."""
-        if not folds:
+        """Whether folding (and stubbing images) now saves money over ``expected_turns``: the saved tokens would
+        otherwise be read from cache every turn; the batch rewrites the cache from its first edit on, once."""
+        if not edits:
             return False, {}
         p = spec.prices
         read = p.cache_read or p.input
         write = p.cache_write or p.input
-        saved = sum(f.saving for f in folds) * scale
-        after = sum(counts[folds[0].unit:]) * scale - saved
+        saved = sum(f.saving for f in edits) * scale
+        after = sum(counts[min(f.unit for f in edits):]) * scale - saved
         per_turn = saved * read / 1e6
         rewrite = max(0.0, after) * max(0.0, write - read) / 1e6
         gain = per_turn * self.config.expected_turns - rewrite
@@ -597,4 +739,5 @@ def _fold_artifacts(state: SessionState, first_seq: int) -> dict[str, str]:
 #: Summarizer-or-factory accepted by the engine.
 SummarizerLike = Any | Callable[[], Any]
 
-__all__ = ["STAGES", "CompactionConfig", "CompactionResult", "Compactor", "Folded", "fold_line", "store_transcript"]
+__all__ = ["STAGES", "CompactionConfig", "CompactionResult", "Compactor", "Folded", "ImageStub", "fold_line", "image_stub",
+           "store_transcript"]
