@@ -12,6 +12,7 @@ import pytest
 
 import windowsmith as ws
 from windowsmith.errors import (
+    BudgetBlockedError,
     BudgetExceededError,
     InvalidMessageError,
     InvalidToolSchemaError,
@@ -239,6 +240,72 @@ def test_required_layer_that_cannot_fit_names_the_layer(tmp_path):
         with pytest.raises(BudgetExceededError, match="the largest is 'system'") as ei:
             s.build()
         assert ei.value.layer == "system" and ei.value.needed > ei.value.available
+
+
+def _busy_session(e: ws.Engine, sid: str, turns: int) -> ws.Session:
+    s = e.session(sid, goal="Find why the nightly export is slow")
+    s.tools(TOOLS)
+    s.user("ORIGINAL TASK: the nightly export takes 3 hours, find out why")
+    for i in range(turns):
+        s.assistant(f"Looking at order {i}.", tool_calls=[{"id": f"c{i}", "name": "get_order", "arguments": {"order_id": f"o{i}"}}])
+        s.tool_result(f"c{i}", f"order o{i}: " + " ".join(f"line {j} shipped to warehouse {i * j % 17}" for j in range(40)))
+    return s
+
+
+def test_request_over_block_at_is_refused_before_anything_is_written(tmp_path):
+    strict = ws.BudgetConfig(warn_at=0.4, compact_at=0.45, block_at=0.5)
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000, budget=strict) as e:
+        s = _busy_session(e, "strict", turns=30)  # the history alone is over the compaction threshold
+        s.system("Follow the export runbook step by step. " * 420)  # about 60% of the available budget
+        seq, head = s.state.seq, s.state.head
+        with pytest.raises(BudgetBlockedError) as ei:
+            s.build()
+        err = ei.value
+        assert isinstance(err, BudgetExceededError) and isinstance(err, ws.RuntimeFailure)
+        assert err.limit == int(err.available * 0.5) < err.needed <= err.available and err.layer == "system"
+        msg = str(err)
+        for part in (f"needs {err.needed:,} tokens", f"block_at=0.5) = {err.limit:,} tokens", "'system'",
+                     "session.compact()", "BudgetConfig(block_at=...)", "reserved_output"):
+            assert part in msg, part
+        # nothing written: no compaction record (compaction cannot shrink the system prompt), no pack
+        assert (s.state.seq, s.state.head) == (seq, head)
+        assert len(e.store.events("strict")) == seq + 1 and s.packs() == [] and s.last_pack is None
+    # the fix the message names works, on the same log
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000, budget=ws.BudgetConfig(block_at=0.9)) as e:
+        pack = e.session("strict").build()
+        assert pack.tokens <= int(pack.manifest.available * 0.9)
+
+
+@pytest.mark.parametrize("compaction", [True, False])
+def test_block_at_is_a_ceiling_that_compaction_and_fitting_keep(tmp_path, compaction):
+    from windowsmith.compaction import CompactionConfig
+
+    cfg = ws.BudgetConfig(warn_at=0.5, compact_at=0.8, block_at=0.9)
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=16_000, budget=cfg,
+                   compaction=CompactionConfig(enabled=compaction)) as e:
+        s = _busy_session(e, "busy", turns=60)  # far over the window before compaction and fitting
+        for i in range(5):
+            s.note("memory", f"export job {i} runs at 02:00 UTC and writes to bucket exports-{i}")
+        pack = s.build()
+        m = pack.manifest
+        assert m.tokens <= int(m.available * 0.9) and m.status in ("ok", "warn", "compact")
+        kinds = {a["kind"] for a in m.actions}
+        assert kinds & ({"mask", "summary", "emergency"} if compaction else {"truncate"})
+        assert [ev for ev in e.store.events("busy") if ev.kind == "compaction"]  # recorded, and the pack stored
+        assert s.packs()[-1].pack_id == m.pack_id
+
+
+def test_status_warns_in_the_manifest_below_the_compaction_threshold(tmp_path):
+    from windowsmith.compaction import CompactionConfig
+
+    cfg = ws.BudgetConfig(warn_at=0.1, compact_at=0.9, block_at=0.95)
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=16_000, budget=cfg,
+                   compaction=CompactionConfig(enabled=False)) as e:
+        s = _busy_session(e, "warm", turns=6)
+        m = s.build().manifest
+        assert 0.1 <= m.fill < 0.9 and m.status == "warn"
+        assert m.warnings == [f"the request fills {m.fill:.0%} of the available budget (warn threshold)"]
+        assert e.session("quiet", goal="x").build().manifest.status == "ok"
 
 
 def test_unknown_model_suggests_close_names():

@@ -9,6 +9,7 @@ from .assemble import Action, Assembly, LayerUsage
 from .budget import Budget, BudgetConfig
 from .engine import Engine, Pack, Session
 from .errors import (
+    BudgetBlockedError,
     BudgetExceededError,
     ConfigError,
     InvalidMessageError,
@@ -39,6 +40,7 @@ __all__ = [
     "ArtifactStore",
     "Assembly",
     "Budget",
+    "BudgetBlockedError",
     "BudgetConfig",
     "BudgetExceededError",
     "BuildContext",

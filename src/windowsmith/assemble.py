@@ -2,7 +2,7 @@
 
     items ← every layer
     fixed ← per-request overhead + required items (system, tools, task)   — must fit, or BudgetExceededError
-    alloc ← budget.allocate(available - fixed, wants per optional layer, weights)
+    alloc ← budget.allocate(block_at * available - fixed, wants per optional layer, weights)
     fit   ← per layer, items by priority: keep, else shrink, else drop   — every action recorded
     build ← tools → system → session → history → tail (TASK, STEP, ACCEPTANCE, EVIDENCE, MEMORY, …)
 
@@ -141,7 +141,9 @@ def assemble(
     for it, n in gathered:
         if not it.required:
             wants[it.layer] = wants.get(it.layer, 0) + n
-    alloc = allocate(budget.available - fixed, wants, config.weights)
+    # optional layers share what is left under the block threshold, so a request is only ever over it
+    # when its required layers alone are (the engine refuses that build)
+    alloc = allocate(max(0, config.block_tokens(budget.available) - fixed), wants, config.weights)
 
     kept: list[tuple[Item, int]] = []
     actions: list[Action] = []

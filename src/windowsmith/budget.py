@@ -8,7 +8,8 @@ window, so the same config works on an 8K and a 1M window. A layer that needs le
 gives the rest back, and the leftover goes to the layers that want more, by weight (water-filling).
 
 Thresholds are fractions of ``available``: above ``warn_at`` the pack warns, above ``compact_at``
-the engine compacts, above ``block_at`` a build that cannot shrink is refused.
+the engine compacts, and ``block_at`` is a ceiling: optional layers are fitted under ``block_at`` *
+``available``, and a build whose required layers alone are over it is refused (``BudgetBlockedError``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class BudgetConfig:
         for k, f in self.floors.items():
             if f < 0:
                 raise ConfigError(f"floor of layer {k!r} must be >= 0, got {f}")
+
+    def block_tokens(self, available: int) -> int:
+        """The most tokens a request may use: ``block_at`` of ``available`` (rounded down)."""
+        return int(available * self.block_at)
 
     def reserved_for(self, window: int, max_output: int) -> int:
         if self.reserved_output is not None:

@@ -28,7 +28,7 @@ from .assemble import Assembly, assemble
 from .budget import Budget, BudgetConfig
 from .cache import plan_cache, prefix_tokens
 from .compaction.pipeline import CompactionConfig, CompactionResult, Compactor
-from .errors import ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
+from .errors import BudgetBlockedError, ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
 from .hashing import sha256_hex
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
 from .ingest.redact import has_candidate, redact, redact_obj, redact_schema
@@ -438,6 +438,10 @@ class Session:
         Compaction that is due (see :class:`CompactionConfig`) runs first, cheapest stage first, and
         is appended to the log; the pack is then assembled from the log as it stands, so replaying the
         log to the manifest's ``seq`` rebuilds this exact request.
+
+        Optional context is fitted under ``BudgetConfig.block_at`` of the available budget; if the
+        required layers alone are over it, raises :class:`BudgetBlockedError` before anything is written
+        (no compaction record, no pack).
         """
         eng = self.engine
         spec = eng.spec
@@ -458,6 +462,8 @@ class Session:
             return assemble(self.state, self._layers, counter, budget, eng.budget, model=spec.name, cache_key=cache_key)
 
         asm = run_assembly()
+        limit = eng.budget.block_tokens(budget.available)
+        self._check_block(asm, limit)  # compaction only shrinks history, which cannot help here
         actions = []
         if eng.compaction.enabled:
             result = self._run_compaction(asm, counter, budget, _breaker if _breaker is not None else set())
@@ -466,6 +472,7 @@ class Session:
                 asm = run_assembly()
             else:
                 actions.extend(result.actions)  # a failed summary is recorded even when nothing changed
+        self._check_block(asm, limit)  # a custom layer's required items may depend on the compacted view
         if self._persist_truncation(asm):
             actions.extend(a for a in asm.actions if a.layer == "history")
             asm = run_assembly()  # the pack must be what the log (with the truncation record) builds
@@ -482,6 +489,28 @@ class Session:
         pack = Pack(rendered.request, manifest, rendered, req, fmt)
         self.last_pack = pack
         return pack
+
+    def _check_block(self, asm: Assembly, limit: int) -> None:
+        """Refuse a request over the block threshold. Optional layers are fitted under it, so only the
+        required layers (system, tools, task, and any layer's required items) can put a request over."""
+        if asm.tokens <= limit:
+            return
+        cfg = self.engine.budget
+        available = asm.budget.available
+        required = sorted(((n, u.used) for n, u in asm.layers.items() if u.required and u.used),
+                          key=lambda e: (-e[1], e[0]))
+        worst = required[0][0] if required else "request"
+        parts = ", ".join(f"{n} {t:,}" for n, t in required) or "none"
+        raise BudgetBlockedError(
+            f"the request needs {asm.tokens:,} tokens, {asm.tokens / available:.1%} of the {available:,} available, "
+            f"over the block threshold BudgetConfig(block_at={cfg.block_at}) = {limit:,} tokens; the required "
+            f"layers alone take {sum(t for _, t in required):,} ({parts}), so dropping optional context and "
+            "compacting the history (session.compact()) cannot bring it under. Fix it by shrinking the required "
+            f"layers (system prompt, tool definitions, task; the largest is {worst!r}), by raising "
+            "BudgetConfig(block_at=...) (at most 1.0), or by making room: a model with a larger window or a "
+            "lower BudgetConfig(reserved_output=...). Nothing was sent and no pack was stored.",
+            layer=worst, needed=asm.tokens, available=available, limit=limit, block_at=cfg.block_at,
+        )
 
     def _persist_truncation(self, asm: Assembly) -> bool:
         h = asm.history
@@ -620,9 +649,7 @@ class Session:
         fill = asm.tokens / asm.budget.available
         status = "ok"
         warnings: list[str] = []
-        if fill >= cfg.block_at:
-            status = "block"
-        elif fill >= cfg.compact_at:
+        if fill >= cfg.compact_at:  # over block_at the build was refused (BudgetBlockedError)
             status = "compact"
         elif fill >= cfg.warn_at:
             status = "warn"

@@ -11,6 +11,7 @@
     │   └── TraceFormatError          a trace file could not be recognised or parsed
     └── RuntimeFailure                "it failed at run time": the input was fine, something else was not
         ├── BudgetExceededError       a required layer cannot fit in window - reserved output
+        │   └── BudgetBlockedError    the request stays over BudgetConfig.block_at after compaction and fitting
         ├── StoreError                the session store failed (corrupt log, hash mismatch, migration)
         ├── TokenizerError            a shipped BPE file is missing or does not match its expected hash
         └── ProviderResponseError     a provider response could not be parsed
@@ -74,6 +75,20 @@ class BudgetExceededError(RuntimeFailure):
         self.available = available
 
 
+class BudgetBlockedError(BudgetExceededError):
+    """The request would fill more than ``BudgetConfig.block_at`` of the available budget, and neither
+    compaction nor dropping optional context brought it under (the required layers alone are over).
+
+    ``needed``: the request's tokens; ``limit``: the threshold in tokens (``block_at`` * ``available``);
+    ``layer``: the largest required layer. Nothing was sent, and no pack was stored.
+    """
+
+    def __init__(self, message: str, *, layer: str, needed: int, available: int, limit: int, block_at: float) -> None:
+        super().__init__(message, layer=layer, needed=needed, available=available)
+        self.limit = limit
+        self.block_at = block_at
+
+
 class StoreError(RuntimeFailure):
     """The session store failed: corrupt log, hash mismatch, failed migration."""
 
@@ -87,6 +102,7 @@ class ProviderResponseError(RuntimeFailure):
 
 
 __all__ = [
+    "BudgetBlockedError",
     "BudgetExceededError",
     "ConfigError",
     "InvalidMessageError",

@@ -33,7 +33,7 @@ class Manifest:
     cache: dict[str, Any] = field(default_factory=dict)
     checksum: str = ""
     parts: str = ""
-    status: str = "ok"  # ok | warn | compact | block
+    status: str = "ok"  # ok | warn | compact (a request over block_at is refused: BudgetBlockedError)
     warnings: list[str] = field(default_factory=list)
     calibration: float = 1.0
     messages: int = 0
