@@ -154,7 +154,7 @@ def test_redaction_off_keeps_task_and_tools_verbatim(tmp_path):
 def test_threshold_adapts_to_the_room_left():
     cfg = IngestConfig()
     assert cfg.threshold(150_000) == 6_000
-    assert cfg.threshold(20_000) == 2_000
+    assert cfg.threshold(20_000) == 5_000
     assert cfg.threshold(1_000) == 400  # the fuller the window, the lower the threshold
     assert IngestConfig(offload_tokens=900).threshold(10**6) == 900
 

@@ -363,7 +363,7 @@ class Session:
         return ingest_result(
             list(content) if isinstance(content, tuple) else content,
             artifacts=eng.artifacts, session_id=self.id, count_tokens=counter.text,
-            remaining_tokens=max(0, available - used), tool_name=tool_name, arguments=args, config=eng.ingest,
+            remaining_tokens=max(0, available - used), available_tokens=available, tool_name=tool_name, arguments=args, config=eng.ingest,
         )
 
     def user(self, content: str | bytes | Sequence[Block | Mapping[str, Any]]) -> Message:

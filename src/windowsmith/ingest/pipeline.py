@@ -6,8 +6,12 @@
                                           ─► + a footer with the artifact:// reference and how to read more
 
 The offload threshold adapts to the room left in the window: ``offload_fraction`` of the remaining
-budget, clamped to ``[min_offload_tokens, max_offload_tokens]`` — the fuller the window, the lower the
-threshold. A fixed ``offload_tokens`` overrides it. Binary output (NUL bytes, or bytes that are not
+budget — the fuller the window, the lower the threshold — but never below ``floor_fraction`` of the
+whole available budget, clamped to ``[min_offload_tokens, max_offload_tokens]``. The floor matters: the
+newest result is the one the agent's next action most often quotes (ids, numbers, names), and history
+compaction can make room for it by folding older exchanges, so a full window must not force every new
+result out to the artifact store (measured: at an 8K window, offloading a 432-token user record lost
+the reservation ids the next call used). A fixed ``offload_tokens`` overrides both. Binary output (NUL bytes, or bytes that are not
 UTF-8 text) is stored whole and replaced by a stub. The secret never reaches the store: redaction runs
 first, and the artifact holds the redacted text, so reading it back gives exactly what the model could
 have seen.
@@ -39,7 +43,8 @@ class IngestConfig:
     offload_tokens: int | None = None  # fixed threshold; None adapts to the remaining budget
     min_offload_tokens: int = 400
     max_offload_tokens: int = 6_000
-    offload_fraction: float = 0.10
+    offload_fraction: float = 0.25
+    floor_fraction: float = 0.10  # of the whole available budget: the threshold never goes lower
     redact: bool = True
 
     def __post_init__(self) -> None:
@@ -49,11 +54,17 @@ class IngestConfig:
             raise ConfigError("need 64 <= min_offload_tokens <= max_offload_tokens")
         if not 0 < self.offload_fraction <= 1:
             raise ConfigError(f"offload_fraction must be in (0, 1], got {self.offload_fraction}")
+        if not 0 <= self.floor_fraction <= 1:
+            raise ConfigError(f"floor_fraction must be in [0, 1], got {self.floor_fraction}")
 
-    def threshold(self, remaining_tokens: int) -> int:
+    def threshold(self, remaining_tokens: int, available_tokens: int | None = None) -> int:
+        """Tokens above which a result is offloaded, given the room left (and the whole available budget)."""
         if self.offload_tokens is not None:
             return self.offload_tokens
-        return max(self.min_offload_tokens, min(self.max_offload_tokens, int(remaining_tokens * self.offload_fraction)))
+        t = int(remaining_tokens * self.offload_fraction)
+        if available_tokens is not None:
+            t = max(t, int(available_tokens * self.floor_fraction))
+        return max(self.min_offload_tokens, min(self.max_offload_tokens, t))
 
 
 @dataclass(frozen=True)
@@ -147,6 +158,7 @@ def ingest_result(
     session_id: str,
     count_tokens: CountTokens,
     remaining_tokens: int,
+    available_tokens: int | None = None,
     tool_name: str | None = None,
     arguments: Mapping[str, Any] | None = None,
     config: IngestConfig | None = None,
@@ -177,7 +189,7 @@ def ingest_result(
         else:
             out.append(b)
     full = "\n".join(texts)
-    threshold = cfg.threshold(remaining_tokens)
+    threshold = cfg.threshold(remaining_tokens, available_tokens)
     if len(full) > threshold * _CHARS_PER_TOKEN_CEILING:
         original = -1  # certainly over; counted by the compressor (estimated for huge inputs)
     else:
