@@ -62,6 +62,7 @@ STAGES: tuple[str, ...] = ("mask", "summary", "emergency")
 class CompactionConfig:
     """When and how hard to compact. Fractions are of the available budget (window - output - slack).
 
+    Defaults tuned with ``windowsmith bench`` on the shared traces (README).
     ``keep_turns``: the newest exchanges never masked; ``mask_batch``: fewest exchanges folded at once. ``mask_at``: above this fill, masking runs
     whenever its batch is big enough; below it only when the cost model says it pays.
     ``mask_min_tokens``: the hysteresis — a batch must save at least this many tokens (default: 8%
@@ -69,8 +70,12 @@ class CompactionConfig:
     ``BudgetConfig.compact_at``). ``keep_ratio``: after a summary or emergency truncation the verbatim
     history aims at this share (masking keeps at least two exchanges). ``summary_target``: a summary
     brings the whole request down to this share. ``summary_tokens``: output budget reserved for a
-    summary (at most 12% of the available budget).
-    ``emergency_keep``: messages kept verbatim by emergency truncation. ``expected_turns``: remaining
+    summary (at most 12% of the available budget). ``mask_low_water``: a mask batch due because the
+    request reached ``summarize_at`` folds deeper (keeps ``keep_ratio * mask_low_water`` verbatim), and is
+    skipped for the summary when even that would leave the request above ``mask_at``: at the ceiling,
+    one real compaction beats a small cache-breaking batch every turn.
+    ``emergency_keep``: messages kept verbatim by emergency truncation (fewer when they would leave the
+    request above ``summary_target``, the newest unit always; so a rebuild never truncates again). ``expected_turns``: remaining
     turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
     is replaced by a text stub naming it and its artifact once this many assistant turns followed it,
     in a mask batch (``None``: never). ``enabled=False`` turns proactive compaction off (the assembler
@@ -78,12 +83,13 @@ class CompactionConfig:
     """
 
     enabled: bool = True
-    keep_turns: int = 8
+    keep_turns: int = 12
     mask_batch: int = 4
     mask_at: float = 0.6
     mask_min_tokens: int | None = None
     summarize_at: float | None = None
-    keep_ratio: float = 0.35
+    keep_ratio: float = 0.5
+    mask_low_water: float = 0.6  # near the summary threshold, mask keeps this share of keep_ratio verbatim
     summary_target: float = 0.5
     summary_tokens: int = 2048
     emergency_keep: int = 6
@@ -423,7 +429,10 @@ class Compactor:
 
         # 1. mask: fold old exchanges, replace aged images by text stubs, in one batch
         if "mask" not in breaker and (force or harder or size >= cfg.mask_at * avail or cfg.cost_aware):
-            folds = self.plan_mask(state, counter, counts, keep_raw=keep_ratio * avail / scale)
+            # low water: a batch due because a summary is near folds deeper, so the next one is turns away
+            # instead of one small batch (one more cache rewrite) every turn or two at the ceiling
+            deep = cfg.mask_low_water if size >= summarize_at * avail else 1.0
+            folds = self.plan_mask(state, counter, counts, keep_raw=keep_ratio * deep * avail / scale)
             images = self.plan_images(state, counter, counts, skip={f.unit for f in folds})
             edits: list[_Fold | _UnitImages] = sorted([*folds, *images], key=lambda x: x.unit)
             image_saved = sum(x.saving for x in images) * scale
@@ -433,8 +442,10 @@ class Compactor:
             # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
             # when the alternative is a summary), so the cache prefix breaks every few turns at most
             floor = cfg.min_saving(avail)
-            big_enough = saved >= floor and (len(folds) >= cfg.mask_batch or size >= summarize_at * avail
-                                             or image_saved >= floor)
+            near_summary = size >= summarize_at * avail
+            big_enough = saved >= floor and (len(folds) >= cfg.mask_batch or near_summary or image_saved >= floor)
+            if near_summary and not (force or harder) and size - saved >= cfg.mask_at * avail:
+                big_enough = False  # folding cannot make real room any more: let the summary do it, once
             if edits and ((force or harder) or (big_enough and (pressure or pays))):
                 breaker.add("mask")
                 for e in edits:
@@ -509,7 +520,20 @@ class Compactor:
             or size > avail  # still does not fit
         )
         if "emergency" not in breaker and due:
-            r = self._emergency(session, counter, why if not failed else f"{why}; the summary failed", avail)
+            # what the kept messages may take so the request lands at summary_target (hence under every
+            # trigger: a rebuild with no new events must not truncate again)
+            lo1 = state.first_visible_unit()
+            visible_now = sum(counter.raw_message(m) for u in state.units[lo1:] for m in u.messages)
+            pinned_raw = 0
+            if lo1 > 0 and state.pinned and state.units:
+                pinned_raw = sum(counter.raw_message(m) for m in state.units[0].messages)
+            if state.summary_message is not None and lo1 > 0:
+                visible_now += counter.raw_message(state.summary_message)
+            fixed_now = max(0.0, size / scale - visible_now - pinned_raw)
+            log_cap = max(200, int(cfg.work_log_ratio * avail / scale))
+            keep_raw = cfg.summary_target * (0.7 if harder else 1.0) * avail / scale - fixed_now - pinned_raw - log_cap
+            r = self._emergency(session, counter, why if not failed else f"{why}; the summary failed", avail,
+                                keep_raw=max(0.0, keep_raw))
             breaker.add("emergency")
             if r is not None:
                 removed, added, rec = r
@@ -633,7 +657,9 @@ class Compactor:
         return removed, added
 
     def _emergency(self, session: Any, counter: TokenCounter, why: str,
-                   budget_available: int) -> tuple[int, int, dict[str, Any]] | None:
+                   budget_available: int, keep_raw: float | None = None) -> tuple[int, int, dict[str, Any]] | None:
+        """Keep the last ``emergency_keep`` messages (whole units, the newest always), and no more than
+        ``keep_raw`` raw tokens of them; everything older becomes work-log lines."""
         state: SessionState = session.state
         units = state.units
         n = len(units)
@@ -641,9 +667,14 @@ class Compactor:
         if lo == 0 and state.pinned:
             lo = 1
         keep_msgs = 0
+        kept = 0
         cut = n
         while cut > lo + 1 and keep_msgs < self.config.emergency_keep:
+            c = sum(counter.raw_message(m) for m in units[cut - 1].messages)
+            if keep_raw is not None and cut < n and kept + c > keep_raw:
+                break  # over the room left for verbatim messages (the newest unit stays regardless)
             cut -= 1
+            kept += c
             keep_msgs += len(units[cut].messages)
         if keep_msgs > self.config.emergency_keep and cut < n - 1:
             cut += 1  # the last N messages, not more (a unit is never split)
