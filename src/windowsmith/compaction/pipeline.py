@@ -306,6 +306,9 @@ class Compactor:
         self._turns: list[int] = []  # turn number of each scanned unit
         self._image_next = 0
         self._image_units: set[int] = set()  # units that may still hold an image
+        self._plan_key: tuple[int, int, int] | None = None  # (first visible unit, compaction records, counter)
+        self._planned: list[_Fold] = []  # folds planned for the units before _planned_upto
+        self._planned_upto = 0
 
     # ------------------------------------------------------------------ sizes
 
@@ -337,19 +340,28 @@ class Compactor:
         if limit is None:
             return []
         lo = state.first_visible_unit()
-        folds = []
-        for i in range(lo, limit):
+        # incremental: closed units never change and the view changes only with a compaction record, so the
+        # folds planned for units [lo, upto) stay valid until then; a build plans only the units that aged
+        key = (lo, len(state.compactions), id(counter))
+        if key != self._plan_key:
+            self._plan_key, self._planned, self._planned_upto = key, [], lo
+        if limit < self._planned_upto:
+            self._planned = [f for f in self._planned if f.unit < limit]
+            self._planned_upto = limit
+        end = min(limit, len(counts))  # a unit the history layer did not count yet is planned next time
+        for i in range(self._planned_upto, end):
             u = units[i]
             if u.folded or u.pinned or u.is_open or not _is_exchange(u):
                 continue
             fl = fold_line(turns[i], u, chars=self.config.fold_chars, keys=self.config.fold_keys,
                            originals=_originals(state, u))
             new = counter.raw_message(Message("assistant", (Text(fl.text),)))
-            saving = counts[i] - new if i < len(counts) else 0
+            saving = counts[i] - new
             if saving > 0:
-                folds.append(_Fold(i, u.first_seq, u.last_seq, fl.text, saving, tuple(fl.blobs), fl.calls,
-                                   tuple(fl.artifacts)))
-        return folds
+                self._planned.append(_Fold(i, u.first_seq, u.last_seq, fl.text, saving, tuple(fl.blobs), fl.calls,
+                                           tuple(fl.artifacts)))
+        self._planned_upto = max(self._planned_upto, end)
+        return list(self._planned)
 
     def plan_images(self, state: SessionState, counter: TokenCounter, counts: Sequence[int], *,
                     skip: Collection[int] = ()) -> list[_UnitImages]:
