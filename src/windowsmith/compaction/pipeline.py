@@ -349,7 +349,7 @@ class Compactor:
             self._planned = [f for f in self._planned if f.unit < limit]
             self._planned_upto = limit
         end = min(limit, len(counts))  # a unit the history layer did not count yet is planned next time
-        for i in range(self._planned_upto, end):
+        for i in range(max(self._planned_upto, lo), end):  # never a unit before the view
             u = units[i]
             if u.folded or u.pinned or u.is_open or not _is_exchange(u):
                 continue
