@@ -521,9 +521,7 @@ class Session:
             from .compaction.pipeline import store_transcript
 
             st = self.state
-            lo = st.first_visible_unit()
-            if lo == 0 and st.pinned:
-                lo = 1
+            lo = st.first_compactable_unit()
             first = st.units[lo].first_seq if lo < len(st.units) else keep
             transcript = (store_transcript(self, st.span_messages(first, keep - 1), first, keep - 1)
                           if first < keep else None)

@@ -343,6 +343,12 @@ class SessionState:
             return 0
         return bisect.bisect_left(self.units, self.keep_from_seq, key=lambda u: u.first_seq)
 
+    def first_compactable_unit(self) -> int:
+        """The oldest unit a summary or truncation may take out of the view: the first visible one, past
+        the pinned original request."""
+        lo = self.first_visible_unit()
+        return 1 if lo == 0 and self.pinned else lo
+
     @property
     def pinned(self) -> bool:
         """Whether the first unit is the user's original request, kept even when older history goes."""

@@ -440,7 +440,9 @@ class Compactor:
         why = reason or f"the request is {size:,} tokens, {size / avail:.0%} of the {avail:,} available"
 
         # 1. mask: fold old exchanges, replace aged images by text stubs, in one batch
-        if "mask" not in breaker and (force or harder or size >= cfg.mask_at * avail or cfg.cost_aware):
+        def mask(size: int) -> int:
+            if "mask" in breaker or not (force or harder or size >= cfg.mask_at * avail or cfg.cost_aware):
+                return size
             # low water: a batch due because a summary is near folds deeper, so the next one is turns away
             # instead of one small batch (one more cache rewrite) every turn or two at the ceiling
             deep = cfg.mask_low_water if size >= summarize_at * avail else 1.0
@@ -487,17 +489,16 @@ class Compactor:
                                           {"folds": len(folds), **({"images": len(stubs)} if stubs else {}),
                                            "first_seq": edits[0].first_seq, "last_seq": max(x.last_seq for x in edits),
                                            "record_seq": state.seq, **economics}))
+            return size
+
+        size = mask(size)
 
         # 2. summary
         failed = False
         if "summary" not in breaker and (force or harder or size >= summarize_at * avail):
             sbudget = min(cfg.summary_tokens, max(256, int(0.12 * avail)))
-            lo0 = state.first_visible_unit()
-            visible = sum(counts[lo0:]) + (counts[0] if lo0 > 0 and state.pinned and counts else 0)
-            if state.summary_message is not None and lo0 > 0:
-                visible += counter.raw_message(state.summary_message)
-            fixed_raw = max(0.0, size / scale - visible)
-            target = int(cfg.summary_target * (0.7 if harder else 1.0) * avail / scale - fixed_raw - sbudget)
+            fixed_raw, pinned_raw = _fixed_raw(state, counter, size, scale)
+            target = int(cfg.summary_target * (0.7 if harder else 1.0) * avail / scale - fixed_raw - pinned_raw - sbudget)
             span = self._summary_span(state, counter, max(0, target), force=force or harder)
             if span is not None and not (force or harder):
                 # hysteresis: a summary rewrites the cache from the pinned request on; make it count
@@ -525,6 +526,11 @@ class Compactor:
                                                "summarizer": getattr(self.summarizer, "name", "?"),
                                                "record_seq": state.seq}))
 
+        if "summary" in res.stages:
+            # the view changed: what a mask would do now (typically: aged images in the kept span) is due now,
+            # not at the next build, so a rebuild with no new events compacts nothing (the mask runs once)
+            size = mask(size)
+
         # 3. emergency truncation (no model)
         due = (
             (failed and size >= summarize_at * avail)  # the summary failed: the next stage
@@ -534,16 +540,9 @@ class Compactor:
         if "emergency" not in breaker and due:
             # what the kept messages may take so the request lands at summary_target (hence under every
             # trigger: a rebuild with no new events must not truncate again)
-            lo1 = state.first_visible_unit()
-            visible_now = sum(counter.raw_message(m) for u in state.units[lo1:] for m in u.messages)
-            pinned_raw = 0
-            if lo1 > 0 and state.pinned and state.units:
-                pinned_raw = sum(counter.raw_message(m) for m in state.units[0].messages)
-            if state.summary_message is not None and lo1 > 0:
-                visible_now += counter.raw_message(state.summary_message)
-            fixed_now = max(0.0, size / scale - visible_now - pinned_raw)
+            fixed_raw, pinned_raw = _fixed_raw(state, counter, size, scale)
             log_cap = max(200, int(cfg.work_log_ratio * avail / scale))
-            keep_raw = cfg.summary_target * (0.7 if harder else 1.0) * avail / scale - fixed_now - pinned_raw - log_cap
+            keep_raw = cfg.summary_target * (0.7 if harder else 1.0) * avail / scale - fixed_raw - pinned_raw - log_cap
             r = self._emergency(session, counter, why if not failed else f"{why}; the summary failed", avail,
                                 keep_raw=max(0.0, keep_raw))
             breaker.add("emergency")
@@ -581,9 +580,7 @@ class Compactor:
         """Units [lo, cut) to summarize: the oldest visible ones, keeping at most ``target`` tokens verbatim."""
         units = state.units
         n = len(units)
-        lo = state.first_visible_unit()
-        if lo == 0 and state.pinned:
-            lo = 1
+        lo = state.first_compactable_unit()
         if n - lo < 3:
             return None
         kept = 0
@@ -675,9 +672,7 @@ class Compactor:
         state: SessionState = session.state
         units = state.units
         n = len(units)
-        lo = state.first_visible_unit()
-        if lo == 0 and state.pinned:
-            lo = 1
+        lo = state.first_compactable_unit()
         keep_msgs = 0
         kept = 0
         cut = n
@@ -737,6 +732,21 @@ class Compactor:
         session._append("compaction", rec)
         new = state.summary_message
         return removed, counter.raw_message(new) if new is not None else 0, rec
+
+
+def _fixed_raw(state: SessionState, counter: TokenCounter, size: int, scale: float) -> tuple[float, int]:
+    """``(fixed, pinned)`` raw tokens of a request of ``size`` tokens: what is not compactable history
+    (tools, system, layers, tail) and the pinned original request. Counted on the current view, so a mask
+    applied earlier in the same pass is reflected (per-message counts are cached by content)."""
+    lo = state.first_visible_unit()
+    history = sum(counter.raw_message(m) for u in state.units[lo:] for m in u.messages)
+    pinned = sum(counter.raw_message(m) for m in state.units[0].messages) if lo > 0 and state.pinned else 0
+    if state.summary_message is not None and lo > 0:
+        history += counter.raw_message(state.summary_message)
+    if lo == 0 and state.pinned:  # the pinned request is the first visible unit
+        pinned = sum(counter.raw_message(m) for m in state.units[0].messages)
+        history -= pinned
+    return max(0.0, size / scale - history - pinned), pinned
 
 
 def store_transcript(session: Any, originals: Sequence[tuple[int, Message]], first_seq: int, last_seq: int) -> str:
