@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import windowsmith as ws
@@ -47,14 +49,20 @@ def mixed_session(e: ws.Engine, sid: str = "mix") -> ws.Session:
 # --------------------------------------------------------------------------- per-call artifacts
 
 
-def test_mixed_exchange_maps_each_call_to_its_own_artifact(tmp_path):
-    cfg = CompactionConfig(keep_turns=2)
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=200_000, compaction=cfg,
-                   ingest=ws.IngestConfig(offload_tokens=200)) as e:
+@contextmanager
+def compacted_mixed(tmp_path, fillers: int) -> Iterator[tuple[ws.Engine, ws.Session]]:
+    """The mixed exchange, ``fillers`` exchanges after it, then compacted on demand (keep_turns=2)."""
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=200_000,
+                   compaction=CompactionConfig(keep_turns=2), ingest=ws.IngestConfig(offload_tokens=200)) as e:
         s = mixed_session(e)
-        for i in range(4):
+        for i in range(fillers):
             filler(s, i)
         s.compact()
+        yield e, s
+
+
+def test_mixed_exchange_maps_each_call_to_its_own_artifact(tmp_path):
+    with compacted_mixed(tmp_path, 4) as (e, s):
         fold = next(f for r in records(s, "mask") for f in r["folds"] if f["first_seq"] == s.state.message_seqs[1])
         assert fold["calls"] == {"big": sha(BIG), "small": sha(SMALL)}
         assert fold["artifacts"] == [sha(BIG), sha(SMALL)]
@@ -103,13 +111,7 @@ def test_fold_keys_skip_windowsmith_boilerplate(tmp_path):
     binary = f"[binary output: 2,048 bytes of PNG image, stored as artifact://{'b' * 64}; it cannot be shown as text]"
     assert result_keys(binary) == []
     # end to end: the fold of a result offloaded at ingest lists the result's ids, not the retrieval tools
-    cfg = CompactionConfig(keep_turns=2)
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=200_000, compaction=cfg,
-                   ingest=ws.IngestConfig(offload_tokens=200)) as e:
-        s = mixed_session(e)
-        for i in range(3):
-            filler(s, i)
-        s.compact()
+    with compacted_mixed(tmp_path, 3) as (_e, s):
         line = records(s, "mask")[0]["folds"][0]["text"]
         assert "[keys: " in line and "refund_twice" in line
         assert "read_result" not in line and "search_result" not in line

@@ -27,33 +27,29 @@ def test_threshold_floor_is_a_share_of_the_available_budget():
         IngestConfig(floor_fraction=1.5)
 
 
-def _fill(s: ws.Session, n: int) -> None:
-    for i in range(n):
-        s.assistant("", tool_calls=[{"id": f"f{i}", "name": "lookup", "arguments": {"q": i}}])
-        s.tool_result(f"f{i}", " ".join(f"filler{i}word{j}" for j in range(160)))
-        s.build()
+RECORD = json.dumps({"user_id": "sofia_kim_7287", "reservations": ["OI5L9G", "AQLBTL", "KA7I60", "I57WUD"],
+                     "payment_methods": {f"gift_card_{i}": {"amount": i * 7, "id": f"gift_card_{i}"} for i in range(18)}})
+
+
+def _newest_result_after_filling(path, ingest: IngestConfig | None = None) -> tuple[str, ws.Pack]:
+    """Fill an 8K window with six exchanges, then record a mid-sized user record; its stored text and the
+    pack built just before it."""
+    with ws.Engine("claude-sonnet-4-5", store=path, window=8_000, ingest=ingest) as e:
+        s = e.session("full")
+        s.user("look up my reservations")
+        for i in range(6):
+            s.assistant("", tool_calls=[{"id": f"f{i}", "name": "lookup", "arguments": {"q": i}}])
+            s.tool_result(f"f{i}", " ".join(f"filler{i}word{j}" for j in range(160)))
+            pack = s.build()
+        tokens = s.counter(pack.format).text(RECORD)
+        assert 400 < tokens < 0.10 * pack.manifest.available  # over the old minimum, under the floor
+        s.assistant("", tool_calls=[{"id": "u", "name": "get_user_details", "arguments": {"user_id": "sofia_kim_7287"}}])
+        return s.tool_result("u", RECORD).content[0].content[0].text, pack
 
 
 def test_a_full_window_keeps_the_newest_mid_sized_result_inline(tmp_path):
-    record = {"user_id": "sofia_kim_7287", "reservations": ["OI5L9G", "AQLBTL", "KA7I60", "I57WUD"],
-              "payment_methods": {f"gift_card_{i}": {"amount": i * 7, "id": f"gift_card_{i}"} for i in range(18)}}
-    text = json.dumps(record)
-    with ws.Engine("claude-sonnet-4-5", store=tmp_path / "ws.db", window=8_000) as e:
-        s = e.session("full")
-        s.user("look up my reservations")
-        _fill(s, 6)
-        pack = s.build()
-        assert pack.tokens > 0.6 * pack.manifest.available  # the window is well filled
-        tokens = s.counter(pack.format).text(text)
-        assert 400 < tokens < 0.10 * pack.manifest.available
-        s.assistant("", tool_calls=[{"id": "u", "name": "get_user_details", "arguments": {"user_id": "sofia_kim_7287"}}])
-        msg = s.tool_result("u", text)
-        assert msg.content[0].content[0].text == text  # kept whole: the next call needs KA7I60
-        with ws.Engine("claude-sonnet-4-5", store=tmp_path / "ws2.db", window=8_000,
-                       ingest=IngestConfig(floor_fraction=0)) as e2:
-            s2 = e2.session("full")
-            s2.user("look up my reservations")
-            _fill(s2, 6)
-            s2.build()
-            s2.assistant("", tool_calls=[{"id": "u", "name": "get_user_details", "arguments": {"user_id": "x"}}])
-            assert "artifact://" in s2.tool_result("u", text).content[0].content[0].text  # without the floor
+    text, pack = _newest_result_after_filling(tmp_path / "ws.db")
+    assert pack.tokens > 0.6 * pack.manifest.available  # the window is well filled
+    assert text == RECORD  # kept whole: the next call needs KA7I60
+    without_floor, _ = _newest_result_after_filling(tmp_path / "ws2.db", IngestConfig(floor_fraction=0))
+    assert "artifact://" in without_floor  # the room-left rule alone offloads it

@@ -20,6 +20,7 @@ targets held.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -168,10 +169,10 @@ def recall(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozens
             refs.update(_message_refs(m))
         if req.tail and "artifact://" in req.tail:
             refs.update(_ARTIFACT_RE.findall(req.tail))
-        queue = sorted(refs)
+        queue = deque(sorted(refs))
         seen = set(queue)
         while queue and remaining and len(seen) <= MAX_HOPS:
-            ref = queue.pop(0)
+            ref = queue.popleft()
             cached = _blob_ids.get(ref)
             if cached is None:
                 raw = resolve(ref)

@@ -243,8 +243,8 @@ def reconstruct(
     """Rebuild the detail behind ``refs`` (best score first) within ``budget_tokens``.
 
     Files come from ``content_provider(path)``; artifacts (and commands/errors whose result was stored)
-    from ``store`` (an :class:`~windowsmith.artifacts.ArtifactStore` or a session store's blobs). A section that does not fit whole is clipped head + tail if at least
-    64 tokens remain, else skipped. Nothing here raises for a missing file or blob: it is reported.
+    from ``store`` (an :class:`~windowsmith.artifacts.ArtifactStore` or a session store's blobs). A
+    section that does not fit whole is clipped head + tail if at least 64 tokens remain, else skipped. Nothing here raises for a missing file or blob: it is reported.
     """
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
@@ -295,8 +295,7 @@ def _detail(r: Reference, content_provider: Callable[[str], str | None] | None, 
     if sha:
         if store is None:
             return None
-        getter = getattr(store, "get", None) if not hasattr(store, "get_blob") else store.get_blob
-        raw = getter(sha) if getter is not None else None
+        raw = store.get_blob(sha) if hasattr(store, "get_blob") else store.get(sha)
         if raw is None:
             return None
         return bytes(raw).decode("utf-8", "replace")
