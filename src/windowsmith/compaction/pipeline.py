@@ -424,7 +424,8 @@ class Compactor:
         harder: bool = False,
         reason: str = "",
     ) -> CompactionResult:
-        """Run the stages that are due (all of them when ``force``), each at most once per ``breaker``.
+        """Run the stages that are due (all of them when ``force``), each at most once per ``breaker``; a
+        mask that did not run before a successful summary is checked once more after it.
 
         ``size``: the request's counted (or billed, if larger) tokens before compaction; ``counts``:
         raw tokens of each unit, as the history layer counted them.
