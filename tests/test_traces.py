@@ -74,7 +74,7 @@ def assert_well_formed(t: Trace) -> None:
 @needs_data
 def test_every_shared_trace_file_imports_well_formed() -> None:
     files = iter_trace_files(DATA)
-    assert len(files) == 1 + 2 + 63 + 6 + 1
+    assert len(files) == 1 + 3 + 63 + 6 + 1
     per_format: Counter[str] = Counter()
     for f in files:
         expected = FOLDER_FORMAT[f.parent.name]
@@ -88,7 +88,7 @@ def test_every_shared_trace_file_imports_well_formed() -> None:
             assert t.system, f"{t.id}: no system prompt"
             assert_well_formed(t)
         per_format[expected] += len(traces)
-    assert per_format == {"tau-bench": 200, "tau2-bench": 90, "mini-swe-agent": 63, "swe-agent": 6, "openhands": 3}
+    assert per_format == {"tau-bench": 200, "tau2-bench": 110, "mini-swe-agent": 63, "swe-agent": 6, "openhands": 3}
 
 
 @needs_data
