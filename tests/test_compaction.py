@@ -27,6 +27,7 @@ from windowsmith.compaction import (
     reconstruct,
     render_transcript,
 )
+from windowsmith.compaction.mask import PlannedFold, mask_pays
 from windowsmith.compaction.providers import AnthropicSummarizer, OpenAISummarizer
 
 RESULT = "collected 40 items\n" + "tests/test_x.py::test_{i} PASSED\n" * 30 + "FAILED tests/test_refund.py::test_refund_twice - AssertionError\n"
@@ -152,14 +153,12 @@ def test_mask_hysteresis_waits_for_a_batch_worth_the_cache_break(tmp_path):
 
 
 def test_cost_model_masks_below_pressure_only_when_it_pays(tmp_path):
-    from windowsmith.compaction.pipeline import Compactor, _Fold
-
+    turns = CompactionConfig(expected_turns=10).expected_turns
     with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db") as e:
-        c = Compactor(CompactionConfig(expected_turns=10))
-        fold = _Fold(1, 1, 2, "x", 10_000, ())
-        pays, econ = c._mask_pays([fold], [100, 10_500, 200, 300], 1.0, e.spec)
+        fold = PlannedFold(1, 1, 2, "x", 10_000, ())
+        pays, econ = mask_pays([fold], [100, 10_500, 200, 300], 1.0, e.spec, turns)
         assert pays and econ["net_usd"] > 0  # big fold near the end: saves 10k cached tokens per turn
-        pays, econ = c._mask_pays([_Fold(0, 1, 2, "x", 100, ())], [200, 50_000, 50_000], 1.0, e.spec)
+        pays, econ = mask_pays([PlannedFold(0, 1, 2, "x", 100, ())], [200, 50_000, 50_000], 1.0, e.spec, turns)
         assert not pays and econ["rewrite_usd"] > econ["saving_usd_per_turn"] * 10
 
 

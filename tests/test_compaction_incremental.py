@@ -6,18 +6,18 @@ depend on the machine.)"""
 from __future__ import annotations
 
 import windowsmith as ws
-from windowsmith.compaction import pipeline
+from windowsmith.compaction import CompactionConfig, mask
 
 
 def test_each_exchange_is_folded_in_planning_at_most_once(tmp_path, monkeypatch):
     calls: list[int] = []
-    real = pipeline.fold_line
+    real = mask.fold_line
 
     def counting(turn, unit, **kw):
         calls.append(unit.first_seq)
         return real(turn, unit, **kw)
 
-    monkeypatch.setattr(pipeline, "fold_line", counting)
+    monkeypatch.setattr(mask, "fold_line", counting)
     with ws.Engine("gpt-4.1", store=tmp_path / "ws.db") as e:  # a 1M window: nothing is ever due
         s = e.session("inc")
         s.user("go")
@@ -26,13 +26,13 @@ def test_each_exchange_is_folded_in_planning_at_most_once(tmp_path, monkeypatch)
             s.tool_result(f"c{i}", f"result {i}\n" * 40)
             s.build()
         assert not s.state.compactions
-    keep = pipeline.CompactionConfig().keep_turns
+    keep = CompactionConfig().keep_turns
     assert len(calls) == len(set(calls)) == 60 - keep  # every aged exchange planned exactly once
 
 
 def test_planned_folds_are_replanned_after_a_compaction(tmp_path):
     with ws.Engine("claude-sonnet-4-5", store=tmp_path / "ws.db", window=16_000,
-                   compaction=pipeline.CompactionConfig(keep_turns=4, mask_batch=2)) as e:
+                   compaction=CompactionConfig(keep_turns=4, mask_batch=2)) as e:
         s = e.session("re")
         s.user("go")
         for i in range(40):

@@ -11,7 +11,7 @@ from typing import Any
 
 import windowsmith as ws
 from windowsmith.compaction import CompactionConfig
-from windowsmith.compaction.pipeline import _fold_artifacts
+from windowsmith.compaction.mask import fold_artifacts, image_stub
 from windowsmith.compaction.references import result_keys
 
 BIG = "\n".join(f"2024-01-01 12:00:{i % 60:02d} worker-{i % 7} RefundError in refund_twice ZFA{i:03d}Y" for i in range(400))
@@ -94,8 +94,8 @@ def test_fold_artifacts_reads_records_written_before_the_per_call_mapping(tmp_pa
                                  "folds": [{"first_seq": first, "last_seq": last, "text": "[turn 1] run() → out a",
                                             "artifacts": [sha("out a"), sha("out b")]}]})
         assert s.state.units[1].folded
-        assert _fold_artifacts(s.state, first) == {"a": sha("out a"), "b": sha("out b")}
-        assert _fold_artifacts(s.state, last + 1) == {}
+        assert fold_artifacts(s.state, first) == {"a": sha("out a"), "b": sha("out b")}
+        assert fold_artifacts(s.state, last + 1) == {}
 
 
 # --------------------------------------------------------------------------- keys
@@ -236,8 +236,6 @@ def test_an_image_in_a_folded_exchange_is_named_by_its_stub(tmp_path):
 
 
 def test_image_stub_forms():
-    from windowsmith.compaction.pipeline import image_stub
-
     url = image_stub(ws.Image(url="https://example.com/a.png", caption="  the\nlogo "))
     assert url.text == f"[image: the logo (at https://example.com/a.png) (artifact://{sha('https://example.com/a.png')})]"
     assert url.raw == b"https://example.com/a.png"

@@ -71,8 +71,8 @@ class Assembly:
 
 def measure(item: Item, counter: TokenCounter) -> int:
     c = item.content
-    if "raw_tokens" in item.meta:
-        return int(item.meta["raw_tokens"] * counter.scale + 0.999999)
+    if item.raw_tokens is not None:
+        return int(item.raw_tokens * counter.scale + 0.999999)
     if isinstance(c, ToolSpec):
         return counter._scaled(counter.overheads.per_tool + counter.raw_text(c.canonical))
     if isinstance(c, str):
@@ -189,8 +189,8 @@ def assemble(
         usage[it.layer].used += n
         usage[it.layer].items += 1
         total += n
-        if "ref" in it.meta:
-            refs.append(it.meta["ref"])
+        if it.ref:
+            refs.append(it.ref)
         if it.slot == "system":
             system.append(Segment(str(it.content), it.layer))
         elif it.slot == "session":
@@ -219,13 +219,13 @@ def assemble(
 
 
 def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:
-    if before.slot == "history":
-        meta = after.meta
-        detail = {"dropped_units": meta.get("dropped_units", 0), "dropped_tokens": meta.get("dropped_tokens", 0),
-                  "keep_from_seq": meta.get("keep_from_seq")}
-        if meta.get("clipped"):
-            detail["clipped_results"] = meta["clipped"]
-        kind = "truncate" if not meta.get("clipped") else "clip"
+    fit = after.fit
+    if fit is not None:
+        detail: dict[str, Any] = {"dropped_units": fit.dropped_units, "dropped_tokens": fit.dropped_tokens,
+                                  "keep_from_seq": fit.keep_from_seq}
+        if fit.clipped:
+            detail["clipped_results"] = list(fit.clipped)
+        kind = "truncate" if not fit.clipped else "clip"
         return Action(kind, "history", "history over its budget: oldest units dropped (first user message pinned; "
                       "tool calls kept with their results)", n, m, detail)
     return Action("shrink", before.layer, "over the layer's budget: head and tail kept, middle elided", n, m,

@@ -9,7 +9,7 @@ tool messages answering them). A tool call is never separated from its result. I
 arrives while calls are unanswered, the exchange is closed with a synthetic error result and the
 repair is recorded (the log itself is not edited).
 
-Compaction records (``compaction`` events) fold into the view here, so resuming a session replays
+Compaction records (``compaction`` events, typed in :mod:`windowsmith.records`) fold into the view here, so resuming a session replays
 them instead of recomputing them (no summarizer runs on load). They carry their own text:
 
 * ``mask``: ``{"folds": [{"first_seq", "last_seq", "text", "artifacts", "calls"}], ...}`` — each listed
@@ -37,12 +37,21 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessageError, StoreError
 from .model import Event, Image, Message, Text, ToolResult, ToolSpec, Usage
+from .records import (
+    CompactionRecord,
+    EmergencyRecord,
+    ImageStubEntry,
+    MaskRecord,
+    SummaryRecord,
+    TruncateRecord,
+    compaction_record,
+)
 
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
@@ -138,7 +147,8 @@ class SessionState:
     notes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # memory/evidence/knowledge items
     usages: list[tuple[int, Usage, str | None]] = field(default_factory=list)  # (seq, usage, pack id)
     keep_from_seq: int = 0  # history truncation boundary (from compaction records)
-    compactions: list[dict[str, Any]] = field(default_factory=list)
+    compactions: list[dict[str, Any]] = field(default_factory=list)  # compaction events' data as logged, with seq
+    records: list[CompactionRecord] = field(default_factory=list)  # the same, typed (records.py)
     repairs: list[Repair] = field(default_factory=list)
     call_names: dict[str, str] = field(default_factory=dict)
     answered: set[str] = field(default_factory=set)
@@ -184,7 +194,9 @@ class SessionState:
             self.usages.append((event.seq, Usage.from_dict(d["usage"]), d.get("pack_id")))
         elif kind == "compaction":
             self.compactions.append({**d, "seq": event.seq})
-            self._apply_compaction(d)
+            rec = compaction_record(d, event.seq)
+            self.records.append(rec)
+            self._apply_compaction(rec)
         elif kind == "meta" and d.get("type") == "note":
             self.notes.setdefault(d["layer"], []).append(dict(d))
         elif kind == "meta" and d.get("type") == "lesson":
@@ -192,52 +204,52 @@ class SessionState:
         self.head = event.hash
         self.seq = event.seq
 
-    def _apply_compaction(self, d: Mapping[str, Any]) -> None:
-        typ = d.get("type")
-        if typ == "mask":
+    def _apply_compaction(self, rec: CompactionRecord) -> None:
+        if isinstance(rec, MaskRecord):
             first_changed: int | None = None
-            for f in d.get("folds", ()):
-                i = self.unit_index(int(f["first_seq"]))
+            for f in rec.folds:
+                i = self.unit_index(f.first_seq)
                 if i is None:
                     continue
                 u = self.units[i]
-                if u.folded or u.pinned or u.is_open or u.first_seq != int(f["first_seq"]):
+                if u.folded or u.pinned or u.is_open or u.first_seq != f.first_seq:
                     continue  # a fold of a fold is not possible; nor of the pinned request or an open call
-                fold = Message("assistant", (Text(str(f["text"])),))
+                fold = Message("assistant", (Text(f.text),))
                 self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
                 first_changed = i if first_changed is None else min(first_changed, i)
-            for i in self._apply_image_stubs(d.get("images") or ()):
+            for i in self._apply_image_stubs(rec.images):
                 first_changed = i if first_changed is None else min(first_changed, i)
             if first_changed is not None:
                 self._rebuild_view(first_changed)
                 self.rewrites += 1
                 self.version += 1
             return
-        if typ == "summary" and isinstance(d.get("summary"), Mapping):
-            self.summary = dict(d["summary"])
+        if not isinstance(rec, SummaryRecord | EmergencyRecord | TruncateRecord):
+            return  # failed, or a type this version does not know: audit only
+        if isinstance(rec, SummaryRecord) and rec.summary:
+            self.summary = dict(rec.summary)
             self.work_log = []  # the summary absorbed it
-        if typ == "emergency":
-            self.work_log = [str(x) for x in d.get("work_log", ())][-WORK_LOG_LINES:]  # the whole new log
-        if typ in ("summary", "emergency", "truncate") and d.get("transcript"):
-            self.transcript = str(d["transcript"])
+        if isinstance(rec, EmergencyRecord):
+            self.work_log = list(rec.work_log)[-WORK_LOG_LINES:]  # the whole new log
+        if rec.transcript:
+            self.transcript = rec.transcript
             self._summary_message = None
-        if typ in ("summary", "emergency"):
+        if isinstance(rec, SummaryRecord | EmergencyRecord):
             self._summary_message = None
             self.rewrites += 1
             self.version += 1
-        if "keep_from_seq" in d:
-            self.keep_from_seq = max(self.keep_from_seq, int(d["keep_from_seq"]))
-            self.version += 1
+        self.keep_from_seq = max(self.keep_from_seq, rec.keep_from_seq)
+        self.version += 1
 
-    def _apply_image_stubs(self, images: Any) -> list[int]:
+    def _apply_image_stubs(self, images: Iterable[ImageStubEntry]) -> list[int]:
         """Replace aged images by their text stubs (a mask record's ``images``); returns the units changed."""
         by_unit: dict[int, dict[int, dict[tuple[int, ...], str]]] = {}
         for im in images:
-            seq = int(im["seq"])
+            seq = im.seq
             i = bisect.bisect_right(self.units, seq, key=lambda u: u.first_seq) - 1
             if i < 0 or not self.units[i].first_seq <= seq <= self.units[i].last_seq or self.units[i].folded:
                 continue  # not a message of a unit, or covered by a fold
-            by_unit.setdefault(i, {}).setdefault(seq, {})[tuple(int(x) for x in im["at"])] = str(im["text"])
+            by_unit.setdefault(i, {}).setdefault(seq, {})[im.at] = im.text
         changed = []
         for i, per_seq in sorted(by_unit.items()):
             u = self.units[i]

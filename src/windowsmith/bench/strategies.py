@@ -45,6 +45,7 @@ from ..cache import plan_cache
 from ..model import Message, Text, ToolResult, ToolSpec
 from ..registry import ModelSpec
 from ..request import NeutralRequest, Segment
+from ..text import clip_messages
 from ..tokens import TokenCounter
 
 MASK_PLACEHOLDER = "[old tool output omitted]"
@@ -219,35 +220,7 @@ def fit_messages(messages: Sequence[Message], cfg: BenchConfig, *, base: int, pi
 def clip_texts(messages: tuple[Message, ...], cap: int, counter: TokenCounter) -> tuple[Message, ...]:
     """Cut the largest text (a tool output or a user/observation text) head + tail until the messages
     fit ``cap`` scaled tokens (a peer has to do this, or the provider refuses the request)."""
-    from ..layers.builtin import elide
-
-    msgs = list(messages)
-    for _ in range(64):
-        raw = sum(counter.raw_message(m) for m in msgs)
-        if raw * counter.scale <= cap:
-            break
-        best: tuple[int, int, int] | None = None
-        for mi, m in enumerate(msgs):
-            for bi, b in enumerate(m.content):
-                t = b.text if isinstance(b, ToolResult | Text) else ""
-                if t:
-                    size = counter.raw_text(t)
-                    if best is None or size > best[0]:
-                        best = (size, mi, bi)
-        if best is None or best[0] < 64:
-            break
-        size, mi, bi = best
-        over = raw - cap / counter.scale
-        keep_tokens = max(32, int(size - over - 64))
-        block = msgs[mi].content[bi]
-        text = block.text  # type: ignore[union-attr]
-        new_text = elide(text, max(128, int(len(text) * keep_tokens / max(1, size))))
-        new_block: Text | ToolResult = (ToolResult(block.call_id, (Text(new_text),), block.is_error, block.name)
-                                        if isinstance(block, ToolResult) else Text(new_text))
-        content = list(msgs[mi].content)
-        content[bi] = new_block
-        msgs[mi] = Message(msgs[mi].role, tuple(content))
-    return tuple(msgs)
+    return clip_messages(messages, cap, counter, texts=True)[0]
 
 
 # ---------------------------------------------------------------------------------------------------

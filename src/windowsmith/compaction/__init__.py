@@ -16,7 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Reference, Summarizer, Summary
-from .pipeline import STAGES, CompactionConfig, CompactionResult, Compactor, fold_line
+from .config import STAGES, Breaker, CompactionConfig, CompactionResult
+from .mask import fold_line, image_stub
+from .pipeline import Compactor
 from .references import Reconstruction, extract_refs, merge_refs, reconstruct, score_ref
 from .summarizer import FakeSummarizer, OfflineSummarizer, check_summary, render_summary, render_transcript
 
@@ -48,6 +50,7 @@ __all__ = [
     "COMPACT_CONTEXT_TOOL",
     "STAGES",
     "AnthropicSummarizer",
+    "Breaker",
     "CompactionConfig",
     "CompactionResult",
     "Compactor",
@@ -61,6 +64,7 @@ __all__ = [
     "check_summary",
     "extract_refs",
     "fold_line",
+    "image_stub",
     "merge_refs",
     "reconstruct",
     "render_summary",

@@ -18,16 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Message, Text, ToolCall, ToolResult
+from ..refs import ARTIFACT_RE, OFFLOAD_RE
+from ..text import elide
 from ..tokens import count_text
 from .base import Reference
 
-ARTIFACT_RE = re.compile(r"artifact://([0-9a-f]{64})")
-#: The notes ingest puts in place of (or under) a result it stored whole: the offload footer and the binary
-#: stub. Group 1 or 2 is the sha of the artifact holding the full original.
-OFFLOAD_RE = re.compile(
-    r"\[windowsmith: the full result \([^\]\n]*\) is stored as artifact://([0-9a-f]{64}); read more with [^\]\n]*\]"
-    r"|\[binary output: [^\]\n]*, stored as artifact://([0-9a-f]{64}); it cannot be shown as text\]"
-)
 #: windowsmith's own text inside a result (offload footer, binary stub, redaction markers, image stubs):
 #: not the tool's output, so never an identifier worth keeping.
 BOILERPLATE_RE = re.compile(OFFLOAD_RE.pattern + r"|\[REDACTED:[\w-]+\]|\[image: [^\n]*?\(artifact://[0-9a-f]{64}\)\]")
@@ -266,8 +261,6 @@ def reconstruct(
             if left < 64:
                 skipped.append(r)
                 continue
-            from ..layers.builtin import elide
-
             keep = max(64, int(len(section) * (left - 16) / n))
             section = elide(section, keep)
             n = count_text(section, encoding) + 2

@@ -13,25 +13,22 @@ and token counts of very large inputs are estimated from samples (the note says 
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 from ..errors import ConfigError
+from ..text import EXACT_COUNT_LIMIT, NOT_JSON, SAMPLE_CHARS, CountTokens, elision_marker, head_tail, try_json
+from .compressors import COMPRESSORS, Context, find_results
 
-__all__ = ["KINDS", "Compressed", "compress", "detect_kind", "elision_marker", "head_tail"]
-
-CountTokens = Callable[[str], int]
+__all__ = ["KINDS", "Compressed", "CountTokens", "compress", "detect_kind", "elision_marker", "head_tail"]
 
 KINDS: tuple[str, ...] = ("search_results", "file_read", "command_output", "json", "html", "table", "text")
 
-EXACT_COUNT_LIMIT = 2_000_000  # chars; above this the original token count is estimated from samples
 SNIFF_CHARS = 65_536  # how much of the content detect_kind looks at
-_SAMPLE = 65_536
 
 
 @dataclass(frozen=True)
@@ -148,10 +145,8 @@ def _sniff(text: str) -> str:
     head = text[:SNIFF_CHARS]
     stripped = head.lstrip()
     if stripped[:1] in ("{", "["):
-        parsed = _try_json(text)
-        if parsed is not _INVALID:
-            from .compressors import find_results
-
+        parsed = try_json(text)
+        if parsed is not NOT_JSON:
             return "search_results" if find_results(parsed) else "json"
     lines = head.splitlines()[:60]
     if "\x00" in head:
@@ -192,106 +187,6 @@ def _looks_like_table(lines: list[str], head: str) -> bool:
     return False
 
 
-_INVALID = object()
-JSON_PARSE_LIMIT = 64_000_000
-
-
-def _try_json(text: str) -> Any:
-    if len(text) > JSON_PARSE_LIMIT:
-        return _INVALID
-    s = text.strip()
-    if not s or s[0] not in "{[" or s[-1] not in "}]":
-        return _INVALID
-    try:
-        return json.loads(s)
-    except (ValueError, RecursionError):
-        return _INVALID
-
-
-# ---------------------------------------------------------------------------------------------------
-# Head + tail, the fallback every compressor ends in
-# ---------------------------------------------------------------------------------------------------
-
-
-def elision_marker(lines: int, chars: int) -> str:
-    """``[… 1,234 lines / 56,789 chars elided …]``: ``lines`` counts newline characters cut."""
-    return f"[… {lines:,} lines / {chars:,} chars elided …]"
-
-
-def _join(text: str, h: int, t: int) -> str:
-    head, tail = text[:h], text[t:]
-    sep = "" if not head or head.endswith("\n") else "\n"
-    return f"{head}{sep}{elision_marker(text.count(chr(10), h, t), t - h)}\n{tail}"
-
-
-def _cuts(text: str, n: int, head_fraction: float) -> tuple[int, int]:
-    size = len(text)
-    hn = int(n * head_fraction)
-    tn = n - hn
-    h, t = hn, size - tn
-    if hn > 0:
-        k = text.rfind("\n", max(0, h - hn // 4 - 1), h)
-        if k >= 0:
-            h = k + 1
-    if tn > 0:
-        k = text.find("\n", t, min(size, t + tn // 4 + 1))
-        if k >= 0 and k + 1 < size:
-            t = k + 1
-    return h, max(h, t)
-
-
-def chars_per_token(text: str, count_tokens: CountTokens) -> float:
-    sample = text if len(text) <= 2 * _SAMPLE else text[:_SAMPLE] + text[-_SAMPLE:]
-    return max(0.05, len(sample) / max(1, count_tokens(sample)))
-
-
-def fits_cheaply(text: str, budget_tokens: int) -> bool:
-    """True when ``text`` surely fits: a token covers at least one UTF-8 byte."""
-    return len(text) <= budget_tokens and (text.isascii() or len(text.encode("utf-8", "replace")) <= budget_tokens)
-
-
-def head_tail(text: str, budget_tokens: int, count_tokens: CountTokens, *, head_fraction: float = 0.5) -> str:
-    """Keep the head and the tail of ``text`` within ``budget_tokens``, cut at line ends where possible,
-    with a marker in between that states exactly how many newlines and characters were cut."""
-    if budget_tokens <= 0:
-        return ""
-    if fits_cheaply(text, budget_tokens):
-        return text
-    size = len(text)
-    if size <= EXACT_COUNT_LIMIT and count_tokens(text) <= budget_tokens:
-        return text
-    cpt = chars_per_token(text, count_tokens)
-    if size > EXACT_COUNT_LIMIT and size / cpt < budget_tokens * 0.8 and count_tokens(text) <= budget_tokens:
-        return text
-    best = _join(text, 0, size)
-    marker_tokens = count_tokens(best)
-    if marker_tokens > budget_tokens:
-        short = f"[… {size:,} chars elided …]"
-        return short if count_tokens(short) <= budget_tokens else ""
-    room = budget_tokens - marker_tokens
-    lo, hi = 0, size  # lo fits, hi does not (the whole text does not fit)
-    n = min(size - 1, int(room * cpt * 0.97))
-    for _ in range(14):
-        if n <= lo or n >= hi:
-            n = (lo + hi) // 2
-        if n <= lo:
-            break
-        cand = _join(text, *_cuts(text, n, head_fraction))
-        used = count_tokens(cand)
-        if used <= budget_tokens:
-            best, lo = cand, n
-            if used >= budget_tokens - max(2, budget_tokens // 100):
-                break
-        else:
-            hi = n
-        if hi - lo <= max(8, lo // 200):
-            break
-        # Interpolate on the tokens the kept text actually used.
-        kept_tokens = max(1, used - marker_tokens)
-        n = int(n * room / kept_tokens * (0.99 if used <= budget_tokens else 0.97))
-    return best
-
-
 # ---------------------------------------------------------------------------------------------------
 # compress
 # ---------------------------------------------------------------------------------------------------
@@ -301,7 +196,7 @@ def _original_tokens(text: str, count_tokens: CountTokens) -> tuple[int, bool]:
     if len(text) <= EXACT_COUNT_LIMIT:
         return count_tokens(text), True
     step = len(text) // 4
-    samples = [text[i * step : i * step + _SAMPLE] for i in range(4)]
+    samples = [text[i * step : i * step + SAMPLE_CHARS] for i in range(4)]
     sampled = sum(map(len, samples))
     return round(len(text) * sum(map(count_tokens, samples)) / max(1, sampled)), False
 
@@ -322,8 +217,6 @@ def compress(
 
     ``kind`` is one of :data:`KINDS` or None to detect it. A text that already fits is returned unchanged.
     """
-    from .compressors import COMPRESSORS, Context
-
     if not isinstance(budget_tokens, int) or budget_tokens < 1:
         raise ConfigError(f"budget_tokens must be a positive integer, got {budget_tokens!r}")
     if kind is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-from .compress import _INVALID, JSON_PARSE_LIMIT, CountTokens, _try_json, head_tail
+from ..text import JSON_PARSE_LIMIT, NOT_JSON, CountTokens, head_tail, try_json
 
 __all__ = ["COMPRESSORS", "Context", "find_results"]
 
@@ -401,8 +401,8 @@ def _scalars(v: Any, limit: int) -> list[str]:
 
 
 def _json(text: str, ctx: Context) -> str | None:
-    data = _try_json(text)
-    if data is _INVALID:
+    data = try_json(text)
+    if data is NOT_JSON:
         ctx.notes.append("not valid JSON" if len(text) <= JSON_PARSE_LIMIT else "JSON too large to parse")
         return None
     if find_results(data):
@@ -503,8 +503,8 @@ _URL = re.compile(r"https?://[^\s<>\"')\]]{3,2000}")
 
 
 def _search_results(text: str, ctx: Context) -> str | None:
-    data = _try_json(text)
-    if data is not _INVALID:
+    data = try_json(text)
+    if data is not NOT_JSON:
         out = _search_from_data(data, ctx)
         if out is not None:
             return out

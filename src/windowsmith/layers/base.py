@@ -13,11 +13,12 @@ records every action in the manifest. Adding a source means writing a layer, not
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..model import Message, ToolSpec
+from ..text import elide
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -33,6 +34,21 @@ TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "ACCEPTANCE", "EVIDENCE", "MEMO
 
 
 @dataclass(frozen=True)
+class HistoryFit:
+    """What fitting the history did: the first unit kept, what was dropped or clipped, and the per-unit raw
+    counts it worked from (the build reuses them for compaction and persists a drop as a ``truncate`` record)."""
+
+    first_unit: int
+    counts: Sequence[int]  # raw tokens of each unit of the session (grows incrementally: do not mutate)
+    prefix: Sequence[int]  # their prefix sums
+    summary_raw: int  # raw tokens of the summary message (0 without one)
+    keep_from_seq: int | None = None  # the log seq the kept history starts at, when units were dropped
+    dropped_units: int = 0
+    dropped_tokens: int = 0
+    clipped: tuple[str, ...] = ()  # tool-call ids whose results were cut head + tail (the overflow guard)
+
+
+@dataclass(frozen=True)
 class Item:
     layer: str
     slot: Slot
@@ -44,7 +60,10 @@ class Item:
     header: str | None = None  # tail section header (TASK, EVIDENCE, ...)
     order: int = 0  # position within its slot (stable sort key, before priority)
     shrink: Callable[[Item, int, TokenCounter], Item | None] | None = field(default=None, compare=False)
-    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)  # free for custom layers
+    raw_tokens: int | None = None  # already counted (unscaled) by the layer: the assembler scales it
+    ref: str | None = None  # the artifact:// reference the item carries (listed in the manifest)
+    fit: HistoryFit | None = field(default=None, compare=False)  # set by the history layer
 
 
 @dataclass
@@ -66,3 +85,22 @@ class Layer(ABC):
     @abstractmethod
     def items(self, ctx: BuildContext) -> Iterable[Item]:
         """Yield this layer's items for the next request."""
+
+
+def shrink_text(item: Item, cap: int, counter: TokenCounter) -> Item | None:
+    """Shrink a text item to ``cap`` tokens by head + tail elision, or None if nothing useful fits."""
+    assert isinstance(item.content, str)
+    if cap < 32:
+        return None
+    text = item.content
+    keep = len(text)
+    while keep > 64:
+        keep = int(keep * min(0.9, cap / max(1, counter.text(text[:keep] if keep < len(text) else text))))
+        candidate = elide(item.content, keep)
+        if counter.text(candidate) <= cap:
+            return replace(item, content=candidate)
+        text = candidate
+    return None
+
+
+__all__ = ["PHASES", "SLOTS", "TAIL_HEADERS", "BuildContext", "HistoryFit", "Item", "Layer", "Phase", "Slot", "shrink_text"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..errors import TaskRequiredError
-from ..model import Message, Text, ToolResult
-from .base import BuildContext, Item, Layer
+from ..text import clip_messages
+from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
+from .evidence import EvidenceLayer
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -87,8 +89,7 @@ class NotesLayer(Layer):
         notes = ctx.state.notes_for(self.name)
         for i, note in enumerate(notes):
             yield Item(self.name, "tail", "dynamic", note["text"], priority=i, provenance=note.get("source", self.name),
-                       header=self.header, order=i, shrink=shrink_text,
-                       meta={"ref": note["ref"]} if note.get("ref") else {})
+                       header=self.header, order=i, shrink=shrink_text, ref=note.get("ref") or None)
 
 
 class HistoryLayer(Layer):
@@ -142,21 +143,20 @@ class HistoryLayer(Layer):
         raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0) + summary_raw
         yield Item(
             self.name, "history", "session", state.view_slice(lo), priority=50, provenance="log",
-            shrink=self._shrink,
-            meta={"raw_tokens": raw, "first_unit": lo, "state": state, "counts": counts, "prefix": prefix,
-                  "summary_raw": summary_raw},
+            shrink=partial(self._shrink, state), raw_tokens=raw,
+            fit=HistoryFit(first_unit=lo, counts=counts, prefix=prefix, summary_raw=summary_raw),
         )
         note = usage_note(ctx, raw)
         if note is not None:
             yield Item("usage", "tail", "dynamic", note, priority=10, provenance="usage-note", header="NOTE", order=0)
 
-    def _shrink(self, item: Item, cap: int, counter: TokenCounter) -> Item | None:
-        meta = item.meta
-        state: SessionState = meta["state"]
-        counts: list[int] = meta["counts"]
-        prefix: list[int] = meta["prefix"]
+    def _shrink(self, state: SessionState, item: Item, cap: int, counter: TokenCounter) -> Item | None:
+        fit = item.fit
+        assert fit is not None
+        counts = fit.counts
+        prefix = fit.prefix
         n = len(counts)
-        lo = meta["first_unit"]
+        lo = fit.first_unit
         first_raw = counts[0] if state.pinned else 0
         summary = state.summary_message
         summary_raw = counter.raw_message(summary) if summary is not None else 0
@@ -184,15 +184,14 @@ class HistoryLayer(Layer):
             # even the newest unit(s) do not fit: clip the largest tool results (overflow guard)
             messages, raw, clipped = clip_messages(messages, cap, counter)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and state.pinned)]
-        return replace(item, content=messages, meta={
-            **meta,
-            "raw_tokens": raw,
-            "first_unit": new_lo,
-            "keep_from_seq": state.units[new_lo].first_seq if new_lo < n else state.seq + 1,
-            "dropped_units": len(dropped),
-            "dropped_tokens": sum(counts[i] for i in dropped),
-            "clipped": clipped,
-        })
+        return replace(item, content=messages, raw_tokens=raw, fit=replace(
+            fit,
+            first_unit=new_lo,
+            keep_from_seq=state.units[new_lo].first_seq if new_lo < n else state.seq + 1,
+            dropped_units=len(dropped),
+            dropped_tokens=sum(counts[i] for i in dropped),
+            clipped=tuple(clipped),
+        ))
 
 
 def usage_note(ctx: BuildContext, history_raw: int) -> str | None:
@@ -211,69 +210,6 @@ def usage_note(ctx: BuildContext, history_raw: int) -> str | None:
     return f"The context window is {used / ctx.available:.0%} full ({int(used):,} of {ctx.available:,} tokens): {how}{reread}."
 
 
-def elide(text: str, keep_chars: int) -> str:
-    """Head + tail of ``text`` with a marker that says exactly how much was cut."""
-    if len(text) <= keep_chars:
-        return text
-    head = keep_chars * 2 // 3
-    tail = keep_chars - head
-    cut = text[head: len(text) - tail]
-    marker = f"\n[… windowsmith elided {cut.count(chr(10)) + 1} lines / {len(cut):,} chars …]\n"
-    return text[:head] + marker + text[len(text) - tail:]
-
-
-def shrink_text(item: Item, cap: int, counter: TokenCounter) -> Item | None:
-    """Shrink a text item to ``cap`` tokens by head + tail elision, or None if nothing useful fits."""
-    assert isinstance(item.content, str)
-    if cap < 32:
-        return None
-    text = item.content
-    keep = len(text)
-    while keep > 64:
-        keep = int(keep * min(0.9, cap / max(1, counter.text(text[:keep] if keep < len(text) else text))))
-        candidate = elide(item.content, keep)
-        if counter.text(candidate) <= cap:
-            return replace(item, content=candidate, meta={**item.meta, "elided": True})
-        text = candidate
-    return None
-
-
-def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter) -> tuple[tuple[Message, ...], int, list[str]]:
-    """Cut the largest tool results head + tail until the messages fit ``cap`` (scaled) tokens."""
-    msgs = list(messages)
-    clipped: list[str] = []
-    for _ in range(64):
-        raw = sum(counter.raw_message(m) for m in msgs)
-        if raw * counter.scale <= cap:
-            break
-        # find the largest tool result text
-        best: tuple[int, int, int] | None = None
-        for mi, m in enumerate(msgs):
-            for bi, b in enumerate(m.content):
-                if isinstance(b, ToolResult):
-                    size = counter.raw_text(b.text)
-                    if best is None or size > best[0]:
-                        best = (size, mi, bi)
-        if best is None or best[0] < 64:
-            break
-        size, mi, bi = best
-        over = raw - cap / counter.scale
-        keep_tokens = max(32, int(size - over - 64))
-        block = msgs[mi].content[bi]
-        assert isinstance(block, ToolResult)
-        text = block.text
-        keep_chars = max(128, int(len(text) * keep_tokens / max(1, size)))
-        new_text = elide(text, keep_chars)
-        new_block = ToolResult(block.call_id, (Text(new_text),), block.is_error, block.name)
-        content = list(msgs[mi].content)
-        content[bi] = new_block
-        msgs[mi] = Message(msgs[mi].role, tuple(content))
-        clipped.append(block.call_id)
-    raw = sum(counter.raw_message(m) for m in msgs)
-    return tuple(msgs), raw, clipped
-
-
-from .evidence import EvidenceLayer  # noqa: E402
 
 
 def default_layers(low_water: float = 0.7) -> list[Layer]:

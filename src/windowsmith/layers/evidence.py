@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .base import BuildContext, Item, Layer
+from .base import BuildContext, Item, Layer, shrink_text
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -41,11 +41,8 @@ class EvidenceLayer(Layer):
         self.steps = StepTracker()
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:
-        from .builtin import shrink_text
-
         step = self.steps.key(ctx.state)
         notes = [n for n in ctx.state.notes_for(self.name) if n.get("step", step) == step]
         for i, note in enumerate(notes):
             yield Item(self.name, "tail", "dynamic", note["text"], priority=i, provenance=note.get("source", self.name),
-                       header="EVIDENCE", order=i, shrink=shrink_text,
-                       meta={"ref": note["ref"]} if note.get("ref") else {})
+                       header="EVIDENCE", order=i, shrink=shrink_text, ref=note.get("ref") or None)

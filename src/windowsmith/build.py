@@ -1,0 +1,325 @@
+"""The build pipeline for one session: from the log as it stands to the request for the next model call.
+
+    assemble ─► block check ─► compact (stages due, records appended) ─► assemble again
+             ─► history still dropped units? append a ``truncate`` record, assemble again
+             ─► plan_cache ─► render ─► manifest ─► save_pack ─► Pack
+
+:class:`Builder` holds what a session keeps between builds (token counters and calibrations per format,
+the compactor's incremental planning, the reference tracker, the manifest's part digests). It owns the
+circuit breaker: a :class:`~windowsmith.compaction.Breaker` passed to :meth:`Builder.build` and
+:meth:`Builder.compact` makes sure no compaction stage runs twice across a build and its retry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from .assemble import Assembly, assemble
+from .budget import Budget
+from .cache import plan_cache, prefix_tokens
+from .compaction.base import Summarizer
+from .compaction.config import Breaker, CompactionResult
+from .compaction.pipeline import Compactor
+from .compaction.transcript import store_transcript
+from .errors import BudgetBlockedError, ConfigError, UsageError
+from .hashing import sha256_hex
+from .layers.base import Layer
+from .log import SessionLog
+from .manifest import PART_LEN, Manifest
+from .records import TruncateRecord
+from .refs import RefTracker
+from .render import FORMATS
+from .render.base import Rendered
+from .request import NeutralRequest
+from .state import SessionState
+from .tokens import Calibration, TokenCounter
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+PROVIDER_ALIASES = {"openai": "openai-chat", "claude": "anthropic", "google": "gemini", "responses": "openai-responses"}
+
+
+def check_format(fmt: str) -> str:
+    """The request format named by ``fmt`` (a format or a provider alias), or a ConfigError."""
+    fmt = PROVIDER_ALIASES.get(fmt, fmt)
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown provider format {fmt!r}; use one of {', '.join(FORMATS)}")
+    return fmt
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A built request: ``request`` goes to the provider SDK as ``**kwargs``."""
+
+    request: dict[str, Any]
+    manifest: Manifest
+    rendered: Rendered
+    neutral: NeutralRequest
+    format: str
+
+    @property
+    def id(self) -> str:
+        return self.manifest.pack_id
+
+    @property
+    def tokens(self) -> int:
+        return self.manifest.tokens
+
+
+class Builder:
+    """Builds packs (and runs compaction) for one session over its log."""
+
+    def __init__(self, engine: Engine, log: SessionLog, layers: list[Layer]) -> None:
+        self.engine = engine
+        self.log = log
+        self.session_id = log.session_id
+        self.layers = layers
+        self.last_pack: Pack | None = None
+        self._counters: dict[str, TokenCounter] = {}
+        self._calibrations: dict[str, Calibration] = {}
+        self._refs = RefTracker()
+        self._parts_cache: tuple[tuple[str, ...], str] = ((), "")
+        self._compactor: Compactor | None = None
+        self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
+
+    @property
+    def state(self) -> SessionState:
+        return self.log.state
+
+    # ------------------------------------------------------------------ settings
+
+    def format(self, provider: str | None = None) -> str:
+        """The request format for ``provider`` (default: the engine's, else the model's)."""
+        eng = self.engine
+        return check_format(provider or eng.format or eng.spec.default_format)
+
+    def budget(self) -> Budget:
+        eng = self.engine
+        return Budget.for_window(eng.window or eng.spec.context_window, eng.spec.max_output, eng.budget)
+
+    def counter(self, fmt: str) -> TokenCounter:
+        c = self._counters.get(fmt)
+        if c is None:
+            spec = self.engine.spec
+            c = TokenCounter(spec.tokenizer, fmt, spec.token_factor, self.calibration(fmt))
+            self._counters[fmt] = c
+        return c
+
+    def calibration_key(self, fmt: str) -> str:
+        return f"{self.engine.spec.name}|{fmt}"
+
+    def calibration(self, fmt: str) -> Calibration:
+        cal = self._calibrations.get(fmt)
+        if cal is None:
+            cal = Calibration.from_dict(self.engine.store.get_kv("calibration", self.calibration_key(fmt)))
+            self._calibrations[fmt] = cal
+        return cal
+
+    @property
+    def compactor(self) -> Compactor:
+        """This session's compaction pipeline (config and summarizer from the engine)."""
+        if self._compactor is None:
+            summ = self.engine.summarizer
+            self._compactor = Compactor(self.engine.compaction, _summarizer(summ))
+        return self._compactor
+
+    def _assemble(self, counter: TokenCounter, budget: Budget) -> Assembly:
+        eng = self.engine
+        return assemble(self.state, self.layers, counter, budget, eng.budget, model=eng.spec.name,
+                        cache_key=self.cache_key)
+
+    # ------------------------------------------------------------------ the pipeline
+
+    def build(self, fmt: str, breaker: Breaker) -> Pack:
+        """Build the request in format ``fmt`` (see ``Session.build``)."""
+        eng = self.engine
+        spec = eng.spec
+        state = self.state
+        if state.open_calls:
+            raise UsageError(
+                f"tool call(s) {sorted(state.open_calls)} have no result yet; record them with "
+                "session.tool_result(call_id, output) before build()"
+            )
+        if not state.units and not state.task.declared:
+            raise UsageError("the session has no messages; add one with session.user('...') before build()")
+        counter = self.counter(fmt)
+        budget = self.budget()
+        asm = self._assemble(counter, budget)
+        limit = eng.budget.block_tokens(budget.available)
+        self._check_block(asm, limit)  # compaction only shrinks history, which cannot help here
+        actions = []
+        if eng.compaction.enabled:
+            result = self._run_compaction(asm, counter, budget, breaker)
+            actions.extend(result.actions)  # a failed summary is recorded even when nothing changed
+            if result.changed:
+                asm = self._assemble(counter, budget)
+        self._check_block(asm, limit)  # a custom layer's required items may depend on the compacted view
+        if self._persist_truncation(asm):
+            actions.extend(a for a in asm.actions if a.layer == "history")
+            asm = self._assemble(counter, budget)  # the pack must be what the log (with the truncation record) builds
+        asm.actions[:0] = actions
+        req = asm.request
+        req = replace(req, model=eng.model, cache=plan_cache(req, spec.max_breakpoints))
+        rendered = eng.renderer(fmt).render(req)
+        window = eng.window or spec.context_window
+        manifest = self.manifest(asm, req, rendered, counter, fmt, window)
+        if eng.store.get_pack(manifest.pack_id) is None:
+            eng.store.save_pack(manifest.pack_id, self.session_id, state.seq, manifest.to_dict())
+        pack = Pack(rendered.request, manifest, rendered, req, fmt)
+        self.last_pack = pack
+        return pack
+
+    def compact(self, fmt: str, breaker: Breaker, *, harder: bool, reason: str) -> CompactionResult:
+        """Compact now, whatever the thresholds (see ``Session.compact``)."""
+        if not self.state.units:
+            return CompactionResult()
+        counter = self.counter(fmt)
+        budget = self.budget()
+        asm = self._assemble(counter, budget)
+        return self._run_compaction(asm, counter, budget, breaker, force=not harder, harder=harder, reason=reason)
+
+    def _check_block(self, asm: Assembly, limit: int) -> None:
+        """Refuse a request over the block threshold. Optional layers are fitted under it, so only the
+        required layers (system, tools, task, and any layer's required items) can put a request over."""
+        if asm.tokens <= limit:
+            return
+        cfg = self.engine.budget
+        available = asm.budget.available
+        required = sorted(((n, u.used) for n, u in asm.layers.items() if u.required and u.used),
+                          key=lambda e: (-e[1], e[0]))
+        worst = required[0][0] if required else "request"
+        parts = ", ".join(f"{n} {t:,}" for n, t in required) or "none"
+        raise BudgetBlockedError(
+            f"the request needs {asm.tokens:,} tokens, {asm.tokens / available:.1%} of the {available:,} available, "
+            f"over the block threshold BudgetConfig(block_at={cfg.block_at}) = {limit:,} tokens; the required "
+            f"layers alone take {sum(t for _, t in required):,} ({parts}), so dropping optional context and "
+            "compacting the history (session.compact()) cannot bring it under. Fix it by shrinking the required "
+            f"layers (system prompt, tool definitions, task; the largest is {worst!r}), by raising "
+            "BudgetConfig(block_at=...) (at most 1.0), or by making room: a model with a larger window or a "
+            "lower BudgetConfig(reserved_output=...). Nothing was sent and no pack was stored.",
+            layer=worst, needed=asm.tokens, available=available, limit=limit, block_at=cfg.block_at,
+        )
+
+    def _persist_truncation(self, asm: Assembly) -> bool:
+        """Make the history layer's drop durable: a ``truncate`` record, so the log rebuilds this pack."""
+        fit = asm.history.fit if asm.history is not None else None
+        st = self.state
+        if fit is None or fit.keep_from_seq is None or fit.keep_from_seq <= st.keep_from_seq:
+            return False
+        keep = fit.keep_from_seq
+        lo = st.first_compactable_unit()
+        first = st.units[lo].first_seq if lo < len(st.units) else keep
+        transcript = (store_transcript(self.log, st.span_messages(first, keep - 1), first, keep - 1)
+                      if first < keep else None)
+        self.log.append(TruncateRecord(keep, transcript, fit.dropped_units, fit.dropped_tokens, "history over its budget"))
+        return True
+
+    def _request_size(self, asm: Assembly) -> int:
+        """Counted size of the request before fitting (tool definitions included), or the billed size
+        of the last call if it is larger and no compaction happened since."""
+        size = asm.tokens + sum(max(0, a.tokens_before - a.tokens_after) for a in asm.actions)
+        state = self.state
+        last_comp = state.records[-1].seq if state.records else -1
+        if state.usages:
+            seq, usage, _ = state.usages[-1]
+            if seq > last_comp:
+                size = max(size, usage.prompt_tokens)
+        return size
+
+    def _run_compaction(self, asm: Assembly, counter: TokenCounter, budget: Budget, breaker: Breaker, *,
+                        force: bool = False, harder: bool = False, reason: str = "") -> CompactionResult:
+        fit = asm.history.fit if asm.history is not None else None
+        counts: list[int] | Any = []
+        if fit is not None:
+            counts = fit.counts
+        elif self.state.units:
+            counts = [sum(counter.raw_message(m) for m in u.messages) for u in self.state.units]
+        eng = self.engine
+        return self.compactor.run(
+            self.log, size=self._request_size(asm), counts=counts, counter=counter, budget=budget,
+            spec=eng.spec, compact_at=eng.budget.compact_at, breaker=breaker,
+            force=force, harder=harder, reason=reason,
+        )
+
+    # ------------------------------------------------------------------ the manifest
+
+    def manifest(self, asm: Assembly, req: NeutralRequest, rendered: Rendered, counter: TokenCounter,
+                  fmt: str, window: int) -> Manifest:
+        cfg = self.engine.budget
+        layers = {k: v.to_dict() for k, v in asm.layers.items()}
+        comp = {c: 0 for c in ("system", "tools", "skills", "memory", "knowledge", "task", "history", "tail")}
+        for name, u in asm.layers.items():
+            key = name if name in comp else ("system" if name == "instructions" else None)
+            if key:
+                comp[key] += u.used
+        comp["tail"] = sum(u.used for n, u in asm.layers.items() if n in ("task", "evidence", "memory", "knowledge"))
+        fill = asm.tokens / asm.budget.available
+        status = "ok"
+        warnings: list[str] = []
+        if fill >= cfg.compact_at:  # over block_at the build was refused (BudgetBlockedError)
+            status = "compact"
+        elif fill >= cfg.warn_at:
+            status = "warn"
+        if status != "ok":
+            warnings.append(f"the request fills {fill:.0%} of the available budget ({status} threshold)")
+        n_tools = len(req.tools)
+        n_system = len(rendered.parts) - len(req.messages) - n_tools - (1 if req.tail_mode() == "new" else 0)
+        layout = {"tools": n_tools, "system": max(0, n_system)}
+        ptoks = prefix_tokens(req, counter, asm.history.raw_tokens if asm.history is not None else None)
+        checksum = rendered.checksum
+        pack_id = "pk_" + sha256_hex(f"{self.session_id}|{self.state.head}|{fmt}|{checksum}")[:20]
+        return Manifest(
+            pack_id=pack_id,
+            session_id=self.session_id,
+            seq=self.state.seq,
+            head=self.state.head,
+            model=self.engine.spec.name,
+            format=fmt,
+            window=window,
+            reserved_output=asm.budget.reserved_output,
+            available=asm.budget.available,
+            tokens=asm.tokens,
+            layers=layers,
+            components=comp,
+            actions=[a.to_dict() for a in asm.actions],
+            repairs=[r.to_dict() for r in self.state.repairs],
+            artifacts=sorted(set(asm.refs) | self._refs.refs(req)),
+            redactions=self._refs.redactions(req),
+            cache={
+                "breakpoints": req.cache.count,
+                "prefix_tokens": ptoks,
+                "prefix_parts": rendered.cache_prefix_parts,
+                "prefix_hash": rendered.prefix_hash,
+                "layout": layout,
+            },
+            checksum=checksum,
+            parts=self._short_parts(rendered.parts),
+            status=status,
+            warnings=warnings,
+            calibration=counter.calibration.ratio,
+            messages=len(req.messages),
+        )
+
+    def _short_parts(self, parts: tuple[str, ...]) -> str:
+        """The manifest's part digests (12 hex chars each), extended incrementally turn to turn."""
+        prev, short = self._parts_cache
+        k = len(prev)
+        if k and len(parts) >= k and parts[:k] == prev:
+            short = short + "".join(p[:PART_LEN] for p in parts[k:])
+        else:
+            short = "".join(p[:PART_LEN] for p in parts)
+        # keep only the stable prefix (the last parts — tail, final message — change every turn)
+        keep = max(0, len(parts) - 3)
+        self._parts_cache = (parts[:keep], short[: keep * PART_LEN])
+        return short
+
+
+def _summarizer(summ: Summarizer | type[Summarizer] | None) -> Summarizer | None:
+    """The engine's summarizer: an instance, or a class instantiated once per session."""
+    return summ() if isinstance(summ, type) else summ
+
+
+__all__ = ["PROVIDER_ALIASES", "Builder", "Pack", "check_format"]

@@ -1,0 +1,113 @@
+"""Compaction settings, the per-pass result, and the circuit breaker that runs each stage at most once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..assemble import Action
+from ..errors import ConfigError
+
+#: The stages in the order they run, cheapest first.
+STAGES: tuple[str, ...] = ("mask", "summary", "emergency")
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    """When and how hard to compact. Fractions are of the available budget (window - output - slack).
+
+    Defaults tuned with ``windowsmith bench`` on the shared traces (README).
+    ``keep_turns``: the newest exchanges never masked; ``mask_batch``: fewest exchanges folded at once. ``mask_at``: above this fill, masking runs
+    whenever its batch is big enough; below it only when the cost model says it pays.
+    ``mask_min_tokens``: the hysteresis — a batch must save at least this many tokens (default: 8%
+    of the available budget, at least 512). ``summarize_at``: fill that triggers a summary (default:
+    ``BudgetConfig.compact_at``). ``keep_ratio``: after a summary or emergency truncation the verbatim
+    history aims at this share (masking keeps at least two exchanges). ``summary_target``: a summary
+    brings the whole request down to this share. ``summary_tokens``: output budget reserved for a
+    summary (at most 12% of the available budget). ``mask_low_water``: a mask batch due because the
+    request reached ``summarize_at`` folds deeper (keeps ``keep_ratio * mask_low_water`` verbatim), and is
+    skipped for the summary when even that would leave the request above ``mask_at``: at the ceiling,
+    one real compaction beats a small cache-breaking batch every turn.
+    ``emergency_keep``: messages kept verbatim by emergency truncation (fewer when they would leave the
+    request above ``summary_target``, the newest unit always; so a rebuild never truncates again). ``expected_turns``: remaining
+    turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
+    is replaced by a text stub naming it and its artifact once this many assistant turns followed it,
+    in a mask batch (``None``: never). ``enabled=False`` turns proactive compaction off (the assembler
+    still truncates to fit).
+    """
+
+    enabled: bool = True
+    keep_turns: int = 12
+    mask_batch: int = 4
+    mask_at: float = 0.6
+    mask_min_tokens: int | None = None
+    summarize_at: float | None = None
+    keep_ratio: float = 0.5
+    mask_low_water: float = 0.6  # near the summary threshold, mask keeps this share of keep_ratio verbatim
+    summary_target: float = 0.5
+    summary_tokens: int = 2048
+    emergency_keep: int = 6
+    expected_turns: int = 10
+    cost_aware: bool = True
+    fold_chars: int = 160
+    fold_keys: int = 12  # identifiers (ids, paths, error names, symbols) a fold keeps from its result
+    extract_lessons: bool = True
+    work_log_ratio: float = 0.08  # the work log of emergency truncations keeps its newest lines within this share
+    image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
+
+    def __post_init__(self) -> None:
+        if self.keep_turns < 1:
+            raise ConfigError(f"keep_turns must be >= 1 (the newest exchange is never folded), got {self.keep_turns}")
+        if not 0 < self.mask_at <= 1:
+            raise ConfigError(f"mask_at is a fraction of the available budget in (0, 1], got {self.mask_at}")
+        if self.summarize_at is not None and not 0 < self.summarize_at <= 1:
+            raise ConfigError(f"summarize_at is a fraction in (0, 1], got {self.summarize_at}")
+        if not 0.05 <= self.keep_ratio < 1:
+            raise ConfigError(f"keep_ratio must be in [0.05, 1), got {self.keep_ratio}")
+        if self.summary_tokens < 64 or self.emergency_keep < 1 or self.expected_turns < 0:
+            raise ConfigError("summary_tokens must be >= 64, emergency_keep >= 1 and expected_turns >= 0")
+        if self.image_keep_turns is not None and self.image_keep_turns < 1:
+            raise ConfigError(f"image_keep_turns must be >= 1 (the model sees an image at least once) or None "
+                              f"(images are never replaced), got {self.image_keep_turns}")
+
+    def min_saving(self, available: int) -> int:
+        return self.mask_min_tokens if self.mask_min_tokens is not None else max(512, int(available * 0.08))
+
+
+@dataclass
+class CompactionResult:
+    """What one compaction pass did (also recorded in the log and the next manifest)."""
+
+    actions: list[Action] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.stages)
+
+    def describe(self) -> str:
+        if not self.actions:
+            return f"nothing to compact (the request is {self.tokens_before:,} tokens)"
+        lines = [f"compacted the context: {self.tokens_before:,} → {self.tokens_after:,} tokens"]
+        lines += [f"- {a.kind}: {a.reason} ({a.tokens_before:,} → {a.tokens_after:,})" for a in self.actions]
+        return "\n".join(lines)
+
+
+class Breaker:
+    """The stages that already ran in one build (or one ``Session.call``, across its retry): a stage whose
+    name is in the breaker does not run again, so nothing loops."""
+
+    def __init__(self) -> None:
+        self._ran: set[str] = set()
+
+    def __contains__(self, stage: object) -> bool:
+        return stage in self._ran
+
+    def trip(self, stage: str) -> None:
+        if stage not in STAGES:
+            raise ValueError(f"unknown compaction stage {stage!r}; the stages are {STAGES}")
+        self._ran.add(stage)
+
+
+__all__ = ["STAGES", "Breaker", "CompactionConfig", "CompactionResult"]

@@ -1,0 +1,399 @@
+"""The mask stage: exchanges older than the last ``keep_turns`` fold into one line each, aged images
+become text stubs, in one batch when it pays.
+
+``[turn 12] run_tests(path=tests/) → 3 failed: … (artifact://<sha256>)``: the full result is put in the
+blob store first (a result offloaded at ingest already is: its footer names the artifact). Every image
+that ``image_keep_turns`` assistant turns have followed becomes
+``[image: <caption> (<media type>, <bytes>) (artifact://<sha256>)]``, its bytes stored first. The batch is
+applied only when it saves at least ``mask_min_tokens`` (hysteresis) and holds ``mask_batch`` exchanges, or
+images saving that much on their own (or the request is at the summary threshold), and, below ``mask_at``,
+only when the cost model says the cache-read tokens it saves over ``expected_turns`` outweigh the one-time
+cache rewrite it causes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import urllib.parse
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from ..assemble import Action
+from ..model import Image, Message, Text, ToolCall, ToolResult
+from ..records import Fold, ImageStubEntry, MaskRecord
+from ..refs import offloaded_artifact
+from ..state import message_images, stub_images
+from .config import CompactionConfig
+from .port import Pass
+from .references import format_args, result_keys
+
+if TYPE_CHECKING:
+    from ..registry import ModelSpec
+    from ..state import SessionState, Unit
+    from ..tokens import TokenCounter
+
+
+@dataclass(frozen=True)
+class PlannedFold:
+    unit: int
+    first_seq: int
+    last_seq: int
+    text: str
+    saving: int  # raw tokens
+    blobs: tuple[tuple[str, bytes], ...]  # (sha, bytes) to store before the record is written
+    calls: Mapping[str, str] = field(default_factory=dict)  # call id → artifact sha of its full result
+    artifacts: tuple[str, ...] = ()  # every artifact the line links
+
+
+@dataclass(frozen=True)
+class UnitImages:
+    """The image stubs planned for one unit."""
+
+    unit: int
+    first_seq: int
+    last_seq: int
+    saving: int  # raw tokens
+    stubs: tuple[ImageStubEntry, ...]
+    blobs: tuple[tuple[str, bytes], ...]
+
+
+class ImageStub(NamedTuple):
+    """The text that stands for an image once it has aged out of the context, and what it links."""
+
+    text: str
+    sha: str
+    raw: bytes  # what the artifact holds: the decoded image, or the URL's text
+
+
+def _b64(data: str) -> bytes:
+    try:
+        return base64.b64decode(data)
+    except (binascii.Error, ValueError):
+        return data.encode("utf-8")  # not base64 after all: keep the text as given
+
+
+def image_stub(image: Image) -> ImageStub:
+    """``[image: <caption> (<media type>, <size>) (artifact://<sha>)]``, and the bytes behind it.
+
+    Inline images (base64, or a ``data:`` URL) store their decoded bytes; a URL image stores the URL."""
+    media = image.media_type
+    if image.data is not None:
+        raw, what = _b64(image.data), None
+    elif image.url is not None and image.url.startswith("data:"):
+        head, _, payload = image.url.partition(",")
+        media = media or head[5:].split(";")[0] or None
+        raw = _b64(payload) if head.endswith(";base64") else urllib.parse.unquote_to_bytes(payload)
+        what = None
+    else:
+        url = image.url or ""
+        raw, what = url.encode("utf-8"), f"at {url if len(url) <= 200 else url[:199] + '…'}"
+    if what is None:
+        what = f"{media or 'image'}, {len(raw):,} bytes"
+    sha = hashlib.sha256(raw).hexdigest()
+    caption = " ".join((image.caption or "").split())
+    if len(caption) > 200:
+        caption = caption[:199] + "…"
+    desc = f"{caption} ({what})" if caption else what
+    return ImageStub(f"[image: {desc} (artifact://{sha})]", sha, raw)
+
+
+def has_images(u: Unit) -> bool:
+    return any(next(message_images(m), None) is not None for m in u.messages)
+
+
+def _preview(text: str, n: int) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return "(empty)"
+    errs = [ln for ln in lines if any(w in ln for w in ("Error", "FAILED", "failed", "error:", "Exception", "Traceback"))]
+    head = errs[0] if errs else lines[0]
+    more = len(lines) - 1
+    out = " ".join(head.split())
+    if len(out) > n:
+        out = out[: n - 1] + "…"
+    return out + (f" … (+{more} lines)" if more > 0 else "")
+
+
+class Folded(NamedTuple):
+    """A fold line and what it points at."""
+
+    text: str
+    blobs: list[tuple[str, bytes]]  # (sha, bytes) to store before the record is written
+    calls: dict[str, str]  # tool-call id → sha of the artifact holding that call's full result
+    artifacts: list[str]  # every artifact the line links, in order, once each
+
+
+def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
+              originals: Mapping[str, ToolResult] | None = None) -> Folded:
+    """One line per tool call of an exchange unit, call and result together, with the result's artifact.
+
+    A result offloaded at ingest already has its artifact (named by its footer); any other result's text is
+    stored now. ``originals``: the results as logged, by call id, in case the view's copy was rewritten."""
+    calls: list[ToolCall] = []
+    said = ""
+    results: dict[str, ToolResult] = {}
+    for m in unit.messages:
+        for b in m.content:
+            if isinstance(b, ToolCall):
+                calls.append(b)
+            elif isinstance(b, ToolResult):
+                results[b.call_id] = b
+            elif isinstance(b, Text) and m.role == "assistant" and b.text.strip():
+                said = b.text
+    if originals:
+        results.update((k, v) for k, v in originals.items() if k in results)
+    blobs: list[tuple[str, bytes]] = []
+    mapping: dict[str, str] = {}
+    links: list[str] = []
+    parts = []
+    for c in calls:
+        r = results.get(c.id)
+        if r is None:
+            parts.append(f"{c.name}({format_args(c.arguments)}) → (no result)")
+            continue
+        text = r.text
+        status = "error: " if r.is_error else ""
+        images = [image_stub(b) for b in r.content if isinstance(b, Image)]  # named by their stubs, never inlined
+        blobs.extend((im.sha, im.raw) for im in images)
+        shown = " ".join(im.text for im in images)
+        if images and not text.strip():
+            mapping[c.id] = images[0].sha
+            links.extend(im.sha for im in images)
+            parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{shown}")
+            continue
+        sha = offloaded_artifact(text)  # offloaded at ingest: the artifact holds the full original
+        if sha is None:
+            raw = text.encode("utf-8")
+            sha = hashlib.sha256(raw).hexdigest()
+            blobs.append((sha, raw))
+        mapping[c.id] = sha
+        links.append(sha)
+        links.extend(im.sha for im in images)
+        preview = _preview(text, chars)
+        extra = [k for k in result_keys(text, keys) if k not in preview] if keys else []
+        more = f" [keys: {', '.join(extra)}]" if extra else ""
+        more += f" {shown}" if shown else ""
+        parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{preview}{more} (artifact://{sha})")
+    prefix = f"[turn {turn}] "
+    if said:
+        s = " ".join(said.split())
+        prefix += f"«{s if len(s) <= 100 else s[:99] + '…'}» "
+    return Folded(prefix + "; ".join(parts), blobs, mapping, list(dict.fromkeys(links)))
+
+
+def is_exchange(u: Unit) -> bool:
+    return bool(u.messages) and u.messages[0].role == "assistant" and bool(u.messages[0].tool_calls)
+
+
+class MaskPlanner:
+    """Plans folds and image stubs for one session, incrementally, so a build costs O(new units)."""
+
+    def __init__(self, config: CompactionConfig) -> None:
+        self.config = config
+        self._scan_next = 0
+        self._scan_turn = 0
+        self._turns: list[int] = []  # turn number of each scanned unit
+        self._image_next = 0
+        self._image_units: set[int] = set()  # units that may still hold an image
+        self._plan_key: tuple[int, int, int] | None = None  # (first visible unit, compaction records, counter)
+        self._planned: list[PlannedFold] = []  # folds planned for the units before _planned_upto
+        self._planned_upto = 0
+
+    def turn_numbers(self, state: SessionState) -> list[int]:
+        # units only grow, and a fold keeps its unit's place and role: the scan is incremental
+        for u in state.units[self._scan_next:]:
+            if u.messages and (u.messages[0].role == "assistant" or u.folded):
+                self._scan_turn += 1
+            self._turns.append(self._scan_turn)
+        self._scan_next = len(state.units)
+        return self._turns
+
+    def plan_mask(self, state: SessionState, counter: TokenCounter, counts: Sequence[int],
+                  keep_raw: float | None = None) -> list[PlannedFold]:
+        """Folds for every unfolded exchange older than the last ``keep_turns`` exchanges (or, in a small
+        window, older than the newest ``keep_raw`` tokens of exchanges; at least two stay) that gets shorter."""
+        units = state.units
+        turns = self.turn_numbers(state)
+        seen = 0
+        kept = 0
+        limit = None
+        for i in range(len(units) - 1, -1, -1):
+            if is_exchange(units[i]) or units[i].folded:
+                seen += 1
+                kept += counts[i] if i < len(counts) else 0
+                if seen >= self.config.keep_turns or (keep_raw is not None and seen >= 2 and kept > keep_raw):
+                    limit = i
+                    break
+        if limit is None:
+            return []
+        lo = state.first_visible_unit()
+        # incremental: closed units never change and the view changes only with a compaction record, so the
+        # folds planned for units [lo, upto) stay valid until then; a build plans only the units that aged
+        key = (lo, len(state.compactions), id(counter))
+        if key != self._plan_key:
+            self._plan_key, self._planned, self._planned_upto = key, [], lo
+        if limit < self._planned_upto:
+            self._planned = [f for f in self._planned if f.unit < limit]
+            self._planned_upto = limit
+        end = min(limit, len(counts))  # a unit the history layer did not count yet is planned next time
+        for i in range(max(self._planned_upto, lo), end):  # never a unit before the view
+            u = units[i]
+            if u.folded or u.pinned or u.is_open or not is_exchange(u):
+                continue
+            fl = fold_line(turns[i], u, chars=self.config.fold_chars, keys=self.config.fold_keys,
+                           originals=logged_results(state, u))
+            new = counter.raw_message(Message("assistant", (Text(fl.text),)))
+            saving = counts[i] - new
+            if saving > 0:
+                self._planned.append(PlannedFold(i, u.first_seq, u.last_seq, fl.text, saving, tuple(fl.blobs), fl.calls,
+                                           tuple(fl.artifacts)))
+        self._planned_upto = max(self._planned_upto, end)
+        return list(self._planned)
+
+    def plan_images(self, state: SessionState, counter: TokenCounter, counts: Sequence[int], *,
+                    skip: Collection[int] = ()) -> list[UnitImages]:
+        """Text stubs for the images of every visible unit that ``image_keep_turns`` assistant turns (or more)
+        have followed; units in ``skip`` (folded by the same batch) are left to their fold."""
+        keep = self.config.image_keep_turns
+        if keep is None:
+            return []
+        units = state.units
+        turns = self.turn_numbers(state)
+        for i in range(max(0, self._image_next - 1), len(units)):  # the last unit may have grown since
+            if has_images(units[i]):
+                self._image_units.add(i)
+        self._image_next = len(units)
+        lo = state.first_visible_unit()
+        now = turns[-1] if turns else 0
+        out = []
+        for i in sorted(self._image_units):
+            u = units[i]
+            if u.folded or (i < lo and not u.pinned) or not has_images(u):
+                self._image_units.discard(i)  # folded, compacted away or already stubbed: for good
+                continue
+            if now - turns[i] < keep:
+                break  # turn numbers only grow: every later unit is younger
+            if i in skip or u.is_open:
+                continue
+            seqs = [q for q, _ in state.span_messages(u.first_seq, u.last_seq)]
+            msgs = list(u.messages)
+            stubs: list[ImageStubEntry] = []
+            blobs: list[tuple[str, bytes]] = []
+            for k, m in enumerate(u.messages[: len(seqs)]):  # a repair message after them holds no image
+                paths: dict[tuple[int, ...], str] = {}
+                for path, img in message_images(m):
+                    st = image_stub(img)
+                    paths[path] = st.text
+                    stubs.append(ImageStubEntry(seqs[k], tuple(path), st.text, st.sha))
+                    blobs.append((st.sha, st.raw))
+                if paths:
+                    msgs[k] = stub_images(m, paths)
+            old = counts[i] if i < len(counts) else sum(counter.raw_message(m) for m in u.messages)
+            saving = old - sum(counter.raw_message(m) for m in msgs)
+            if stubs and saving > 0:
+                out.append(UnitImages(i, u.first_seq, u.last_seq, saving, tuple(stubs), tuple(blobs)))
+        return out
+
+def mask_pays(edits: Sequence[PlannedFold | UnitImages], counts: Sequence[int], scale: float, spec: ModelSpec,
+          expected_turns: int) -> tuple[bool, dict[str, float | int]]:
+    """Whether folding (and stubbing images) now saves money over ``expected_turns``: the saved tokens would
+    otherwise be read from cache every turn; the batch rewrites the cache from its first edit on, once."""
+    if not edits:
+        return False, {}
+    p = spec.prices
+    read = p.cache_read or p.input
+    write = p.cache_write or p.input
+    saved = sum(f.saving for f in edits) * scale
+    after = sum(counts[min(f.unit for f in edits):]) * scale - saved
+    per_turn = saved * read / 1e6
+    rewrite = max(0.0, after) * max(0.0, write - read) / 1e6
+    gain = per_turn * expected_turns - rewrite
+    return gain > 0, {"saving_usd_per_turn": round(per_turn, 6), "rewrite_usd": round(rewrite, 6),
+                      "net_usd": round(gain, 6), "expected_turns": expected_turns}
+
+
+def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
+    """Fold old exchanges and stub aged images in one batch if due; returns the request's new size."""
+    cfg = p.config
+    avail = p.available
+    scale = p.scale
+    state = p.state
+    if "mask" in p.breaker or not (p.urgent or size >= cfg.mask_at * avail or cfg.cost_aware):
+        return size
+    # low water: a batch due because a summary is near folds deeper, so the next one is turns away
+    # instead of one small batch (one more cache rewrite) every turn or two at the ceiling
+    near_summary = size >= p.summarize_at * avail
+    deep = cfg.mask_low_water if near_summary else 1.0
+    folds = planner.plan_mask(state, p.counter, p.counts, keep_raw=p.keep_ratio * deep * avail / scale)
+    images = planner.plan_images(state, p.counter, p.counts, skip={f.unit for f in folds})
+    edits: list[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit)
+    image_saved = sum(x.saving for x in images) * scale
+    saved = int(sum(f.saving for f in folds) * scale + image_saved)
+    pressure = size >= cfg.mask_at * avail
+    pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.expected_turns)
+    # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
+    # when the alternative is a summary), so the cache prefix breaks every few turns at most
+    floor = cfg.min_saving(avail)
+    big_enough = saved >= floor and (len(folds) >= cfg.mask_batch or near_summary or image_saved >= floor)
+    if near_summary and not p.urgent and size - saved >= cfg.mask_at * avail:
+        big_enough = False  # folding cannot make real room any more: let the summary do it, once
+    if not edits or not (p.urgent or (big_enough and (pressure or pays))):
+        return size
+    p.breaker.trip("mask")
+    for e in edits:
+        for _sha, raw in e.blobs:
+            p.port.put_blob(raw)
+    trigger = "on demand" if p.force else ("window pressure" if pressure else "cost model: pays back")
+    stubs = [st for x in images for st in x.stubs]
+    what = []
+    if folds:
+        what.append(f"{len(folds)} exchange(s) older than the last {cfg.keep_turns} folded")
+    if stubs:
+        what.append(f"{len(stubs)} image(s) older than {cfg.image_keep_turns} turn(s) replaced by text stubs")
+    rec = MaskRecord(
+        folds=tuple(Fold(f.first_seq, f.last_seq, f.text, f.artifacts, dict(f.calls)) for f in folds),
+        saved_tokens=saved,
+        reason=f"{p.why}; {trigger}; {'; '.join(what)}",
+        images=tuple(stubs),
+        economics=economics,
+    )
+    p.port.append(rec)
+    before = size
+    size -= saved
+    p.result.stages.append("mask")
+    p.result.actions.append(Action("mask", "history", rec.reason, before, size,
+                                   {"folds": len(folds), **({"images": len(stubs)} if stubs else {}),
+                                    "first_seq": edits[0].first_seq, "last_seq": max(x.last_seq for x in edits),
+                                    "record_seq": state.seq, **economics}))
+    return size
+
+
+def logged_results(state: SessionState, u: Unit) -> dict[str, ToolResult]:
+    """The tool results of a unit as logged (the view's copy may have been rewritten), by call id."""
+    return {r.call_id: r for _, m in state.span_messages(u.first_seq, u.last_seq) for r in m.tool_results}
+
+
+def fold_artifacts(state: SessionState, first_seq: int) -> dict[str, str]:
+    """call id → artifact sha for a folded unit, from its mask record.
+
+    Records carry the mapping (``calls``). Records written before it only list artifacts: those are
+    paired with the span's results in order, which is right unless the exchange mixed results offloaded
+    at ingest with inline ones."""
+    for rec in reversed(state.records):
+        if not isinstance(rec, MaskRecord):
+            continue
+        for f in rec.folds:
+            if f.first_seq == first_seq:
+                if f.calls is not None:
+                    return dict(f.calls)
+                ids = [b.call_id for _, m in state.span_messages(f.first_seq, f.last_seq)
+                       for b in m.content if isinstance(b, ToolResult)]
+                return dict(zip(ids, f.artifacts, strict=False))
+    return {}
+
+
+__all__ = ["Folded", "ImageStub", "MaskPlanner", "PlannedFold", "UnitImages", "fold_artifacts", "fold_line", "has_images",
+           "image_stub", "is_exchange", "logged_results", "mask_pays", "run_mask"]

@@ -1,0 +1,126 @@
+"""References in text: the one ``artifact://`` pattern, the offload footer and binary stub (writers and the
+parser side by side), and the tracker of every reference and redaction marker in a request.
+
+    offload_footer(lines, tokens, sha)  →  [windowsmith: the full result (N lines, T tokens) is stored as
+                                            artifact://<sha>; read more with read_result(ref, offset, limit)
+                                            or search_result(ref, pattern)]
+    binary_stub(size, what, sha)        →  [binary output: N bytes of <what>, stored as artifact://<sha>;
+                                            it cannot be shown as text]
+    offloaded_artifact(text)            →  the sha either of them names, or None
+"""
+
+from __future__ import annotations
+
+import re
+
+from .artifacts import REF_RE as ARTIFACT_RE
+from .artifacts import artifact_uri
+from .model import Message, Text, ToolCall, ToolResult
+from .request import NeutralRequest
+
+#: The notes ingest puts in place of (or under) a result it stored whole: the offload footer and the binary
+#: stub. Group 1 or 2 is the sha of the artifact holding the full original.
+OFFLOAD_RE = re.compile(
+    r"\[windowsmith: the full result \([^\]\n]*\) is stored as artifact://([0-9a-f]{64}); read more with [^\]\n]*\]"
+    r"|\[binary output: [^\]\n]*, stored as artifact://([0-9a-f]{64}); it cannot be shown as text\]"
+)
+REDACTED_RE = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+
+
+def offload_footer(n_lines: int, tokens: int, sha: str) -> str:
+    """The line under a compressed view naming the artifact that holds the whole result."""
+    return (f"[windowsmith: the full result ({n_lines:,} lines, {tokens:,} tokens) is stored as "
+            f"{artifact_uri(sha)}; read more with read_result(ref, offset, limit) or search_result(ref, pattern)]")
+
+
+def binary_stub(size: int, what: str, sha: str) -> str:
+    """What the model sees in place of binary tool output stored whole."""
+    return f"[binary output: {size:,} bytes of {what}, stored as {artifact_uri(sha)}; it cannot be shown as text]"
+
+
+def offloaded_artifact(text: str) -> str | None:
+    """The sha of the artifact an offload footer or binary stub in ``text`` names, or None."""
+    found = OFFLOAD_RE.search(text)
+    return (found.group(1) or found.group(2)) if found else None
+
+
+_refs_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+
+
+def message_refs(m: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(artifact references, redaction marker types) in a message, cached by digest."""
+    key = m.digest
+    hit = _refs_cache.get(key)
+    if hit is None:
+        refs: set[str] = set()
+        marks: list[str] = []
+        for b in m.content:
+            texts: list[str] = []
+            if isinstance(b, ToolResult | Text):
+                texts.append(b.text)
+            elif isinstance(b, ToolCall):
+                texts.append(b.arguments_json)
+            for t in texts:
+                if "artifact://" in t:
+                    refs.update(artifact_uri(s) for s in ARTIFACT_RE.findall(t))
+                if "[REDACTED:" in t:
+                    marks.extend(REDACTED_RE.findall(t))
+        hit = (tuple(sorted(refs)), tuple(marks))
+        if len(_refs_cache) > 200_000:
+            _refs_cache.clear()
+        _refs_cache[key] = hit
+    return hit
+
+
+class RefTracker:
+    """Every artifact reference in a request, found incrementally.
+
+    When this request's messages start with the previous request's (the usual append-only turn;
+    checked with a C-level tuple comparison that short-circuits on identical objects), only the new
+    messages are scanned; otherwise everything is rescanned (per-message results are cached by digest).
+    """
+
+    def __init__(self) -> None:
+        self._messages: tuple[Message, ...] = ()
+        self._counts: dict[str, int] = {}
+        self._redactions: dict[str, int] = {}
+
+    def _scan(self, req: NeutralRequest) -> None:
+        msgs = req.messages
+        k = len(self._messages)
+        if k and len(msgs) >= k and msgs[:k] == self._messages:
+            new = msgs[k:]
+        else:
+            self._counts = {}
+            self._redactions = {}
+            new = msgs
+        for m in new:
+            refs, marks = message_refs(m)
+            for r in refs:
+                self._counts[r] = self._counts.get(r, 0) + 1
+            for t in marks:
+                self._redactions[t] = self._redactions.get(t, 0) + 1
+        self._messages = msgs
+
+    def refs(self, req: NeutralRequest) -> set[str]:
+        self._scan(req)
+        return set(self._counts) | {artifact_uri(s) for s in ARTIFACT_RE.findall(req.tail or "")}
+
+    def redactions(self, req: NeutralRequest) -> dict[str, int]:
+        """Secret markers per type in the whole request: tool definitions, system and session text,
+        messages and the dynamic tail (task, notes). Call after :meth:`refs` for the same request."""
+        out = dict(self._redactions)
+        texts = [req.tail or ""]
+        texts.extend(seg.text for seg in (*req.system, *req.session))
+        texts.extend(t.canonical for t in req.tools)
+        for text in texts:
+            if "[REDACTED:" in text:
+                for t in REDACTED_RE.findall(text):
+                    out[t] = out.get(t, 0) + 1
+        return dict(sorted(out.items()))
+
+
+__all__ = ["ARTIFACT_RE", "OFFLOAD_RE", "REDACTED_RE", "RefTracker", "artifact_uri", "binary_stub", "message_refs",
+           "offload_footer", "offloaded_artifact"]

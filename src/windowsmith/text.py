@@ -1,0 +1,175 @@
+"""Cutting text to fit, in one place with one marker: head + tail of a text (``head_tail`` by tokens,
+``elide`` by characters), the largest tool results of a message list (``clip_messages``), and the JSON
+sniffing the compressors share. Every cut says exactly how much was cut:
+``[… 1,234 lines / 56,789 chars elided …]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .model import Message, Text, ToolResult
+
+if TYPE_CHECKING:
+    from .tokens import TokenCounter
+
+CountTokens = Callable[[str], int]
+
+EXACT_COUNT_LIMIT = 2_000_000  # chars; above this the original token count is estimated from samples
+SAMPLE_CHARS = 65_536  # chars per sample when a count is estimated
+
+
+NOT_JSON = object()
+JSON_PARSE_LIMIT = 64_000_000
+
+
+def try_json(text: str) -> Any:
+    if len(text) > JSON_PARSE_LIMIT:
+        return NOT_JSON
+    s = text.strip()
+    if not s or s[0] not in "{[" or s[-1] not in "}]":
+        return NOT_JSON
+    try:
+        return json.loads(s)
+    except (ValueError, RecursionError):
+        return NOT_JSON
+
+
+# ---------------------------------------------------------------------------------------------------
+# Head + tail, the fallback every compressor ends in
+# ---------------------------------------------------------------------------------------------------
+
+
+def elision_marker(lines: int, chars: int) -> str:
+    """``[… 1,234 lines / 56,789 chars elided …]``: ``lines`` counts newline characters cut."""
+    return f"[… {lines:,} lines / {chars:,} chars elided …]"
+
+
+def _join(text: str, h: int, t: int) -> str:
+    head, tail = text[:h], text[t:]
+    sep = "" if not head or head.endswith("\n") else "\n"
+    return f"{head}{sep}{elision_marker(text.count(chr(10), h, t), t - h)}\n{tail}"
+
+
+def _cuts(text: str, n: int, head_fraction: float) -> tuple[int, int]:
+    size = len(text)
+    hn = int(n * head_fraction)
+    tn = n - hn
+    h, t = hn, size - tn
+    if hn > 0:
+        k = text.rfind("\n", max(0, h - hn // 4 - 1), h)
+        if k >= 0:
+            h = k + 1
+    if tn > 0:
+        k = text.find("\n", t, min(size, t + tn // 4 + 1))
+        if k >= 0 and k + 1 < size:
+            t = k + 1
+    return h, max(h, t)
+
+
+def chars_per_token(text: str, count_tokens: CountTokens) -> float:
+    sample = text if len(text) <= 2 * SAMPLE_CHARS else text[:SAMPLE_CHARS] + text[-SAMPLE_CHARS:]
+    return max(0.05, len(sample) / max(1, count_tokens(sample)))
+
+
+def fits_cheaply(text: str, budget_tokens: int) -> bool:
+    """True when ``text`` surely fits: a token covers at least one UTF-8 byte."""
+    return len(text) <= budget_tokens and (text.isascii() or len(text.encode("utf-8", "replace")) <= budget_tokens)
+
+
+def head_tail(text: str, budget_tokens: int, count_tokens: CountTokens, *, head_fraction: float = 0.5) -> str:
+    """Keep the head and the tail of ``text`` within ``budget_tokens``, cut at line ends where possible,
+    with a marker in between that states exactly how many newlines and characters were cut."""
+    if budget_tokens <= 0:
+        return ""
+    if fits_cheaply(text, budget_tokens):
+        return text
+    size = len(text)
+    if size <= EXACT_COUNT_LIMIT and count_tokens(text) <= budget_tokens:
+        return text
+    cpt = chars_per_token(text, count_tokens)
+    if size > EXACT_COUNT_LIMIT and size / cpt < budget_tokens * 0.8 and count_tokens(text) <= budget_tokens:
+        return text
+    best = _join(text, 0, size)
+    marker_tokens = count_tokens(best)
+    if marker_tokens > budget_tokens:
+        short = f"[… {size:,} chars elided …]"
+        return short if count_tokens(short) <= budget_tokens else ""
+    room = budget_tokens - marker_tokens
+    lo, hi = 0, size  # lo fits, hi does not (the whole text does not fit)
+    n = min(size - 1, int(room * cpt * 0.97))
+    for _ in range(14):
+        if n <= lo or n >= hi:
+            n = (lo + hi) // 2
+        if n <= lo:
+            break
+        cand = _join(text, *_cuts(text, n, head_fraction))
+        used = count_tokens(cand)
+        if used <= budget_tokens:
+            best, lo = cand, n
+            if used >= budget_tokens - max(2, budget_tokens // 100):
+                break
+        else:
+            hi = n
+        if hi - lo <= max(8, lo // 200):
+            break
+        # Interpolate on the tokens the kept text actually used.
+        kept_tokens = max(1, used - marker_tokens)
+        n = int(n * room / kept_tokens * (0.99 if used <= budget_tokens else 0.97))
+    return best
+
+
+def elide(text: str, keep_chars: int) -> str:
+    """Head + tail of ``text`` with a marker that says exactly how much was cut."""
+    if len(text) <= keep_chars:
+        return text
+    head = keep_chars * 2 // 3
+    tail = keep_chars - head
+    cut = text[head: len(text) - tail]
+    marker = f"\n[… windowsmith elided {cut.count(chr(10)) + 1} lines / {len(cut):,} chars …]\n"
+    return text[:head] + marker + text[len(text) - tail:]
+
+
+def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter, *,
+                  texts: bool = False) -> tuple[tuple[Message, ...], int, list[str]]:
+    """Cut the largest tool results (``texts``: or any text block) head + tail until the messages fit ``cap``
+    (scaled) tokens. Returns the messages, their raw tokens and the call ids of the results cut."""
+    msgs = list(messages)
+    clipped: list[str] = []
+    for _ in range(64):
+        raw = sum(counter.raw_message(m) for m in msgs)
+        if raw * counter.scale <= cap:
+            break
+        # find the largest text that may be cut
+        best: tuple[int, int, int] | None = None
+        for mi, m in enumerate(msgs):
+            for bi, b in enumerate(m.content):
+                if isinstance(b, ToolResult) or (texts and isinstance(b, Text) and b.text):
+                    size = counter.raw_text(b.text)
+                    if best is None or size > best[0]:
+                        best = (size, mi, bi)
+        if best is None or best[0] < 64:
+            break
+        size, mi, bi = best
+        over = raw - cap / counter.scale
+        keep_tokens = max(32, int(size - over - 64))
+        block = msgs[mi].content[bi]
+        assert isinstance(block, ToolResult | Text)
+        text = block.text
+        keep_chars = max(128, int(len(text) * keep_tokens / max(1, size)))
+        new_text = elide(text, keep_chars)
+        new_block: Text | ToolResult = (ToolResult(block.call_id, (Text(new_text),), block.is_error, block.name)
+                                        if isinstance(block, ToolResult) else Text(new_text))
+        content = list(msgs[mi].content)
+        content[bi] = new_block
+        msgs[mi] = Message(msgs[mi].role, tuple(content))
+        if isinstance(block, ToolResult):
+            clipped.append(block.call_id)
+    raw = sum(counter.raw_message(m) for m in msgs)
+    return tuple(msgs), raw, clipped
+
+
+__all__ = ["EXACT_COUNT_LIMIT", "JSON_PARSE_LIMIT", "NOT_JSON", "SAMPLE_CHARS", "CountTokens", "chars_per_token", "clip_messages",
+           "elide", "elision_marker", "fits_cheaply", "head_tail", "try_json"]
