@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 from click.testing import CliRunner
 
+from conftest import DATA
 from windowsmith.cli import main
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data/traces")
 
 
 def run(*args: str):

@@ -64,11 +64,9 @@ def records(s: ws.Session, typ: str | None = None) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def engine(tmp_path):
+def engine(make_engine):
     # the scenarios below are sized for these values (not the defaults, which the bench tunes)
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "ws.db", window=24_000,
-                   compaction=CompactionConfig(keep_turns=8, keep_ratio=0.35)) as e:
-        yield e
+    return make_engine(window=24_000, compaction=CompactionConfig(keep_turns=8, keep_ratio=0.35))
 
 
 # --------------------------------------------------------------------------- masking

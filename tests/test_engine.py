@@ -39,13 +39,6 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-def engine(tmp_path):
-    e = ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "ws.db")
-    yield e
-    e.close()
-
-
 def support_session(engine, sid="ticket-42"):
     s = engine.session(sid, goal="Refund the duplicate charge", acceptance=["refund issued", "customer told"])
     s.system("You are a support agent for ACME. Be brief.")

@@ -17,13 +17,6 @@ AWS = "AKIA" + "QYLPMN5HHHFPZAM2"
 REF = re.compile(r"artifact://([0-9a-f]{64})")
 
 
-@pytest.fixture
-def engine(tmp_path):
-    e = ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "ws.db")
-    yield e
-    e.close()
-
-
 def _session(engine, sid="s"):
     s = engine.session(sid, goal="fix the failing tests")
     s.tools([*RESULT_TOOLS, {"name": "bash", "description": "run a command",

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import pytest
 
 import windowsmith as ws
+from conftest import DATA
 from windowsmith.traces import load_traces
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data/traces")
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available")
 
 CASES = [

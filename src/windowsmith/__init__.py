@@ -2,12 +2,27 @@
 
 Builds the exact provider request for every model call from an append-only session log: within a
 token budget, ordered so the provider's prompt cache hits, with a manifest of what went in and why.
+
+This module is the public API: what a user types. Internals (the assembler's ``Action``/``Assembly``,
+the neutral request's ``Segment``/``CachePlan``, token counting, records) stay importable from their
+own modules (``windowsmith.assemble``, ``windowsmith.request``, ``windowsmith.tokens``, ...).
 """
 
 from .artifacts import ArtifactStore, EmbeddedArtifacts, FileArtifacts, ObjectArtifacts
-from .assemble import Action, Assembly, LayerUsage
-from .budget import Budget, BudgetConfig
-from .engine import Engine, Pack, Session
+from .budget import BudgetConfig
+from .build import Pack
+from .compaction import (
+    COMPACT_CONTEXT_TOOL,
+    AnthropicSummarizer,
+    CompactionConfig,
+    CompactionResult,
+    FakeSummarizer,
+    OfflineSummarizer,
+    OpenAISummarizer,
+    Summarizer,
+    Summary,
+)
+from .engine import Engine, Session
 from .errors import (
     BudgetBlockedError,
     BudgetExceededError,
@@ -30,25 +45,24 @@ from .layers.base import BuildContext, Item, Layer
 from .manifest import Manifest, diff
 from .model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
 from .registry import ModelSpec, Registry, load_registry
-from .request import CachePlan, NeutralRequest, Segment
 from .result_tools import RESULT_TOOLS, ResultTools
 from .store import SQLiteStore, Store, open_store
-from .tokens import Calibration, TokenCounter, count_text
+from .tokens import count_text
 
 __all__ = [
-    "Action",
+    "AnthropicSummarizer",
     "ArtifactStore",
-    "Assembly",
-    "Budget",
     "BudgetBlockedError",
     "BudgetConfig",
     "BudgetExceededError",
     "BuildContext",
-    "CachePlan",
-    "Calibration",
+    "COMPACT_CONTEXT_TOOL",
+    "CompactionConfig",
+    "CompactionResult",
     "ConfigError",
     "EmbeddedArtifacts",
     "Engine",
+    "FakeSummarizer",
     "FileArtifacts",
     "Image",
     "IngestConfig",
@@ -56,12 +70,12 @@ __all__ = [
     "InvalidToolSchemaError",
     "Item",
     "Layer",
-    "LayerUsage",
     "Manifest",
     "Message",
     "ModelSpec",
-    "NeutralRequest",
     "ObjectArtifacts",
+    "OfflineSummarizer",
+    "OpenAISummarizer",
     "Pack",
     "ProviderResponseError",
     "RESULT_TOOLS",
@@ -69,14 +83,14 @@ __all__ = [
     "ResultTools",
     "RuntimeFailure",
     "SQLiteStore",
-    "Segment",
     "Session",
     "Store",
     "StoreError",
+    "Summarizer",
+    "Summary",
     "TaskRequiredError",
     "Text",
     "Thinking",
-    "TokenCounter",
     "TokenizerError",
     "ToolCall",
     "ToolResult",

@@ -74,7 +74,7 @@ def measure(item: Item, counter: TokenCounter) -> int:
     if item.raw_tokens is not None:
         return int(item.raw_tokens * counter.scale + 0.999999)
     if isinstance(c, ToolSpec):
-        return counter._scaled(counter.overheads.per_tool + counter.raw_text(c.canonical))
+        return counter.scaled(counter.overheads.per_tool + counter.raw_text(c.canonical))
     if isinstance(c, str):
         if item.slot == "tail":
             return counter.text(c) + _TAIL_SECTION_OVERHEAD
@@ -119,9 +119,9 @@ def assemble(
         u = usage.setdefault(it.layer, LayerUsage())
         u.required = u.required or it.required
 
-    fixed = counter._scaled(counter.overheads.per_request)
+    fixed = counter.scaled(counter.overheads.per_request)
     if any(isinstance(it.content, ToolSpec) for it, _ in gathered):
-        fixed += counter._scaled(counter.overheads.tools_base)
+        fixed += counter.scaled(counter.overheads.tools_base)
     required_by_layer: dict[str, int] = {}
     for it, n in gathered:
         if it.required:

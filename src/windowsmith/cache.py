@@ -12,8 +12,6 @@ it; otherwise it goes on the final message (the tail, if any, is a separate trai
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from .request import CachePlan, NeutralRequest
 from .tokens import TokenCounter
 
@@ -48,10 +46,6 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
     )
 
 
-def with_plan(req: NeutralRequest, max_breakpoints: int) -> NeutralRequest:
-    return replace(req, cache=plan_cache(req, max_breakpoints))
-
-
 def prefix_tokens(req: NeutralRequest, counter: TokenCounter, history_raw: int | None = None) -> int:
     """Tokens covered by the last breakpoint (the cacheable prefix).
 
@@ -61,7 +55,7 @@ def prefix_tokens(req: NeutralRequest, counter: TokenCounter, history_raw: int |
     plan = req.cache
     raw = counter.overheads.per_request + counter.raw_tools(req.tools)
     if not (plan.system or plan.session or plan.message_index is not None):
-        return counter._scaled(raw) if plan.tools else 0
+        return counter.scaled(raw) if plan.tools else 0
     raw += counter.raw_segment(req.system_text)
     if plan.session or plan.message_index is not None:
         raw += counter.raw_segment(req.session_text)
@@ -70,26 +64,7 @@ def prefix_tokens(req: NeutralRequest, counter: TokenCounter, history_raw: int |
             raw += history_raw - sum(counter.raw_message(m) for m in req.messages[plan.message_index + 1:])
         else:
             raw += sum(counter.raw_message(m) for m in req.messages[: plan.message_index + 1])
-    return counter._scaled(raw)
+    return counter.scaled(raw)
 
 
-@dataclass(frozen=True)
-class PrefixReuse:
-    """How much of a request's prefix is shared with the previous request (part-wise, exact)."""
-
-    shared_parts: int
-    total_parts: int
-    broke_at: int | None  # index of the first differing part, or None if fully shared
-
-
-def shared_prefix(prev_parts: tuple[str, ...] | list[str], parts: tuple[str, ...] | list[str]) -> PrefixReuse:
-    n = 0
-    for a, b in zip(prev_parts, parts, strict=False):
-        if a != b:
-            break
-        n += 1
-    broke = None if n >= len(prev_parts) else n
-    return PrefixReuse(n, len(parts), broke)
-
-
-__all__ = ["PrefixReuse", "plan_cache", "prefix_tokens", "shared_prefix", "with_plan"]
+__all__ = ["plan_cache", "prefix_tokens"]

@@ -28,8 +28,9 @@ from .compaction.config import Breaker, CompactionConfig, CompactionResult
 from .compaction.pipeline import Compactor
 from .compaction.references import reconstruct
 from .errors import ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
+from .ingest.messages import redact_message, redact_spec
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
-from .ingest.redact import has_candidate, redact, redact_obj, redact_schema
+from .ingest.redact import has_candidate, redact
 from .layers.base import Layer
 from .layers.builtin import default_layers
 from .layers.evidence import StepTracker
@@ -38,12 +39,12 @@ from .manifest import Manifest
 from .model import (
     Block,
     Message,
-    Text,
     ToolCall,
     ToolResult,
     ToolSpec,
     Usage,
     block_from_dict,
+    blocks_from_content,
     clean_text,
 )
 from .registry import ModelSpec, Registry, load_registry
@@ -192,7 +193,7 @@ class Session:
         if dup:
             raise InvalidMessageError(f"duplicate tool name(s) {dup}; each tool needs a unique name")
         if self.engine.ingest.redact:
-            specs = [_redact_spec(t) for t in specs]
+            specs = [redact_spec(t) for t in specs]
         if tuple(specs) != self.state.tools:
             self._append("tools", {"tools": [t.to_dict() for t in specs]})
 
@@ -299,7 +300,7 @@ class Session:
                         raise InvalidMessageError(
                             f"tool call id {c.id!r} was already used in this session; ids must be unique")
                     seen.add(c.id)
-            msg = _redact_message(msg) if self.engine.ingest.redact else msg
+            msg = redact_message(msg) if self.engine.ingest.redact else msg
         data: dict[str, Any] = {"message": msg.to_dict()}
         if ingest_meta:
             data["ingest"] = ingest_meta
@@ -328,12 +329,12 @@ class Session:
 
     def user(self, content: str | bytes | Sequence[Block | Mapping[str, Any]]) -> Message:
         """Append a user message (text, or a list of text/image blocks)."""
-        return self.add(Message("user", _blocks(content, "user content")))
+        return self.add(Message("user", blocks_from_content(content, "user content")))
 
     def assistant(self, content: str | Sequence[Block | Mapping[str, Any]] = "", *,
                   tool_calls: Sequence[ToolCall | Mapping[str, Any]] = ()) -> Message:
         """Append an assistant message recorded by the caller (``record()`` does this from a response)."""
-        blocks = list(_blocks(content, "assistant content")) if content else []
+        blocks = list(blocks_from_content(content, "assistant content")) if content else []
         for i, c in enumerate(tool_calls):
             blocks.append(c if isinstance(c, ToolCall) else block_from_dict({"type": "tool_call", **c}, f"tool_calls[{i}]"))
         return self.add(Message("assistant", tuple(blocks)))
@@ -481,46 +482,6 @@ class Session:
 
     def packs(self) -> list[Manifest]:
         return [Manifest.from_dict(m) for m in self.store.list_packs(self.id)]
-
-
-def _redact_spec(spec: ToolSpec) -> ToolSpec:
-    """The tool definition with secrets in its description and schema strings replaced by typed markers."""
-    desc = redact(spec.description).text if has_candidate(spec.description) else spec.description
-    params, counts = redact_schema(dict(spec.parameters))
-    if desc == spec.description and not counts:
-        return spec
-    return ToolSpec(spec.name, desc, params)
-
-
-def _redact_message(msg: Message) -> Message:
-    """The message with secrets in its text and tool-call arguments replaced by typed markers."""
-    changed = False
-    blocks: list[Block] = []
-    for b in msg.content:
-        if isinstance(b, Text) and has_candidate(b.text):
-            r = redact(b.text)
-            if r.total:
-                b = Text(r.text)
-                changed = True
-        elif isinstance(b, ToolCall):
-            args, counts = redact_obj(dict(b.arguments))
-            if counts:
-                b = ToolCall(b.id, b.name, args)
-                changed = True
-        blocks.append(b)
-    return Message(msg.role, tuple(blocks)) if changed else msg
-
-
-def _blocks(content: Any, where: str) -> tuple[Block, ...]:
-    if isinstance(content, str | bytes):
-        text, _ = clean_text(content, where)
-        return (Text(text),)
-    if isinstance(content, Block.__args__):  # type: ignore[attr-defined]
-        return (content,)
-    if not isinstance(content, Sequence):
-        raise InvalidMessageError(f"{where} must be text or a list of blocks, got {type(content).__name__}")
-    return tuple(b if isinstance(b, Block.__args__) else block_from_dict(b, f"{where}[{i}]")  # type: ignore[attr-defined]
-                 for i, b in enumerate(content))
 
 
 __all__ = ["Engine", "Pack", "Session"]

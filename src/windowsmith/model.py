@@ -14,10 +14,13 @@ Thinking/reasoning blocks are opaque: ``Thinking.data`` holds the provider's ori
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal, Union
+
+import jsonschema
 
 from .errors import InvalidMessageError, InvalidToolSchemaError
 from .hashing import canonical_json, content_digest
@@ -316,8 +319,6 @@ class ToolSpec:
         name = d.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidToolSchemaError(f"{where} needs a non-empty 'name'")
-        import re
-
         if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,128}", name):
             raise InvalidToolSchemaError(
                 f"{where} name {name!r} is not valid; use letters, digits, '_', '.', '-' (at most 128)"
@@ -349,8 +350,6 @@ def validate_tool_schema(schema: Any, where: str) -> None:
         canonical_json(schema)
     except (TypeError, ValueError) as e:
         raise InvalidToolSchemaError(f"{where} parameters are not JSON-serializable: {e}") from None
-    import jsonschema
-
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as e:
@@ -415,6 +414,19 @@ class Event:
         return canonical_json({"kind": self.kind, "data": self.data})
 
 
+def blocks_from_content(content: Any, where: str) -> tuple[Block, ...]:
+    """Content given as text, bytes, one block or a list of blocks (or their dict forms), as blocks."""
+    if isinstance(content, str | bytes):
+        text, _ = clean_text(content, where)
+        return (Text(text),)
+    if isinstance(content, Block.__args__):  # type: ignore[attr-defined]
+        return (content,)
+    if not isinstance(content, Sequence):
+        raise InvalidMessageError(f"{where} must be text or a list of blocks, got {type(content).__name__}")
+    return tuple(b if isinstance(b, Block.__args__) else block_from_dict(b, f"{where}[{i}]")  # type: ignore[attr-defined]
+                 for i, b in enumerate(content))
+
+
 __all__ = [
     "Block",
     "Event",
@@ -428,6 +440,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "block_from_dict",
+    "blocks_from_content",
     "clean_text",
     "parse_arguments",
     "validate_tool_schema",

@@ -222,7 +222,8 @@ class TokenCounter:
     def scale(self) -> float:
         return self.factor * self.calibration.ratio
 
-    def _scaled(self, raw: int) -> int:
+    def scaled(self, raw: int) -> int:
+        """Raw tokens times the tokenizer factor and the calibration, rounded up."""
         s = self.scale
         return raw if s == 1.0 else math.ceil(raw * s)
 
@@ -231,7 +232,7 @@ class TokenCounter:
 
     def text(self, text: str) -> int:
         """Tokens of a bare text (no structural overhead)."""
-        return self._scaled(self.raw_text(text))
+        return self.scaled(self.raw_text(text))
 
     def _raw_block(self, b: Any) -> int:
         o = self.overheads
@@ -258,7 +259,7 @@ class TokenCounter:
         return n
 
     def message(self, m: Message) -> int:
-        return self._scaled(self.raw_message(m))
+        return self.scaled(self.raw_message(m))
 
     def raw_tools(self, tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> int:
         if not tools:
@@ -267,14 +268,14 @@ class TokenCounter:
         return o.tools_base + sum(o.per_tool + self.raw_text(t.canonical) for t in tools)
 
     def tools(self, tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> int:
-        return self._scaled(self.raw_tools(tools))
+        return self.scaled(self.raw_tools(tools))
 
     def raw_segment(self, text: str) -> int:
         return (self.overheads.per_message + self.raw_text(text)) if text else 0
 
     def segment(self, text: str) -> int:
         """A system or context segment rendered as its own block/message."""
-        return self._scaled(self.raw_segment(text))
+        return self.scaled(self.raw_segment(text))
 
     def request(self, req: NeutralRequest) -> int:
         """Tokens of a whole neutral request as this format sends it."""
@@ -283,7 +284,7 @@ class TokenCounter:
         raw += sum(self.raw_message(m) for m in req.messages)
         if req.tail:
             raw += self.raw_text(req.tail) + (self.overheads.per_message if req.tail_mode() == "new" else 2)
-        return self._scaled(raw)
+        return self.scaled(raw)
 
 
 __all__ = [

@@ -175,7 +175,7 @@ class Strategy:
 
 
 def _messages_tokens(messages: Sequence[Message], counter: TokenCounter) -> int:
-    return counter._scaled(sum(counter.raw_message(m) for m in messages))
+    return counter.scaled(sum(counter.raw_message(m) for m in messages))
 
 
 def unit_starts(messages: Sequence[Message]) -> list[int]:

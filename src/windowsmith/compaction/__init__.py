@@ -8,7 +8,7 @@
 
 Summarizers: :class:`OfflineSummarizer` (extractive, no model, the default), :class:`FakeSummarizer`
 (a public test double), ``AnthropicSummarizer`` and ``OpenAISummarizer`` (official SDKs, client passed in;
-imported lazily from :mod:`windowsmith.compaction.providers`).
+in :mod:`windowsmith.compaction.providers`; each imports its SDK when first used).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from .base import Reference, Summarizer, Summary
 from .config import STAGES, Breaker, CompactionConfig, CompactionResult
 from .mask import fold_line, image_stub
 from .pipeline import Compactor
+from .providers import AnthropicSummarizer, OpenAISummarizer
 from .references import Reconstruction, extract_refs, merge_refs, reconstruct, score_ref
 from .summarizer import FakeSummarizer, OfflineSummarizer, check_summary, render_summary, render_transcript
 
@@ -36,14 +37,6 @@ COMPACT_CONTEXT_TOOL: dict[str, Any] = {
         "properties": {"reason": {"type": "string", "description": "Why compact now (recorded in the log)."}},
     },
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("AnthropicSummarizer", "OpenAISummarizer"):
-        from . import providers
-
-        return getattr(providers, name)
-    raise AttributeError(f"module 'windowsmith.compaction' has no attribute {name!r}")
 
 
 __all__ = [

@@ -14,6 +14,7 @@ error-message output. The SDKs are imported lazily: install ``windowsmith[anthro
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..model import Message
-from .base import Summary
+from .base import Reference, Summary
 from .references import extract_refs, merge_refs
 from .summarizer import fit_summary, render_transcript
 
@@ -35,8 +36,6 @@ messages and commands. Reply with the JSON object only."""
 
 
 def _require(module: str, extra: str) -> Any:
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError:
@@ -74,8 +73,6 @@ def parse_output(text: str, messages: Sequence[Message], goal: str | None, previ
         refs = merge_refs(previous.refs, refs)
     if not isinstance(data, dict):
         return Summary((text or "").strip(), tuple(refs), (), name, usage[0], usage[1])
-    from .base import Reference
-
     model_refs = [Reference(str(r.get("kind", "id")), str(r.get("value", "")), 0.9)
                   for r in data.get("references", []) if isinstance(r, dict) and r.get("value")]
     refs = merge_refs(model_refs, refs)

@@ -12,6 +12,7 @@ offloaded or folded tool results through the artifact store (``artifact://<sha25
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -192,8 +193,6 @@ def format_args(args: Any, width: int = 40) -> str:
 
 
 def _json(v: Any) -> str:
-    import json
-
     try:
         return json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
     except (TypeError, ValueError):

@@ -26,7 +26,8 @@ from typing import Any
 
 from ..artifacts import ArtifactStore, artifact_uri
 from ..errors import ConfigError, InvalidMessageError
-from ..model import Image, Text, clean_text
+from ..model import Image, Text, block_from_dict, clean_text
+from ..refs import binary_stub, offload_footer
 from .compress import compress, detect_kind
 from .redact import redact
 
@@ -121,8 +122,6 @@ def _normalize(output: Any, where: str) -> tuple[list[Text | Image], bytes | Non
         return [Text("")], None
     if isinstance(output, Sequence) and output and all(isinstance(b, Text | Image | Mapping) for b in output) \
             and all(not isinstance(b, Mapping) or b.get("type") in ("text", "image") for b in output):
-        from ..model import block_from_dict
-
         blocks: list[Text | Image] = []
         for i, b in enumerate(output):
             blk = b if isinstance(b, Text | Image) else block_from_dict(b, f"{where}[{i}]")
@@ -169,8 +168,7 @@ def ingest_result(
     call = f"{tool_name or 'tool'}({_short_args(arguments)})"
     if raw is not None:
         sha = artifacts.put(raw, session_id=session_id)
-        stub = (f"[binary output: {len(raw):,} bytes of {_magic(raw)}, stored as {artifact_uri(sha)}; "
-                "it cannot be shown as text]")
+        stub = binary_stub(len(raw), _magic(raw), sha)
         return Ingested((Text(stub),), artifact=sha, kind="binary", original_tokens=0, tokens=count_tokens(stub),
                         summary=f"{call} → {_magic(raw)}, {len(raw):,} bytes")
     redactions: dict[str, int] = {}
@@ -199,15 +197,12 @@ def ingest_result(
     sha = artifacts.put(full.encode("utf-8"), session_id=session_id)
     kind = detect_kind(full, tool_name, dict(arguments) if arguments else None)
     n_lines = full.count("\n") + 1
-    footer_probe = (f"[windowsmith: the full result ({n_lines:,} lines, 999,999,999 tokens) is stored as "
-                    f"{artifact_uri(sha)}; read more with read_result(ref, offset, limit) or "
-                    "search_result(ref, pattern)]")
+    footer_probe = offload_footer(n_lines, 999_999_999, sha)
     budget = max(64, threshold - count_tokens(footer_probe) - 2)
     c = compress(full, kind=kind, budget_tokens=budget, count_tokens=count_tokens, tool_name=tool_name,
                  arguments=dict(arguments) if arguments else None)
     original = c.original_tokens if original < 0 else original
-    footer = (f"[windowsmith: the full result ({n_lines:,} lines, {original:,} tokens) is stored as "
-              f"{artifact_uri(sha)}; read more with read_result(ref, offset, limit) or search_result(ref, pattern)]")
+    footer = offload_footer(n_lines, original, sha)
     view = f"{c.text}\n{footer}"
     first = next((ln.strip() for ln in c.text.splitlines() if ln.strip()), "")
     summary = f"{call} → {c.kind}, {n_lines:,} lines, {original:,} tokens: {first[:120]}"
