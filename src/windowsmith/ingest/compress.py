@@ -22,11 +22,16 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..text import EXACT_COUNT_LIMIT, NOT_JSON, SAMPLE_CHARS, CountTokens, elision_marker, head_tail, try_json
-from .compressors import COMPRESSORS, Context, find_results
+from .compressors import COMPRESSORS as _BY_STRUCTURE
+from .compressors import Context
+from .web import find_results, html_page, json_shape, search_results
 
 __all__ = ["KINDS", "Compressed", "CountTokens", "compress", "detect_kind", "elision_marker", "head_tail"]
 
 KINDS: tuple[str, ...] = ("search_results", "file_read", "command_output", "json", "html", "table", "text")
+
+#: one compressor per kind (``text`` has none: ``head_tail`` is the text compressor)
+COMPRESSORS = {**_BY_STRUCTURE, "json": json_shape, "search_results": search_results, "html": html_page}
 
 SNIFF_CHARS = 65_536  # how much of the content detect_kind looks at
 
