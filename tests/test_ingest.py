@@ -172,6 +172,73 @@ def test_binary_output_is_stored_whole(engine, output, expect):
     assert engine.artifacts.get(REF.search(text).group(1)) == output
 
 
+PROC_ENVIRON = (b"PATH=/usr/bin\x00GITHUB_TOKEN=" + SECRET.encode() + b"\x00DB_PASSWORD=Tr0ub4dor-horse\x00"
+                + b"AWS_ACCESS_KEY_ID=" + AWS.encode() + b"\x00HOME=/root\x00")
+
+
+@pytest.mark.parametrize("output", [
+    PROC_ENVIRON,  # /proc/1/environ, env -0: NUL-separated
+    b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 8 + b"token=" + SECRET.encode() + b"\x00" + bytes(range(200)),
+    b"\x00\x01MZ" + f"API_KEY={SECRET}\r\n".encode("utf-16-le") + bytes(range(256)),  # UTF-16 inside binary
+])
+def test_binary_output_is_redacted_before_it_is_stored(tmp_path, output):
+    folder = tmp_path / "db"
+    folder.mkdir()
+    with ws.Engine(model="claude-sonnet-4-5", store=folder / "ws.db") as engine:
+        s = _session(engine)
+        _call(s, "c1", "cat /proc/1/environ")
+        m = s.tool_result("c1", output)
+        stub = m.tool_results[0].text
+        assert "binary output" in stub and "secret(s) redacted" in stub
+        ref = REF.search(stub).group(1)
+        stored = engine.artifacts.get(ref)
+        read = s.result_tools("read_result", {"ref": "artifact://" + ref})
+        for secret in (SECRET, AWS, "Tr0ub4dor-horse"):
+            for blob in (stored, read.encode(), stored.decode("utf-16-le", "replace").encode()):
+                assert secret.encode() not in blob
+        assert b"[REDACTED:" in stored or "[REDACTED:".encode("utf-16-le") in stored
+    for secret in (SECRET, AWS):
+        assert secret.encode() not in _db_bytes(folder)
+        assert secret.encode("utf-16-le") not in _db_bytes(folder)
+
+
+def test_binary_redaction_changes_only_the_secret_bytes():
+    from windowsmith.ingest.decode import redact_binary
+
+    head, tail = b"\x00\xff\xfe" + bytes(range(256)), b"\x00\xc3\x28" + bytes(range(255, -1, -1))
+    out, counts = redact_binary(head + b"password=hunter2x" + tail)
+    assert out == head + b"password=[REDACTED:password_assignment]" + tail and counts == {"password_assignment": 1}
+    clean = head + b"nothing to see" + tail
+    assert redact_binary(clean) == (clean, {})  # the original bytes, untouched
+
+
+def test_one_bad_byte_or_a_legacy_encoding_is_still_text(engine):
+    s = _session(engine)
+    lines = [f"tests/test_m.py::test_{i} PASSED" for i in range(330)]
+    lines[150] = "tests/test_m.py::test_refund FAILED - caf\xe9 r\xe9sum\xe9"
+    latin1 = "\n".join(lines).encode("latin-1")  # a 10 KB Latin-1 log
+    assert len(latin1) > 10_000
+    stray = ("ok ünïcode\n" * 50).encode() + b"\xff" + b"\nFAILED test_y - assert 1 == 2\n"
+    utf16 = "FAILED test_z: boom\r\n".encode("utf-16")
+    cp1252 = b"FAILED test_w: \x93quoted\x94 \x80 5\n"
+    for i, (output, expect) in enumerate([(latin1, "test_refund FAILED - café résumé"),
+                                          (stray, "FAILED test_y - assert 1 == 2"),
+                                          (utf16, "FAILED test_z: boom"),
+                                          (cp1252, "FAILED test_w: \u201cquoted\u201d \u20ac 5")]):
+        _call(s, f"c{i}", "pytest")
+        view = s.tool_result(f"c{i}", output).tool_results[0].text
+        assert "binary output" not in view
+        assert expect in view or expect in s.result_tools("read_result", {"ref": REF.search(view).group(0)})
+
+
+def test_secrets_in_legacy_encoded_text_are_redacted(engine):
+    s = _session(engine)
+    _call(s, "c1", "cat config.ini")
+    m = s.tool_result("c1", f"[db]\nnom=caf\xe9\npassword = Tr0ub4dor-horse\ntoken={SECRET}\n".encode("latin-1"))
+    text = m.tool_results[0].text
+    assert "nom=café" in text and "Tr0ub4dor" not in text and SECRET not in text
+
+
 def test_invalid_json_and_json_values(engine):
     s = _session(engine)
     _call(s, "c1", "curl api")

@@ -11,10 +11,12 @@ whole available budget, clamped to ``[min_offload_tokens, max_offload_tokens]``.
 newest result is the one the agent's next action most often quotes (ids, numbers, names), and history
 compaction can make room for it by folding older exchanges, so a full window must not force every new
 result out to the artifact store (measured: at an 8K window, offloading a 432-token user record lost
-the reservation ids the next call used). A fixed ``offload_tokens`` overrides both. Binary output (NUL bytes, or bytes that are not
-UTF-8 text) is stored whole and replaced by a stub. The secret never reaches the store: redaction runs
-first, and the artifact holds the redacted text, so reading it back gives exactly what the model could
-have seen.
+the reservation ids the next call used). A fixed ``offload_tokens`` overrides both. Bytes are decoded as text when they are text in UTF-8,
+UTF-16 or a legacy single-byte encoding (``decode.decode_text``); binary output is stored whole and
+replaced by a stub. The secret never reaches the store: redaction runs first, and the artifact holds
+the redacted text, so reading it back gives exactly what the model could have seen. Binary bytes are
+redacted too (``decode.redact_binary``): the artifact keeps the original bytes only when redaction
+changed nothing, else the same bytes with each secret replaced by its marker.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..artifacts import ArtifactStore, artifact_uri
 from ..errors import ConfigError, InvalidMessageError
 from ..model import Image, Text, clean_text
 from .compress import compress, detect_kind
+from .decode import binary_kind, decode_text, redact_binary
 from .redact import redact
 
 CountTokens = Callable[[str], int]
@@ -92,27 +95,16 @@ class Ingested:
         return d
 
 
-def _looks_binary(raw: bytes) -> bool:
-    head = raw[:8192]
-    if b"\x00" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        # a multi-byte character cut at the 8 KB boundary is fine; anything earlier is not text
-        return e.start < len(head) - 4
-    return False
-
-
 def _normalize(output: Any, where: str) -> tuple[list[Text | Image], bytes | None]:
     """Blocks of text/images, or the raw bytes when the output is binary."""
     if isinstance(output, Text | Image):
         return [output], None
     if isinstance(output, bytes | bytearray | memoryview):
         raw = bytes(output)
-        if _looks_binary(raw):
+        decoded = decode_text(raw)
+        if decoded is None:
             return [], raw
-        text, _ = clean_text(raw, where)
+        text, _ = clean_text(decoded, where)
         return [Text(text)], None
     if isinstance(output, str):
         text, _ = clean_text(output, where)
@@ -142,15 +134,6 @@ def _short_args(arguments: Mapping[str, Any] | None, limit: int = 80) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _magic(raw: bytes) -> str:
-    for sig, name in ((b"\x89PNG", "PNG image"), (b"\xff\xd8\xff", "JPEG image"), (b"GIF8", "GIF image"),
-                      (b"%PDF", "PDF document"), (b"PK\x03\x04", "ZIP archive"), (b"\x1f\x8b", "gzip data"),
-                      (b"\x7fELF", "ELF binary")):
-        if raw.startswith(sig):
-            return name
-    return "binary data"
-
-
 def ingest_result(
     output: Any,
     *,
@@ -168,11 +151,16 @@ def ingest_result(
     blocks, raw = _normalize(output, "tool output")
     call = f"{tool_name or 'tool'}({_short_args(arguments)})"
     if raw is not None:
+        what = binary_kind(raw)
+        counts: dict[str, int] = {}
+        if cfg.redact:  # secrets in binary bytes (env -0, /proc/*/environ) never reach the store either
+            raw, counts = redact_binary(raw)
         sha = artifacts.put(raw, session_id=session_id)
-        stub = (f"[binary output: {len(raw):,} bytes of {_magic(raw)}, stored as {artifact_uri(sha)}; "
+        secrets = f" with {sum(counts.values())} secret(s) redacted" if counts else ""
+        stub = (f"[binary output: {len(raw):,} bytes of {what}, stored{secrets} as {artifact_uri(sha)}; "
                 "it cannot be shown as text]")
-        return Ingested((Text(stub),), artifact=sha, kind="binary", original_tokens=0, tokens=count_tokens(stub),
-                        summary=f"{call} → {_magic(raw)}, {len(raw):,} bytes")
+        return Ingested((Text(stub),), counts, artifact=sha, kind="binary", original_tokens=0,
+                        tokens=count_tokens(stub), summary=f"{call} → {what}, {len(raw):,} bytes")
     redactions: dict[str, int] = {}
     out: list[Text | Image] = []
     texts: list[str] = []

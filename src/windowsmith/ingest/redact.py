@@ -302,11 +302,11 @@ _META_SPLIT = re.compile(r"[_.\-]|(?<=[a-z0-9])(?=[A-Z])")
 _ASSIGN = re.compile(
     r"""(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P<kq>["']?)[ \t]{0,8}"""
     r"""(?P<sep>:=|=>|\?=|=|:)[ \t]{0,8}"""
-    r"""(?:"(?P<dq>[^"\n]{0,512})"|'(?P<sq>[^'\n]{0,512})'|`(?P<bq>[^`\n]{0,512})`|(?P<bare>[^\s"'`,;&|<>)\]}]{1,512}))"""
+    r"""(?:"(?P<dq>[^"\n]{0,512})"|'(?P<sq>[^'\n]{0,512})'|`(?P<bq>[^`\n]{0,512})`|(?P<bare>[^\s\x00"'`,;&|<>)\]}]{1,512}))"""
 )
 _FLAG = re.compile(
     r"""--?(?P<key>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]+"""
-    r"""(?:"(?P<dq>[^"\n]{1,512})"|'(?P<sq>[^'\n]{1,512})'|(?P<bare>[^\s"'`;&|<>-][^\s"'`;&|<>]{0,511}))"""
+    r"""(?:"(?P<dq>[^"\n]{1,512})"|'(?P<sq>[^'\n]{1,512})'|(?P<bare>[^\s\x00"'`;&|<>-][^\s\x00"'`;&|<>]{0,511}))"""
 )
 _KEYWORD = re.compile(r"pass|pwd|pw|secret|token|key|auth|cred|salt|dsn|connection")
 _KEYWORD_I = re.compile(_KEYWORD.pattern, re.IGNORECASE)
@@ -377,7 +377,7 @@ def _line_start(text: str, pos: int) -> bool:
     i = pos - 1
     while i >= 0 and text[i] in " \t-":
         i -= 1
-    return i < 0 or text[i] == "\n"
+    return i < 0 or text[i] in "\n\x00"
 
 
 def _value_group(m: re.Match[str]) -> tuple[str, bool] | None:
