@@ -7,6 +7,8 @@ import re
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import windowsmith as ws
 from windowsmith.ingest.pipeline import IngestConfig
@@ -239,6 +241,29 @@ def test_secrets_in_legacy_encoded_text_are_redacted(engine):
     assert "nom=café" in text and "Tr0ub4dor" not in text and SECRET not in text
 
 
+def test_image_urls_with_a_credential_are_withheld_and_other_images_kept(tmp_path):
+    folder = tmp_path / "db"
+    folder.mkdir()
+    signed = f"https://bucket.s3.amazonaws.com/shot.png?X-Amz-Credential={AWS}%2F20240501"
+    userinfo = "https://deploy:Tr0ub4dor-horse@cdn.example.com/diagram.png"
+    plain = "https://cdn.example.com/plain.png"
+    data = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    with ws.Engine(model="claude-sonnet-4-5", store=folder / "ws.db") as engine:
+        s = _session(engine)
+        s.add(ws.Message("user", (ws.Text("what is in these?"), ws.Image(url=signed, caption="screenshot"),
+                                  ws.Image(url=plain), ws.Image(data=data, media_type="image/png"))))
+        _call(s, "c1", "render")
+        m = s.tool_result("c1", [{"type": "text", "text": "rendered"}, {"type": "image", "url": userinfo}])
+        assert "[REDACTED:url_password]" in m.tool_results[0].text and "withheld" in m.tool_results[0].text
+        pack = s.build("anthropic")
+        request = json.dumps(pack.request)
+        assert "[image 'screenshot' withheld: its URL carried a secret:" in request
+        assert plain in request and data in request  # images without a secret stay images
+        assert pack.manifest.redactions["aws_access_key_id"] == 1 and pack.manifest.redactions["url_password"] == 1
+    for secret in (AWS, "Tr0ub4dor-horse"):
+        assert secret not in request and secret.encode() not in _db_bytes(folder)
+
+
 def test_invalid_json_and_json_values(engine):
     s = _session(engine)
     _call(s, "c1", "curl api")
@@ -318,3 +343,27 @@ def test_retrieval_tools_work_through_every_renderer(engine, fmt):
     req = s.build(fmt).request
     dumped = json.dumps(req)
     assert "read_result" in dumped and "search_result" in dumped and "test_refund_twice FAILED" in dumped
+
+
+_SECRET_LINES = [b"GITHUB_TOKEN=" + SECRET.encode(), b"aws_access_key_id = " + AWS.encode(),
+                 b"DB_PASSWORD='Tr0ub4dor-horse'", b"Authorization: " + BEARER.encode()]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from(_SECRET_LINES), st.binary(max_size=300),
+       st.sampled_from([b"\n", b"\x00", b"\r\n"]))
+def test_no_bytes_around_a_secret_let_it_reach_the_artifact_store(pre, line, post, sep):
+    import tempfile
+
+    from windowsmith.artifacts import FileArtifacts
+    from windowsmith.ingest.pipeline import ingest_result
+
+    secret = line.split(b"=", 1)[-1].split(b" ")[-1].strip(b"'")
+    with tempfile.TemporaryDirectory() as folder:
+        store = FileArtifacts(folder)
+        ing = ingest_result(pre + sep + line + sep + post, artifacts=store, session_id="s", count_tokens=len,
+                            remaining_tokens=100, config=IngestConfig(offload_tokens=64))
+        shown = "".join(b.text for b in ing.blocks if isinstance(b, ws.Text))
+        assert secret.decode() not in shown
+        stored = store.get(ing.artifact) if ing.artifact else b""
+        assert secret not in stored and secret.decode().encode("utf-16-le") not in stored

@@ -30,7 +30,7 @@ from .cache import plan_cache, prefix_tokens
 from .compaction.pipeline import CompactionConfig, CompactionResult, Compactor
 from .errors import BudgetBlockedError, ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
 from .hashing import sha256_hex
-from .ingest.pipeline import IngestConfig, Ingested, ingest_result
+from .ingest.pipeline import IngestConfig, Ingested, ingest_result, redact_image
 from .ingest.redact import has_candidate, redact, redact_obj, redact_schema
 from .layers.base import Layer
 from .layers.builtin import default_layers
@@ -38,6 +38,7 @@ from .layers.evidence import StepTracker
 from .manifest import PART_LEN, Manifest
 from .model import (
     Block,
+    Image,
     Message,
     Text,
     ToolCall,
@@ -763,6 +764,11 @@ def _redact_message(msg: Message) -> Message:
             args, counts = redact_obj(dict(b.arguments))
             if counts:
                 b = ToolCall(b.id, b.name, args)
+                changed = True
+        elif isinstance(b, Image):
+            stub, counts = redact_image(b)
+            if counts:
+                b = stub
                 changed = True
         blocks.append(b)
     return Message(msg.role, tuple(blocks)) if changed else msg

@@ -31,7 +31,7 @@ from ..errors import ConfigError, InvalidMessageError
 from ..model import Image, Text, clean_text
 from .compress import compress, detect_kind
 from .decode import binary_kind, decode_text, redact_binary
-from .redact import redact
+from .redact import has_candidate, redact
 
 CountTokens = Callable[[str], int]
 
@@ -93,6 +93,24 @@ class Ingested:
         if self.notes:
             d["notes"] = list(self.notes)
         return d
+
+
+def redact_image(image: Image) -> tuple[Text | Image, dict[str, int]]:
+    """The image, or a text stub in its place when its URL carries a secret, and the counts.
+
+    A URL with a credential in it (``https://user:pw@host/x.png``, a key in the query string) would
+    hand the secret to the provider, which fetches it; a redacted URL cannot be fetched, so the image
+    is withheld and a stub with the redacted URL takes its place. Inline images (base64 ``data``, or a
+    ``data:`` URL) are image bytes, not text, and are kept.
+    """
+    url = image.url
+    if url is None or url.startswith("data:") or not has_candidate(url):
+        return image, {}
+    r = redact(url)
+    if not r.total:
+        return image, {}
+    caption = f" {image.caption!r}" if image.caption else ""
+    return Text(f"[image{caption} withheld: its URL carried a secret: {r.text}]"), dict(r.counts)
 
 
 def _normalize(output: Any, where: str) -> tuple[list[Text | Image], bytes | None]:
@@ -174,6 +192,13 @@ def ingest_result(
                     redactions[k] = redactions.get(k, 0) + v
             texts.append(text)
             out.append(Text(text))
+        elif cfg.redact:
+            blk, counts = redact_image(b)
+            for k, v in counts.items():
+                redactions[k] = redactions.get(k, 0) + v
+            if isinstance(blk, Text):
+                texts.append(blk.text)
+            out.append(blk)
         else:
             out.append(b)
     full = "\n".join(texts)
@@ -203,4 +228,4 @@ def ingest_result(
     return Ingested((Text(view), *images), redactions, sha, c.kind, original, count_tokens(view), summary, c.notes)
 
 
-__all__ = ["IngestConfig", "Ingested", "ingest_result"]
+__all__ = ["IngestConfig", "Ingested", "ingest_result", "redact_image"]

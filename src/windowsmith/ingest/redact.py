@@ -10,14 +10,15 @@ keyword and entropy plugins; no code is taken from either):
 
 * **Known token formats** with fixed prefixes (AWS key ids, GitHub, OpenAI, Anthropic, Slack, Stripe,
   Google API keys, JWTs, PEM private keys). These are redacted wherever they appear.
-* **Keyed values**: a value in ``KEY=value``, ``"key": "value"``, ``key: value`` or ``--key value``
-  position whose key names a secret (secret, token, password, api_key, access_key, auth, credential,
+* **Keyed values**: a value in ``KEY=value``, ``"key": "value"``, ``key: value``, ``--key value``,
+  ``key := "v"``, ``KEY ::= v``, ``$key .= "v"``, ``var key string = "v"``, ``<key>v</key>``,
+  ``setProperty("KEY", "v")`` or ``key == "v"`` position whose key names a secret (secret, token, password, api_key, access_key, auth, credential,
   ...). Password-like keys redact any non-placeholder value; other keys need the value to look random:
   at least 12 characters and a Shannon entropy of at least 3.0 bits/char for hex values (detect-secrets'
   hex limit) or 3.5 for other values. detect-secrets uses 4.5 for *unkeyed* base64 strings; a key that
   names a secret is strong evidence on its own, so we use gitleaks' lower "generic-api-key" limit there.
 * **Credentials in context**: ``scheme://user:password@host``, ``Authorization: Bearer|Basic ...``,
-  ``curl -u user:password``.
+  ``Authorization: Token|Api-Token|<raw value>``, ``PRIVATE-TOKEN: ...``, ``curl -u user:password``.
 
 Decisions (documented because they are judgement calls):
 
@@ -25,14 +26,19 @@ Decisions (documented because they are judgement calls):
   images and lockfile integrity hashes; an agent that cannot see a commit id or a digest is broken.
   So bare high-entropy strings are kept; only known formats and keyed values are redacted.
 * Base64 ``data:`` URIs (images) are not secrets and are kept.
+* Keys that name metadata about a secret are not secrets: ``AUTH_USER_MODEL``, ``PASSWORD_HASHERS``,
+  ``token_url``, and tokens qualified as pagination or tokenizer tokens (``nextPageToken``,
+  ``eos_token``). ``PASS:`` in capitals followed by ``:`` is a test runner's line, not a password.
 * Placeholders are kept: ``changeme``, ``password``, ``xxx``, ``***``, ``<token>``, ``${VAR}``,
   ``$VAR``, ``{{ var }}``, ``your-api-key-here``, ``None``/``null``, ... They carry no secret and are
-  useful context when an agent debugs configuration.
+  useful context when an agent debugs configuration. The "your/my ... key" shape holds only letters
+  and separators, so ``MyPassword2024!`` or ``MyS3cretKey`` is a password, not a placeholder.
 * AWS's documented example key ``AKIAIOSFODNN7EXAMPLE`` *is* redacted: over-redacting a doc example is
   harmless, and real keys can end in EXAMPLE.
 
-Guarantees: idempotent (markers never match a rule), linear time (every pattern starts at a token
-boundary and every repetition is bounded), and a clean text costs a few substring checks.
+Guarantees: idempotent (markers never match a rule), linear time (every pattern that scans the text has
+bounded repetitions, none nested, so one match attempt reads at most the pattern's width; token
+patterns start at a token boundary), and a clean text costs a few substring checks.
 """
 
 from __future__ import annotations
