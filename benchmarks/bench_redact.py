@@ -234,11 +234,12 @@ _PASSWORD_CONTEXTS = [
     "mysql -u root --password {S} -h db", "psql --password={S}", 'curl -u ":{S}" https://api.example.com',
     "curl --user admin:'{S}' https://ci.example.com", "curl -u deploy:{S} https://example.com/upload",
     "  {k}: {S}\n  host: db", "{K}={S} ./run.sh", 'const {k}: string = "{S}";', "{k}={S}\n",
-    "Server=db;Database=app;User Id=sa;Password={S};",
+    "Server=db;Database=app;User Id=sa;Password={S};", "mysql -u root -p{S} app < dump.sql",
+    "sshpass -p '{S}' ssh deploy@10.0.0.7",
 ]
 _GENERIC_KEYS = ["api_key", "apiKey", "client_secret", "access_token", "auth_token", "secret_key", "SIGNING_KEY",
                  "SECRET_KEY", "private_key", "app_secret", "API_TOKEN", "encryption_key", "webhookSecret",
-                 "x-api-key", "refresh_token", "credentials", "session_key", "master_key"]
+                 "x-api-key", "refresh_token", "credentials", "session_key", "master_key", "AccountKey"]
 _GENERIC_CONTEXTS = [
     '{k} = "{S}"', "{k}='{S}'", '{k}: "{S}"', '"{k}": "{S}"', "{k}: {S}", "{K}={S}", "export {K}={S}",
     '{k} := "{S}"', '{k} => "{S}",', 'settings["{k}"] = "{S}"', "<{k}>{S}</{k}>", 'var {k} string = "{S}"',
@@ -338,7 +339,7 @@ ADVERSARIAL = {
     "url-userinfo": "a://b:c@" * 620_000, "bearer": "Bearer " * 700_000, "quotes": "password = '" * 420_000,
     "flags": "--password " * 450_000, "sk": "sk-" * 1_700_000, "authorization": "Authorization: " * 330_000,
     "xml": "<password>" * 500_000, "curl-user": "-u :" * 1_250_000, "commas": '"token", ' * 550_000,
-    "hex": "0123456789abcdef" * 312_500,
+    "hex": "0123456789abcdef" * 312_500, "mysql-p": "mysql -pa " * 500_000, "sshpass": "sshpass -p " * 460_000,
 }
 
 

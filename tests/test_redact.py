@@ -320,7 +320,7 @@ _ADVERSARIAL_UNITS = {
     "jwt-prefix": "eyJ", "jwt-dots": "eyJaaaaaaaa.", "assignments": "token=", "one-run": "a", "keyword-run": "token",
     "pem-begin": "-----BEGIN PRIVATE KEY-----!", "url-userinfo": "a://b:c@", "bearer": "Bearer ",
     "quotes": "password = '", "flags": "--password ", "sk": "sk-", "authorization": "Authorization: ",
-    "xml": "<password>", "curl-user": "-u :", "commas": '"token", ', "hex": "0123456789abcdef",
+    "xml": "<password>", "curl-user": "-u :", "mysql-p": "mysql -pa ", "sshpass": "sshpass -p ", "commas": '"token", ', "hex": "0123456789abcdef",
     "mixed-levels": "ghp_" + "a1B2" * 9 + " password=x1y2z3 ",  # spans of two priorities, interleaved
 }
 

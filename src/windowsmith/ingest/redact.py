@@ -294,7 +294,7 @@ def _looks_like_words(v: str) -> bool:
 _PASSWORD_KEY = re.compile(r"password|passwd|passphrase|pwd|(?<![a-z])pass(?![a-z])|(?<![a-z])pw(?![a-z])")
 _SECRET_KEY = re.compile(
     r"secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|signing[_.-]?key|encryption[_.-]?key"
-    r"|master[_.-]?key|client[_.-]?key|auth(?!or)|credential|creds|session[_.-]?key|(?<![a-z])salt(?![a-z])"
+    r"|master[_.-]?key|client[_.-]?key|account[_.-]?key|auth(?!or)|credential|creds|session[_.-]?key|(?<![a-z])salt(?![a-z])"
     r"|connection[_.-]?string|dsn(?![a-z])"
 )
 # Keys that name metadata about a secret, not the secret itself.
@@ -512,6 +512,16 @@ def _check_url_password(m: re.Match[str]) -> bool:
     return not _is_placeholder(m.group("v"))
 
 
+_MYSQL_CLIENT = re.compile(r"(?<![\w-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)(?![\w-])")
+
+
+def _check_mysql_password(m: re.Match[str]) -> bool:
+    """``-pSECRET`` glued to the flag is a password only on a MySQL client's command line."""
+    text = m.string
+    line_start = max(text.rfind("\n", max(0, m.start() - 300), m.start()) + 1, m.start() - 300)
+    return _MYSQL_CLIENT.search(text, line_start, m.start()) is not None and _check_url_password(m)
+
+
 def _check_authorization(m: re.Match[str]) -> bool:
     v = m.group("v").rstrip(".,:;")
     if _is_placeholder(v) or _looks_like_words(v) or v.lower() in _AUTH_SCHEMES:
@@ -574,6 +584,24 @@ _CONTEXT_RULES = [
         itriggers=("authorization", "-token"),
         group="v",
         check=_check_authorization,
+    ),
+    _regex_rule(
+        "mysql_password",
+        "password_assignment",
+        r"""(?<![\w-])-p(?P<v>[^\s'"-][^\s'"]{0,127})""",
+        _P_HEADER,
+        itriggers=("mysql", "mariadb"),
+        group="v",
+        check=_check_mysql_password,
+    ),
+    _regex_rule(
+        "sshpass",
+        "password_assignment",
+        r"""(?<![\w-])sshpass[ \t]{1,8}-p[ \t]{0,8}["']?(?P<v>[^\s'"]{1,256})""",
+        _P_HEADER,
+        triggers=("sshpass",),
+        group="v",
+        check=_check_url_password,
     ),
     _regex_rule(
         "curl_user",
