@@ -367,3 +367,20 @@ def test_no_bytes_around_a_secret_let_it_reach_the_artifact_store(pre, line, pos
         assert secret.decode() not in shown
         stored = store.get(ing.artifact) if ing.artifact else b""
         assert secret not in stored and secret.decode().encode("utf-16-le") not in stored
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400) | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")))
+def test_decode_text_never_fails_and_keeps_utf8_text_exact(raw):
+    from windowsmith.ingest.decode import decode_text, redact_binary
+
+    text = decode_text(raw)
+    assert text is None or isinstance(text, str)
+    try:
+        exact = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        exact = None
+    if exact is not None and text is not None and not exact.startswith("\ufeff"):
+        assert text == exact  # valid UTF-8 that is text comes back unchanged
+    out, counts = redact_binary(raw)
+    assert (out == raw) == (not counts)  # the original bytes exactly when nothing was redacted

@@ -106,9 +106,8 @@ def decode_text(raw: bytes) -> str | None:
     except UnicodeDecodeError:
         pass
     escaped = raw.decode("utf-8", "surrogateescape")
-    invalid = len(_ESCAPED.findall(escaped))
-    multibyte = sum(1 for c in set(escaped) if c >= "\x80" and not "\udc80" <= c <= "\udcff")
-    if multibyte and invalid <= max(4, len(raw) // 100):
+    multibyte = any(c >= "\x80" and not "\udc80" <= c <= "\udcff" for c in set(escaped))
+    if multibyte and len(escaped) - len(_ESCAPED.sub("", escaped)) <= max(4, len(raw) // 100):
         return raw.decode("utf-8", "replace")  # UTF-8 with a few broken bytes
     return _legacy(raw)
 

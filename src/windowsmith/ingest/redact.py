@@ -12,11 +12,12 @@ keyword and entropy plugins; no code is taken from either):
   Google API keys, JWTs, PEM private keys). These are redacted wherever they appear.
 * **Keyed values**: a value in ``KEY=value``, ``"key": "value"``, ``key: value``, ``--key value``,
   ``key := "v"``, ``KEY ::= v``, ``$key .= "v"``, ``var key string = "v"``, ``<key>v</key>``,
-  ``setProperty("KEY", "v")`` or ``key == "v"`` position whose key names a secret (secret, token, password, api_key, access_key, auth, credential,
-  ...). Password-like keys redact any non-placeholder value; other keys need the value to look random:
-  at least 12 characters and a Shannon entropy of at least 3.0 bits/char for hex values (detect-secrets'
-  hex limit) or 3.5 for other values. detect-secrets uses 4.5 for *unkeyed* base64 strings; a key that
-  names a secret is strong evidence on its own, so we use gitleaks' lower "generic-api-key" limit there.
+  ``setProperty("KEY", "v")`` or ``key == "v"`` position whose key names a secret (secret, token,
+  password, api_key, access_key, auth, credential, ...). Password-like keys redact any non-placeholder
+  value; other keys need the value to look random: at least 12 characters and a Shannon entropy of at
+  least 3.0 bits/char for hex values (detect-secrets' hex limit) or 3.5 for other values.
+  detect-secrets uses 4.5 for *unkeyed* base64 strings; a key that names a secret is strong evidence on
+  its own, so we use gitleaks' lower "generic-api-key" limit there.
 * **Credentials in context**: ``scheme://user:password@host``, ``Authorization: Bearer|Basic ...``,
   ``Authorization: Token|Api-Token|<raw value>``, ``PRIVATE-TOKEN: ...``, ``curl -u user:password``.
 
