@@ -218,6 +218,7 @@ _AUTHORIZATION_CONTEXTS = [
     "Authorization: Token {S}", "Authorization: Api-Token {S}", "Authorization: {S}",
     'curl -H "Authorization: token {S}" https://api.example.com', 'headers["Authorization"] = "Token {S}"',
     "PRIVATE-TOKEN: {S}", "X-Auth-Token: {S}", "requests.get(url, headers={{'Authorization': 'Token {S}'}})",
+    "curl --header  'Authorization:  {S}'",
 ]
 _URL_CONTEXTS = [
     "postgres://app:{S}@db.internal:5432/app", "DATABASE_URL=postgresql://admin:{S}@10.0.0.5/prod",
@@ -235,7 +236,9 @@ _PASSWORD_CONTEXTS = [
     "curl --user admin:'{S}' https://ci.example.com", "curl -u deploy:{S} https://example.com/upload",
     "  {k}: {S}\n  host: db", "{K}={S} ./run.sh", 'const {k}: string = "{S}";', "{k}={S}\n",
     "Server=db;Database=app;User Id=sa;Password={S};", "mysql -u root -p{S} app < dump.sql",
-    "sshpass -p '{S}' ssh deploy@10.0.0.7",
+    "sshpass -p '{S}' ssh deploy@10.0.0.7", 'curl -X POST --user "{{id-42}}":"{S}" --data x',
+    "curl -s --user 'api:{S}' \\\n    https://api.mailgun.example/v3/messages",
+    'curl -u "{S}:" https://api.example.com/v1/charges',
 ]
 _GENERIC_KEYS = ["api_key", "apiKey", "client_secret", "access_token", "auth_token", "secret_key", "SIGNING_KEY",
                  "SECRET_KEY", "private_key", "app_secret", "API_TOKEN", "encryption_key", "webhookSecret",

@@ -384,3 +384,16 @@ def test_decode_text_never_fails_and_keeps_utf8_text_exact(raw):
         assert text == exact  # valid UTF-8 that is text comes back unchanged
     out, counts = redact_binary(raw)
     assert (out == raw) == (not counts)  # the original bytes exactly when nothing was redacted
+
+
+def test_thinking_blocks_go_back_unmodified_as_documented(engine):
+    # Providers sign or encrypt reasoning and reject an edited block, so windowsmith passes it back as
+    # the provider produced it (README, "Security"); the text and tool arguments around it are redacted.
+    s = _session(engine)
+    thought = {"type": "thinking", "thinking": f"the user pasted {AWS}; do not repeat it", "signature": "EqQBCkYIBxgCKkA"}
+    s.add(ws.Message("assistant", (ws.Thinking(provider="anthropic", data=thought, text=thought["thinking"]),
+                                   ws.Text(f"I will not echo {AWS}"))))
+    request = s.build("anthropic").request
+    blocks = [b for m in request["messages"] for b in (m["content"] if isinstance(m["content"], list) else [])]
+    assert thought in blocks  # byte for byte, signature intact
+    assert any(b.get("text") == "I will not echo [REDACTED:aws_access_key_id]" for b in blocks)

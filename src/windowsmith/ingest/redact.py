@@ -239,6 +239,8 @@ _PLACEHOLDER_WORDS = frozenset(
 _PLACEHOLDER_RX = re.compile(
     r"""(?ix)^(?:
         [x*.#_\-•]{1,64}                       # xxx, ***, ...
+      | (?P<rep>[A-Za-z0-9])(?P=rep){1,15}      # yyy, 0000: one character repeated
+      | \$\{\{.{0,120}\}\}                       # ${{ secrets.FOO }} (CI templates)
       | <[^<>]{0,80}>                          # <token>
       | \$\{[^{}]{0,120}\}?                    # ${VAR} (a bare value may lose its closing brace)
       | \$[A-Za-z_][A-Za-z0-9_]{0,80}          # $VAR
@@ -510,7 +512,10 @@ def _check_basic(m: re.Match[str]) -> bool:
 
 
 def _check_url_password(m: re.Match[str]) -> bool:
-    return not _is_placeholder(m.group("v"))
+    v = m.group("v")
+    if v[:1] in "<[" and v[-1:] in ">]":
+        return False  # <password>, [PASSWORD]
+    return not _is_placeholder(v) and not _is_placeholder(v.strip("<>[]"))
 
 
 _MYSQL_CLIENT = re.compile(r"(?<![\w-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)(?![\w-])")
@@ -580,7 +585,7 @@ _CONTEXT_RULES = [
         r"""(?<![A-Za-z0-9_-])(?i:(?:proxy-)?authorization|x-auth-token|x-access-token|x-api-token|api-token"""
         r"""|private-token)["']?\]?[ \t]{0,4}[:=,][ \t]{0,4}["']?"""
         r"""(?!(?i:bearer|basic)[ \t])(?:(?i:token|api-token|apikey|api-key|key|sso-key|jwt|dpop|hmac)[ \t=]{1,4})?"""
-        r"""(?P<v>[A-Za-z0-9._~+/=:-]{8,4096})(?![A-Za-z0-9._~+/=:-])""",
+        r"""(?P<v>[A-Za-z0-9._~+/=:@-]{8,4096})(?![A-Za-z0-9._~+/=:@-])""",
         _P_HEADER,
         itriggers=("authorization", "-token"),
         group="v",
@@ -605,9 +610,18 @@ _CONTEXT_RULES = [
         check=_check_url_password,
     ),
     _regex_rule(
+        "curl_user_only",  # curl -u "sk_live_...:" / -u "APIKEY:": the key is the user name, no password
+        "password_assignment",
+        r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?(?P<v>[^\s:'"]{8,256}):(?=["']?(?:\s|$))""",
+        _P_HEADER,
+        triggers=("-u", "--user"),
+        group="v",
+        check=_check_authorization,
+    ),
+    _regex_rule(
         "curl_user",
         "password_assignment",
-        r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?[^\s:'"]{0,128}:["']?(?P<v>[^\s'"]{1,256})""",
+        r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?[^\s:'"]{0,128}["']?:["']?(?P<v>[^\s'"]{1,256})""",
         _P_HEADER,
         triggers=("-u", "--user"),
         group="v",
@@ -714,6 +728,14 @@ def _select(spans: list[Span]) -> list[Span]:
     return chosen
 
 
+_MARKER_RX = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}\]")
+
+
+def _touches(marks: list[tuple[int, int]], starts: list[int], a: int, b: int) -> bool:
+    i = bisect_right(starts, b)  # markers starting at or before b; the last of them may reach a
+    return i > 0 and marks[i - 1][1] >= a
+
+
 def redact(text: str) -> Redaction:
     """Replace every recognised secret in ``text`` with ``[REDACTED:<type>]``."""
     rules = _active_rules(text)
@@ -724,6 +746,10 @@ def redact(text: str) -> Redaction:
         for s in rule.find(text):
             if "REDACTED:" not in text[s[0] : s[1]]:
                 spans.append(s)
+    if spans and "[REDACTED:" in text:  # a span that touches an existing marker: idempotence
+        marks = [(m.start(), m.end()) for m in _MARKER_RX.finditer(text)]
+        starts = [a for a, _ in marks]
+        spans = [s for s in spans if not _touches(marks, starts, s[0], s[1])]
     if not spans:
         return Redaction(text, {})
     out: list[str] = []
