@@ -245,7 +245,7 @@ _PLACEHOLDER_RX = re.compile(
       | \$\{[^{}]{0,120}\}?                    # ${VAR} (a bare value may lose its closing brace)
       | \$[A-Za-z_][A-Za-z0-9_]{0,80}          # $VAR
       | \$\(.{0,120}\)                         # $(cmd)
-      | %\(?[A-Za-z_]{0,40}\)?s | %s | \$[0-9]  # %s, %(name)s, $1
+      | %\(?[A-Za-z_]{0,40}\)?s | %s | \$[0-9] | %~?[0-9*]  # %s, %(name)s, $1, %1 (batch files)
       | \{\{.{0,120}\}\} | \{%.{0,120}%\}      # {{ var }}, {% x %}
       | \{[A-Za-z_][A-Za-z0-9_.]{0,80}\}       # {var}
       | %[A-Za-z_][A-Za-z0-9_]{0,80}%          # %VAR%
@@ -469,6 +469,9 @@ def _find_keyed(text: str) -> Iterator[Span]:
                 break
 
 
+_REST_OF_LINE = re.compile(r"[^\n\x00]{0,80}")
+
+
 def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
     key = m.group("key")
     if _key_kind(key) is None:
@@ -488,6 +491,10 @@ def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
     kind = _classify(key, value, quoted=quoted, sep=sep, line_start=_line_start(text, m.start()))
     if kind is None:
         return None
+    if not quoted and sep == ":" and _IDENT_NO_DIGIT.fullmatch(value):
+        rest = _REST_OF_LINE.match(text, m.end(g))
+        if rest is not None and rest.group().strip() and not rest.group().lstrip().startswith("#"):
+            return None  # "passwd: files systemd" (nsswitch.conf): a word among words, not a YAML value
     start, end = m.start(g), m.end(g)
     if not quoted:  # trailing punctuation is not part of a bare value
         while end > start and text[end - 1] in ".:":
