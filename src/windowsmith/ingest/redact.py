@@ -689,14 +689,15 @@ _RULES: tuple[_Rule, ...] = (
 def _active_rules(text: str) -> list[_Rule]:
     lowered: str | None = None
     active = []
+    contains = text.__contains__
     for rule in _RULES:
-        if any(t in text for t in rule.triggers):
+        if any(map(contains, rule.triggers)):
             active.append(rule)
             continue
         if rule.itriggers:
             if lowered is None:
                 lowered = text.lower()
-            if any(t in lowered for t in rule.itriggers):
+            if any(map(lowered.__contains__, rule.itriggers)):
                 active.append(rule)
     return active
 
