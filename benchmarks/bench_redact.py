@@ -248,6 +248,7 @@ _GENERIC_CONTEXTS = [
     '{k} := "{S}"', '{k} => "{S}",', 'settings["{k}"] = "{S}"', "<{k}>{S}</{k}>", 'var {k} string = "{S}"',
     '${k} .= "{S}";', "{K} ::= {S}", 'System.setProperty("{K}", "{S}");', 'if ({k} === "{S}") {{',
     "--{k} {S}", "--{k}={S}", '{k}: string = "{S}";', "  {k}: {S}\n  region: us-east-1", "{k}={S}&format=json",
+    '${k}[]= "{S}";', '{k} "{S}";', '{k} = @"{S}";',
 ]
 
 

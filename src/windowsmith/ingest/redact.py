@@ -327,8 +327,8 @@ _TYPE_ANNOTATION = (
     r"""|NSString[ \t]?\*|SecureString|SecretStr)[ \t]{0,4}(?=[:.+!=]))?"""
 )
 _ASSIGN = re.compile(
-    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P<kq>["']?\]?)""" + _TYPE_ANNOTATION + r"""[ \t]{0,8}"""
-    r"""(?P<sep>:::=|::=|:=|===|!==|==|!=|=>|\?=|\.=|\+=|=|:|,)[ \t]{0,8}@?"""
+    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P<kq>["']?(?:\]|\[\])?)""" + _TYPE_ANNOTATION + r"""[ \t]{0,8}"""
+    r"""(?P<sep>:::=|::=|:=|===|!==|==|!=|=>|\?=|\.=|\+=|=|:|,|(?<=[ \t])(?=["']))[ \t]{0,8}@?"""
     r"""(?:"(?P<dq>[^"\n]{0,512})"|'(?P<sq>[^'\n]{0,512})'|`(?P<bq>[^`\n]{0,512})`|(?P<bare>[^\s\x00"'`,;&|<>)\]}]{1,512}))"""
 )
 # <password>value</password>, <add name="x"><ApiKey>value</ApiKey>: the element name is the key.
@@ -482,6 +482,8 @@ def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
     g, quoted = vg
     value = m.group(g)
     sep = " " if is_flag else m.group("sep")
+    if sep == "" and not (quoted and text.startswith(";", m.end())):
+        return None  # private_key "v"; (a directive and its quoted value) needs the closing semicolon
     if sep in _COMPARISONS and (not quoted or (sep == "," and not m.group("kq"))):
         return None  # password == other, f(token, x): a comparison or an argument list needs a literal
     if sep == "," and (len(value) < 6 or _IDENT_NO_DIGIT.fullmatch(value) or _looks_like_words(value)):
