@@ -7,6 +7,8 @@ import re
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import windowsmith as ws
 from windowsmith.ingest.pipeline import IngestConfig
@@ -165,6 +167,96 @@ def test_binary_output_is_stored_whole(engine, output, expect):
     assert engine.artifacts.get(REF.search(text).group(1)) == output
 
 
+PROC_ENVIRON = (b"PATH=/usr/bin\x00GITHUB_TOKEN=" + SECRET.encode() + b"\x00DB_PASSWORD=Tr0ub4dor-horse\x00"
+                + b"AWS_ACCESS_KEY_ID=" + AWS.encode() + b"\x00HOME=/root\x00")
+
+
+@pytest.mark.parametrize("output", [
+    PROC_ENVIRON,  # /proc/1/environ, env -0: NUL-separated
+    b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 8 + b"token=" + SECRET.encode() + b"\x00" + bytes(range(200)),
+    b"\x00\x01MZ" + f"API_KEY={SECRET}\r\n".encode("utf-16-le") + bytes(range(256)),  # UTF-16 inside binary
+])
+def test_binary_output_is_redacted_before_it_is_stored(tmp_path, output):
+    folder = tmp_path / "db"
+    folder.mkdir()
+    with ws.Engine(model="claude-sonnet-4-5", store=folder / "ws.db") as engine:
+        s = _session(engine)
+        _call(s, "c1", "cat /proc/1/environ")
+        m = s.tool_result("c1", output)
+        stub = m.tool_results[0].text
+        assert "binary output" in stub and "secret(s) redacted" in stub
+        ref = REF.search(stub).group(1)
+        stored = engine.artifacts.get(ref)
+        read = s.result_tools("read_result", {"ref": "artifact://" + ref})
+        for secret in (SECRET, AWS, "Tr0ub4dor-horse"):
+            for blob in (stored, read.encode(), stored.decode("utf-16-le", "replace").encode()):
+                assert secret.encode() not in blob
+        assert b"[REDACTED:" in stored or "[REDACTED:".encode("utf-16-le") in stored
+    for secret in (SECRET, AWS):
+        assert secret.encode() not in _db_bytes(folder)
+        assert secret.encode("utf-16-le") not in _db_bytes(folder)
+
+
+def test_binary_redaction_changes_only_the_secret_bytes():
+    from windowsmith.ingest.decode import redact_binary
+
+    head, tail = b"\x00\xff\xfe" + bytes(range(256)), b"\x00\xc3\x28" + bytes(range(255, -1, -1))
+    out, counts = redact_binary(head + b"password=hunter2x" + tail)
+    assert out == head + b"password=[REDACTED:password_assignment]" + tail and counts == {"password_assignment": 1}
+    clean = head + b"nothing to see" + tail
+    assert redact_binary(clean) == (clean, {})  # the original bytes, untouched
+
+
+def test_one_bad_byte_or_a_legacy_encoding_is_still_text(engine):
+    s = _session(engine)
+    lines = [f"tests/test_m.py::test_{i} PASSED" for i in range(330)]
+    lines[150] = "tests/test_m.py::test_refund FAILED - caf\xe9 r\xe9sum\xe9"
+    latin1 = "\n".join(lines).encode("latin-1")  # a 10 KB Latin-1 log
+    assert len(latin1) > 10_000
+    stray = ("ok ünïcode\n" * 50).encode() + b"\xff" + b"\nFAILED test_y - assert 1 == 2\n"
+    utf16 = "FAILED test_z: boom\r\n".encode("utf-16")
+    cp1252 = b"FAILED test_w: \x93quoted\x94 \x80 5\n"
+    for i, (output, expect) in enumerate([(latin1, "test_refund FAILED - café résumé"),
+                                          (stray, "FAILED test_y - assert 1 == 2"),
+                                          (utf16, "FAILED test_z: boom"),
+                                          (cp1252, "FAILED test_w: \u201cquoted\u201d \u20ac 5")]):
+        _call(s, f"c{i}", "pytest")
+        view = s.tool_result(f"c{i}", output).tool_results[0].text
+        assert "binary output" not in view
+        assert expect in view or expect in s.result_tools("read_result", {"ref": REF.search(view).group(0)})
+
+
+def test_secrets_in_legacy_encoded_text_are_redacted(engine):
+    s = _session(engine)
+    _call(s, "c1", "cat config.ini")
+    m = s.tool_result("c1", f"[db]\nnom=caf\xe9\npassword = Tr0ub4dor-horse\ntoken={SECRET}\n".encode("latin-1"))
+    text = m.tool_results[0].text
+    assert "nom=café" in text and "Tr0ub4dor" not in text and SECRET not in text
+
+
+def test_image_urls_with_a_credential_are_withheld_and_other_images_kept(tmp_path):
+    folder = tmp_path / "db"
+    folder.mkdir()
+    signed = f"https://bucket.s3.amazonaws.com/shot.png?X-Amz-Credential={AWS}%2F20240501"
+    userinfo = "https://deploy:Tr0ub4dor-horse@cdn.example.com/diagram.png"
+    plain = "https://cdn.example.com/plain.png"
+    data = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    with ws.Engine(model="claude-sonnet-4-5", store=folder / "ws.db") as engine:
+        s = _session(engine)
+        s.add(ws.Message("user", (ws.Text("what is in these?"), ws.Image(url=signed, caption="screenshot"),
+                                  ws.Image(url=plain), ws.Image(data=data, media_type="image/png"))))
+        _call(s, "c1", "render")
+        m = s.tool_result("c1", [{"type": "text", "text": "rendered"}, {"type": "image", "url": userinfo}])
+        assert "[REDACTED:url_password]" in m.tool_results[0].text and "withheld" in m.tool_results[0].text
+        pack = s.build("anthropic")
+        request = json.dumps(pack.request)
+        assert "[image 'screenshot' withheld: its URL carried a secret:" in request
+        assert plain in request and data in request  # images without a secret stay images
+        assert pack.manifest.redactions["aws_access_key_id"] == 1 and pack.manifest.redactions["url_password"] == 1
+    for secret in (AWS, "Tr0ub4dor-horse"):
+        assert secret not in request and secret.encode() not in _db_bytes(folder)
+
+
 def test_invalid_json_and_json_values(engine):
     s = _session(engine)
     _call(s, "c1", "curl api")
@@ -244,3 +336,57 @@ def test_retrieval_tools_work_through_every_renderer(engine, fmt):
     req = s.build(fmt).request
     dumped = json.dumps(req)
     assert "read_result" in dumped and "search_result" in dumped and "test_refund_twice FAILED" in dumped
+
+
+_SECRET_LINES = [b"GITHUB_TOKEN=" + SECRET.encode(), b"aws_access_key_id = " + AWS.encode(),
+                 b"DB_PASSWORD='Tr0ub4dor-horse'", b"Authorization: " + BEARER.encode()]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from(_SECRET_LINES), st.binary(max_size=300),
+       st.sampled_from([b"\n", b"\x00", b"\r\n"]))
+def test_no_bytes_around_a_secret_let_it_reach_the_artifact_store(pre, line, post, sep):
+    import tempfile
+
+    from windowsmith.artifacts import FileArtifacts
+    from windowsmith.ingest.pipeline import ingest_result
+
+    secret = line.split(b"=", 1)[-1].split(b" ")[-1].strip(b"'")
+    with tempfile.TemporaryDirectory() as folder:
+        store = FileArtifacts(folder)
+        ing = ingest_result(pre + sep + line + sep + post, artifacts=store, session_id="s", count_tokens=len,
+                            remaining_tokens=100, config=IngestConfig(offload_tokens=64))
+        shown = "".join(b.text for b in ing.blocks if isinstance(b, ws.Text))
+        assert secret.decode() not in shown
+        stored = store.get(ing.artifact) if ing.artifact else b""
+        assert secret not in stored and secret.decode().encode("utf-16-le") not in stored
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400) | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass")))
+def test_decode_text_never_fails_and_keeps_utf8_text_exact(raw):
+    from windowsmith.ingest.decode import decode_text, redact_binary
+
+    text = decode_text(raw)
+    assert text is None or isinstance(text, str)
+    try:
+        exact = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        exact = None
+    if exact is not None and text is not None and not exact.startswith("\ufeff"):
+        assert text == exact  # valid UTF-8 that is text comes back unchanged
+    out, counts = redact_binary(raw)
+    assert (out == raw) == (not counts)  # the original bytes exactly when nothing was redacted
+
+
+def test_thinking_blocks_go_back_unmodified_as_documented(engine):
+    # Providers sign or encrypt reasoning and reject an edited block, so windowsmith passes it back as
+    # the provider produced it (README, "Security"); the text and tool arguments around it are redacted.
+    s = _session(engine)
+    thought = {"type": "thinking", "thinking": f"the user pasted {AWS}; do not repeat it", "signature": "EqQBCkYIBxgCKkA"}
+    s.add(ws.Message("assistant", (ws.Thinking(provider="anthropic", data=thought, text=thought["thinking"]),
+                                   ws.Text(f"I will not echo {AWS}"))))
+    request = s.build("anthropic").request
+    blocks = [b for m in request["messages"] for b in (m["content"] if isinstance(m["content"], list) else [])]
+    assert thought in blocks  # byte for byte, signature intact
+    assert any(b.get("text") == "I will not echo [REDACTED:aws_access_key_id]" for b in blocks)

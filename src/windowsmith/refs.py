@@ -33,9 +33,12 @@ def offload_footer(n_lines: int, tokens: int, sha: str) -> str:
             f"{artifact_uri(sha)}; read more with read_result(ref, offset, limit) or search_result(ref, pattern)]")
 
 
-def binary_stub(size: int, what: str, sha: str) -> str:
-    """What the model sees in place of binary tool output stored whole."""
-    return f"[binary output: {size:,} bytes of {what}, stored as {artifact_uri(sha)}; it cannot be shown as text]"
+def binary_stub(size: int, what: str, sha: str, secrets: int = 0) -> str:
+    """What the model sees in place of binary tool output stored whole (``secrets``: how many were redacted
+    in the stored bytes)."""
+    note = f" ({secrets} secret(s) redacted)" if secrets else ""
+    return (f"[binary output: {size:,} bytes of {what}{note}, stored as {artifact_uri(sha)}; "
+            "it cannot be shown as text]")
 
 
 def offloaded_artifact(text: str) -> str | None:

@@ -3,7 +3,8 @@ and tool definitions (description and schema strings). Secrets become typed ``[R
 
 from __future__ import annotations
 
-from ..model import Block, Message, Text, ToolCall, ToolSpec
+from ..model import Block, Image, Message, Text, ToolCall, ToolSpec
+from .pipeline import redact_image
 from .redact import has_candidate, redact, redact_obj, redact_schema
 
 
@@ -30,6 +31,11 @@ def redact_message(msg: Message) -> Message:
             args, counts = redact_obj(dict(b.arguments))
             if counts:
                 b = ToolCall(b.id, b.name, args)
+                changed = True
+        elif isinstance(b, Image):
+            stub, counts = redact_image(b)
+            if counts:
+                b = stub
                 changed = True
         blocks.append(b)
     return Message(msg.role, tuple(blocks)) if changed else msg

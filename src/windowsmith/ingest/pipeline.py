@@ -11,10 +11,12 @@ whole available budget, clamped to ``[min_offload_tokens, max_offload_tokens]``.
 newest result is the one the agent's next action most often quotes (ids, numbers, names), and history
 compaction can make room for it by folding older exchanges, so a full window must not force every new
 result out to the artifact store (measured: at an 8K window, offloading a 432-token user record lost
-the reservation ids the next call used). A fixed ``offload_tokens`` overrides both. Binary output (NUL bytes, or bytes that are not
-UTF-8 text) is stored whole and replaced by a stub. The secret never reaches the store: redaction runs
-first, and the artifact holds the redacted text, so reading it back gives exactly what the model could
-have seen.
+the reservation ids the next call used). A fixed ``offload_tokens`` overrides both. Bytes are decoded as text when they are text in UTF-8,
+UTF-16 or a legacy single-byte encoding (``decode.decode_text``); binary output is stored whole and
+replaced by a stub. The secret never reaches the store: redaction runs first, and the artifact holds
+the redacted text, so reading it back gives exactly what the model could have seen. Binary bytes are
+redacted too (``decode.redact_binary``): the artifact keeps the original bytes only when redaction
+changed nothing, else the same bytes with each secret replaced by its marker.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from ..errors import ConfigError, InvalidMessageError
 from ..model import Image, Text, block_from_dict, clean_text
 from ..refs import binary_stub, offload_footer
 from .compress import compress, detect_kind
-from .redact import redact
+from .decode import binary_kind, decode_text, redact_binary
+from .redact import has_candidate, redact
 
 CountTokens = Callable[[str], int]
 
@@ -93,16 +96,22 @@ class Ingested:
         return d
 
 
-def _looks_binary(raw: bytes) -> bool:
-    head = raw[:8192]
-    if b"\x00" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        # a multi-byte character cut at the 8 KB boundary is fine; anything earlier is not text
-        return e.start < len(head) - 4
-    return False
+def redact_image(image: Image) -> tuple[Text | Image, dict[str, int]]:
+    """The image, or a text stub in its place when its URL carries a secret, and the counts.
+
+    A URL with a credential in it (``https://user:pw@host/x.png``, a key in the query string) would
+    hand the secret to the provider, which fetches it; a redacted URL cannot be fetched, so the image
+    is withheld and a stub with the redacted URL takes its place. Inline images (base64 ``data``, or a
+    ``data:`` URL) are image bytes, not text, and are kept.
+    """
+    url = image.url
+    if url is None or url.startswith("data:") or not has_candidate(url):
+        return image, {}
+    r = redact(url)
+    if not r.total:
+        return image, {}
+    caption = f" {image.caption!r}" if image.caption else ""
+    return Text(f"[image{caption} withheld: its URL carried a secret: {r.text}]"), dict(r.counts)
 
 
 def _normalize(output: Any, where: str) -> tuple[list[Text | Image], bytes | None]:
@@ -111,9 +120,10 @@ def _normalize(output: Any, where: str) -> tuple[list[Text | Image], bytes | Non
         return [output], None
     if isinstance(output, bytes | bytearray | memoryview):
         raw = bytes(output)
-        if _looks_binary(raw):
+        decoded = decode_text(raw)
+        if decoded is None:
             return [], raw
-        text, _ = clean_text(raw, where)
+        text, _ = clean_text(decoded, where)
         return [Text(text)], None
     if isinstance(output, str):
         text, _ = clean_text(output, where)
@@ -141,15 +151,6 @@ def _short_args(arguments: Mapping[str, Any] | None, limit: int = 80) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _magic(raw: bytes) -> str:
-    for sig, name in ((b"\x89PNG", "PNG image"), (b"\xff\xd8\xff", "JPEG image"), (b"GIF8", "GIF image"),
-                      (b"%PDF", "PDF document"), (b"PK\x03\x04", "ZIP archive"), (b"\x1f\x8b", "gzip data"),
-                      (b"\x7fELF", "ELF binary")):
-        if raw.startswith(sig):
-            return name
-    return "binary data"
-
-
 def ingest_result(
     output: Any,
     *,
@@ -167,10 +168,14 @@ def ingest_result(
     blocks, raw = _normalize(output, "tool output")
     call = f"{tool_name or 'tool'}({_short_args(arguments)})"
     if raw is not None:
+        what = binary_kind(raw)
+        counts: dict[str, int] = {}
+        if cfg.redact:  # secrets in binary bytes (env -0, /proc/*/environ) never reach the store either
+            raw, counts = redact_binary(raw)
         sha = artifacts.put(raw, session_id=session_id)
-        stub = binary_stub(len(raw), _magic(raw), sha)
-        return Ingested((Text(stub),), artifact=sha, kind="binary", original_tokens=0, tokens=count_tokens(stub),
-                        summary=f"{call} → {_magic(raw)}, {len(raw):,} bytes")
+        stub = binary_stub(len(raw), what, sha, secrets=sum(counts.values()))
+        return Ingested((Text(stub),), counts, artifact=sha, kind="binary", original_tokens=0,
+                        tokens=count_tokens(stub), summary=f"{call} → {what}, {len(raw):,} bytes")
     redactions: dict[str, int] = {}
     out: list[Text | Image] = []
     texts: list[str] = []
@@ -184,6 +189,13 @@ def ingest_result(
                     redactions[k] = redactions.get(k, 0) + v
             texts.append(text)
             out.append(Text(text))
+        elif cfg.redact:
+            blk, counts = redact_image(b)
+            for k, v in counts.items():
+                redactions[k] = redactions.get(k, 0) + v
+            if isinstance(blk, Text):
+                texts.append(blk.text)
+            out.append(blk)
         else:
             out.append(b)
     full = "\n".join(texts)
@@ -210,4 +222,4 @@ def ingest_result(
     return Ingested((Text(view), *images), redactions, sha, c.kind, original, count_tokens(view), summary, c.notes)
 
 
-__all__ = ["IngestConfig", "Ingested", "ingest_result"]
+__all__ = ["IngestConfig", "Ingested", "ingest_result", "redact_image"]

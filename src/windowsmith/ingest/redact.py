@@ -10,14 +10,16 @@ keyword and entropy plugins; no code is taken from either):
 
 * **Known token formats** with fixed prefixes (AWS key ids, GitHub, OpenAI, Anthropic, Slack, Stripe,
   Google API keys, JWTs, PEM private keys). These are redacted wherever they appear.
-* **Keyed values**: a value in ``KEY=value``, ``"key": "value"``, ``key: value`` or ``--key value``
-  position whose key names a secret (secret, token, password, api_key, access_key, auth, credential,
-  ...). Password-like keys redact any non-placeholder value; other keys need the value to look random:
-  at least 12 characters and a Shannon entropy of at least 3.0 bits/char for hex values (detect-secrets'
-  hex limit) or 3.5 for other values. detect-secrets uses 4.5 for *unkeyed* base64 strings; a key that
-  names a secret is strong evidence on its own, so we use gitleaks' lower "generic-api-key" limit there.
+* **Keyed values**: a value in ``KEY=value``, ``"key": "value"``, ``key: value``, ``--key value``,
+  ``key := "v"``, ``KEY ::= v``, ``$key .= "v"``, ``var key string = "v"``, ``<key>v</key>``,
+  ``setProperty("KEY", "v")`` or ``key == "v"`` position whose key names a secret (secret, token,
+  password, api_key, access_key, auth, credential, ...). Password-like keys redact any non-placeholder
+  value; other keys need the value to look random: at least 12 characters and a Shannon entropy of at
+  least 3.0 bits/char for hex values (detect-secrets' hex limit) or 3.5 for other values.
+  detect-secrets uses 4.5 for *unkeyed* base64 strings; a key that names a secret is strong evidence on
+  its own, so we use gitleaks' lower "generic-api-key" limit there.
 * **Credentials in context**: ``scheme://user:password@host``, ``Authorization: Bearer|Basic ...``,
-  ``curl -u user:password``.
+  ``Authorization: Token|Api-Token|<raw value>``, ``PRIVATE-TOKEN: ...``, ``curl -u user:password``.
 
 Decisions (documented because they are judgement calls):
 
@@ -25,14 +27,19 @@ Decisions (documented because they are judgement calls):
   images and lockfile integrity hashes; an agent that cannot see a commit id or a digest is broken.
   So bare high-entropy strings are kept; only known formats and keyed values are redacted.
 * Base64 ``data:`` URIs (images) are not secrets and are kept.
+* Keys that name metadata about a secret are not secrets: ``AUTH_USER_MODEL``, ``PASSWORD_HASHERS``,
+  ``token_url``, and tokens qualified as pagination or tokenizer tokens (``nextPageToken``,
+  ``eos_token``). ``PASS:`` in capitals followed by ``:`` is a test runner's line, not a password.
 * Placeholders are kept: ``changeme``, ``password``, ``xxx``, ``***``, ``<token>``, ``${VAR}``,
   ``$VAR``, ``{{ var }}``, ``your-api-key-here``, ``None``/``null``, ... They carry no secret and are
-  useful context when an agent debugs configuration.
+  useful context when an agent debugs configuration. The "your/my ... key" shape holds only letters
+  and separators, so ``MyPassword2024!`` or ``MyS3cretKey`` is a password, not a placeholder.
 * AWS's documented example key ``AKIAIOSFODNN7EXAMPLE`` *is* redacted: over-redacting a doc example is
   harmless, and real keys can end in EXAMPLE.
 
-Guarantees: idempotent (markers never match a rule), linear time (every pattern starts at a token
-boundary and every repetition is bounded), and a clean text costs a few substring checks.
+Guarantees: idempotent (markers never match a rule), linear time (every pattern that scans the text has
+bounded repetitions, none nested, so one match attempt reads at most the pattern's width; token
+patterns start at a token boundary), and a clean text costs a few substring checks.
 """
 
 from __future__ import annotations
@@ -68,6 +75,7 @@ SECRET_TYPES: tuple[str, ...] = (
     "jwt",
     "bearer_token",
     "basic_auth",
+    "authorization_header",
     "url_password",
     "password_assignment",
     "generic_secret_assignment",
@@ -110,6 +118,7 @@ class _Rule:
     find: Callable[[str], Iterator[Span]]
     triggers: tuple[str, ...] = ()  # case-sensitive substrings; the rule runs if any is present
     itriggers: tuple[str, ...] = ()  # substrings of the lower-cased text
+    scans: tuple[re.Pattern[str], ...] = ()  # the patterns it runs over the text (checked for linear time)
 
 
 def _regex_rule(
@@ -132,7 +141,7 @@ def _regex_rule(
                 continue
             yield m.start(group), m.end(group), kind, priority
 
-    return _Rule(name, find, triggers, itriggers)
+    return _Rule(name, find, triggers, itriggers, (rx,))
 
 
 # Token formats. Each pattern starts with a negative look-behind on its own character class, so a
@@ -191,7 +200,7 @@ _FORMAT_RULES = [
     _regex_rule(
         "slack_webhook",
         "slack_webhook",
-        r"(?i:https?://hooks\.slack\.com/(?:services|workflows|triggers)/)(?P<v>[A-Za-z0-9+/_-]{20,300})",
+        r"(?<![A-Za-z0-9.-])(?i:(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/)(?P<v>[A-Za-z0-9+/_-]{20,300})",
         _P_FORMAT,
         itriggers=("hooks.slack.com",),
         group="v",
@@ -214,7 +223,7 @@ _FORMAT_RULES = [
     _regex_rule(
         "jwt",
         "jwt",
-        _B + r"eyJ[A-Za-z0-9_-]{8,4000}\.eyJ[A-Za-z0-9_-]{8,8000}\.[A-Za-z0-9_-]{0,4000}" + _E,
+        _B + r"eyJ[A-Za-z0-9_-]{8,4000}\.eyJ[A-Za-z0-9_-]{8,8000}(?:\.[A-Za-z0-9_-]{0,4000})?" + _E,
         _P_FORMAT,
         triggers=("eyJ",),
     ),
@@ -230,24 +239,29 @@ _PLACEHOLDER_WORDS = frozenset(
 _PLACEHOLDER_RX = re.compile(
     r"""(?ix)^(?:
         [x*.#_\-•]{1,64}                       # xxx, ***, ...
+      | (?P<rep>[A-Za-z0-9])(?P=rep){1,15}      # yyy, 0000: one character repeated
+      | \$\{\{.{0,120}\}\}                       # ${{ secrets.FOO }} (CI templates)
       | <[^<>]{0,80}>                          # <token>
       | \$\{[^{}]{0,120}\}?                    # ${VAR} (a bare value may lose its closing brace)
       | \$[A-Za-z_][A-Za-z0-9_]{0,80}          # $VAR
       | \$\(.{0,120}\)                         # $(cmd)
-      | %\(?[A-Za-z_]{0,40}\)?s | %s | \$[0-9]  # %s, %(name)s, $1
+      | %\(?[A-Za-z_]{0,40}\)?s | %s | \$[0-9] | %~?[0-9*]  # %s, %(name)s, $1, %1 (batch files)
       | \{\{.{0,120}\}\} | \{%.{0,120}%\}      # {{ var }}, {% x %}
       | \{[A-Za-z_][A-Za-z0-9_.]{0,80}\}       # {var}
       | %[A-Za-z_][A-Za-z0-9_]{0,80}%          # %VAR%
       | @[A-Za-z_][A-Za-z0-9_]{0,80}@          # @VAR@
       | (?:os\.environ|os\.getenv|process\.env|env|getenv|ENV|System\.getenv|secrets|vars)\b.{0,160}
-      | .{0,40}(?:your|my|insert|enter|replace)[-_ ]?.{0,60}(?:here|key|token|secret|password).{0,20}
-      | .{0,60}[-_]here
+      | [a-z_\- ]{0,40}(?:your|my|insert|enter|replace)[-_ ]?[a-z_\- ]{0,60}(?:here|key|token|secret|password)s?
+      | [a-z_\-]{0,60}[-_]here
+      | \{[A-Za-z_][A-Za-z0-9_.!:\[\]'"]{0,80}\}?     # {var}, f"{pw}" cut at its closing brace
+      | [\[{(][^A-Za-z0-9]{0,4}                     # a list, dict or call opens: not a scalar
     )$""",
 )
 _TYPE_WORDS = frozenset(
     ["str", "string", "int", "integer", "bool", "boolean", "bytes", "float", "number", "any", "object", "optional", "none", "secretstr", "securestring", "text", "char", "varchar", "list", "dict"]
 )
 _DOTTED_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_CODE_SEGMENT = re.compile(r"[A-Za-z_]+[0-9]{0,3}")
 _IDENT_NO_DIGIT = re.compile(r"[A-Za-z_]+")
 _WORDS_LOWER = re.compile(r"[a-z]+(?:[-_. /][a-z]+)*|[A-Z]+(?:[-_. /][A-Z]+)*")
 _CAMEL_SEG = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -283,7 +297,7 @@ def _looks_like_words(v: str) -> bool:
 _PASSWORD_KEY = re.compile(r"password|passwd|passphrase|pwd|(?<![a-z])pass(?![a-z])|(?<![a-z])pw(?![a-z])")
 _SECRET_KEY = re.compile(
     r"secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|signing[_.-]?key|encryption[_.-]?key"
-    r"|master[_.-]?key|client[_.-]?key|auth(?!or)|credential|creds|session[_.-]?key|(?<![a-z])salt(?![a-z])"
+    r"|master[_.-]?key|client[_.-]?key|account[_.-]?key|auth(?!or)|credential|creds|session[_.-]?key|(?<![a-z])salt(?![a-z])"
     r"|connection[_.-]?string|dsn(?![a-z])"
 )
 # Keys that name metadata about a secret, not the secret itself.
@@ -295,18 +309,36 @@ _META_SUFFIXES = (
     "location", "ref", "arn", "region", "scope", "scopes", "status", "state", "rotation", "hash", "algorithm",
     "algo", "strategy", "store", "manager", "backend", "source", "class", "dialog", "page", "form", "error",
     "errors", "valid", "check", "regex", "pattern", "min", "max", "user", "username", "login", "email",
+    "model", "models", "backends", "classes", "hasher", "hashers", "validator", "validators", "reset", "changed",
+    "field", "fields", "input", "widget", "label", "placeholder", "prompt", "confirm", "confirmation",
+    "required", "complexity", "strength", "handler", "middleware", "view", "views", "template", "test", "tests",
+)
+# A token qualified by one of these words is not a credential: pagination cursors, tokenizer tokens.
+_NON_SECRET_TOKEN_QUALIFIERS = frozenset(
+    ["page", "next", "prev", "previous", "continuation", "cursor", "pagination", "resume", "resumption", "sync",
+     "delta", "start", "end", "last", "first", "stop", "eos", "bos", "pad", "unk", "sep", "mask", "cls", "special",
+     "input", "output", "prompt", "completion", "cache", "cached", "reasoning", "max", "num", "total"]
 )
 _META_SPLIT = re.compile(r"[_.\-]|(?<=[a-z0-9])(?=[A-Z])")
 
 # Matched at a key start found from a keyword hit (see _find_keyed), never scanned with finditer.
-_ASSIGN = re.compile(
-    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P<kq>["']?)[ \t]{0,8}"""
-    r"""(?P<sep>:=|=>|\?=|=|:)[ \t]{0,8}"""
-    r"""(?:"(?P<dq>[^"\n]{0,512})"|'(?P<sq>[^'\n]{0,512})'|`(?P<bq>[^`\n]{0,512})`|(?P<bare>[^\s"'`,;&|<>)\]}]{1,512}))"""
+_TYPE_ANNOTATION = (
+    r"""(?:[ \t]{0,4}:?[ \t]{1,4}(?:string|String|str|&str|&'static[ \t]str|\[\]byte|char[ \t]?\*|QString"""
+    r"""|NSString[ \t]?\*|SecureString|SecretStr)[ \t]{0,4}(?=[:.+!=]))?"""
 )
+_ASSIGN = re.compile(
+    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P<kq>["']?(?:\]|\[\])?)""" + _TYPE_ANNOTATION + r"""[ \t]{0,8}"""
+    r"""(?P<sep>:::=|::=|:=|===|!==|==|!=|=>|\?=|\.=|\+=|=|:|,|(?<=[ \t])(?=["']))[ \t]{0,8}@?"""
+    r"""(?:"(?P<dq>[^"\n]{0,512})"|'(?P<sq>[^'\n]{0,512})'|`(?P<bq>[^`\n]{0,512})`|(?P<bare>[^\s\x00"'`,;&|<>)\]}]{1,512}))"""
+)
+# <password>value</password>, <add name="x"><ApiKey>value</ApiKey>: the element name is the key.
+_XML = re.compile(
+    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P<kq>)(?:[ \t][^<>\n]{0,200})?(?P<sep>>)(?P<dq>[^<>\n]{1,512})</"""
+)
+_COMPARISONS = frozenset({"==", "===", "!=", "!==", ","})
 _FLAG = re.compile(
-    r"""--?(?P<key>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]+"""
-    r"""(?:"(?P<dq>[^"\n]{1,512})"|'(?P<sq>[^'\n]{1,512})'|(?P<bare>[^\s"'`;&|<>-][^\s"'`;&|<>]{0,511}))"""
+    r"""--?(?P<key>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]{1,8}"""
+    r"""(?:"(?P<dq>[^"\n]{1,512})"|'(?P<sq>[^'\n]{1,512})'|(?P<bare>[^\s\x00"'`;&|<>-][^\s\x00"'`;&|<>]{0,511}))"""
 )
 _KEYWORD = re.compile(r"pass|pwd|pw|secret|token|key|auth|cred|salt|dsn|connection")
 _KEYWORD_I = re.compile(_KEYWORD.pattern, re.IGNORECASE)
@@ -324,6 +356,9 @@ def _key_kind(key: str) -> str | None:
     parts = [p for p in _META_SPLIT.split(key.strip("\"'")) if p]
     if parts and parts[-1].lower() in _META_SUFFIXES and len(parts) > 1:
         return None
+    low = [p.lower() for p in parts]
+    if len(low) >= 2 and low[-1] == "token" and low[-2] in _NON_SECRET_TOKEN_QUALIFIERS:
+        return None  # nextPageToken, eos_token, page_token
     if _PASSWORD_KEY.search(k):
         return "password_assignment"
     if _SECRET_KEY.search(k):
@@ -346,6 +381,11 @@ def _classify(key: str, value: str, *, quoted: bool, sep: str, line_start: bool)
     if kind == "password_assignment":
         if "pwd" in key.lower() and _PATH.fullmatch(v):
             return None  # PWD=/home/user is the working directory
+        bare_key = key.strip("\"'")
+        if bare_key == "PASS" and sep == ":":
+            return None  # test runners: "--- PASS: TestX (0.00s)", "PASS: test_name"
+        if bare_key.lower() in ("pass", "pw") and not quoted and _IDENT_NO_DIGIT.fullmatch(v):
+            return None  # "pass: done", "pw: Piecewise": a short key needs a value that is not a word
         if quoted:
             return kind
         if "(" in v or _DOTTED_IDENT.fullmatch(v) or v.lower() in _TYPE_WORDS:
@@ -363,21 +403,26 @@ def _classify(key: str, value: str, *, quoted: bool, sep: str, line_start: bool)
         return None
     if _NUMBER.fullmatch(v) or _VERSION.fullmatch(v) or _PATH.fullmatch(v) or "://" in v:
         return None
-    if not quoted and ("(" in v or _DOTTED_IDENT.fullmatch(v)):
+    if not quoted and ("(" in v or _is_attribute_path(v)):
         return None
-    if _looks_like_words(v):
-        return None
+    if _looks_like_words(v) or (_DOTTED_IDENT.fullmatch(v) and all(map(_looks_like_words, v.split(".")))):
+        return None  # AUTH_USER_MODEL = "accounts.CustomUser"
     limit = 3.0 if _HEX.fullmatch(v) else 3.5
     if _HEX.fullmatch(v) and len(v) < 16:
         return None
     return kind if shannon_entropy(v) >= limit else None
 
 
+def _is_attribute_path(v: str) -> bool:
+    """``self.config.api_key``, ``settings.SECRET_KEY2``: code, not a value (random segments are a value)."""
+    return _DOTTED_IDENT.fullmatch(v) is not None and all(_CODE_SEGMENT.fullmatch(p) for p in v.split("."))
+
+
 def _line_start(text: str, pos: int) -> bool:
     i = pos - 1
     while i >= 0 and text[i] in " \t-":
         i -= 1
-    return i < 0 or text[i] == "\n"
+    return i < 0 or text[i] in "\n\x00"
 
 
 def _value_group(m: re.Match[str]) -> tuple[str, bool] | None:
@@ -410,6 +455,8 @@ def _find_keyed(text: str) -> Iterator[Span]:
         candidates: list[tuple[re.Match[str] | None, bool]] = []
         if 0 < j - i <= 2:
             candidates.append((_FLAG.match(text, i), True))
+        if i > 0 and text[i - 1] == "<":
+            candidates.append((_XML.match(text, i), False))
         candidates.append((_ASSIGN.match(text, j), False))
         for m, is_flag in candidates:
             if m is None or m.end("key") < hit.end():
@@ -422,6 +469,9 @@ def _find_keyed(text: str) -> Iterator[Span]:
                 break
 
 
+_REST_OF_LINE = re.compile(r"[^\n\x00]{0,80}")
+
+
 def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
     key = m.group("key")
     if _key_kind(key) is None:
@@ -432,11 +482,21 @@ def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
     g, quoted = vg
     value = m.group(g)
     sep = " " if is_flag else m.group("sep")
+    if sep == "" and not (quoted and text.startswith(";", m.end())):
+        return None  # private_key "v"; (a directive and its quoted value) needs the closing semicolon
+    if sep in _COMPARISONS and (not quoted or (sep == "," and not m.group("kq"))):
+        return None  # password == other, f(token, x): a comparison or an argument list needs a literal
+    if sep == "," and (len(value) < 6 or _IDENT_NO_DIGIT.fullmatch(value) or _looks_like_words(value)):
+        return None  # ("pass", "raise"), ["password", "email"]: a list of words, not a key and its value
     if sep == ":" and not m.group("kq") and text.startswith("//", m.end("sep")):
         return None  # a URL scheme, not a key
     kind = _classify(key, value, quoted=quoted, sep=sep, line_start=_line_start(text, m.start()))
     if kind is None:
         return None
+    if not quoted and sep == ":" and _IDENT_NO_DIGIT.fullmatch(value):
+        rest = _REST_OF_LINE.match(text, m.end(g))
+        if rest is not None and rest.group().strip() and not rest.group().lstrip().startswith("#"):
+            return None  # "passwd: files systemd" (nsswitch.conf): a word among words, not a YAML value
     start, end = m.start(g), m.end(g)
     if not quoted:  # trailing punctuation is not part of a bare value
         while end > start and text[end - 1] in ".:":
@@ -461,7 +521,33 @@ def _check_basic(m: re.Match[str]) -> bool:
 
 
 def _check_url_password(m: re.Match[str]) -> bool:
-    return not _is_placeholder(m.group("v"))
+    v = m.group("v")
+    if v[:1] in "<[" and v[-1:] in ">]":
+        return False  # <password>, [PASSWORD]
+    return not _is_placeholder(v) and not _is_placeholder(v.strip("<>[]"))
+
+
+_MYSQL_CLIENT = re.compile(r"(?<![\w-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)(?![\w-])")
+
+
+def _check_mysql_password(m: re.Match[str]) -> bool:
+    """``-pSECRET`` glued to the flag is a password only on a MySQL client's command line."""
+    text = m.string
+    line_start = max(text.rfind("\n", max(0, m.start() - 300), m.start()) + 1, m.start() - 300)
+    return _MYSQL_CLIENT.search(text, line_start, m.start()) is not None and _check_url_password(m)
+
+
+def _check_authorization(m: re.Match[str]) -> bool:
+    v = m.group("v").rstrip(".,:;")
+    if _is_placeholder(v) or _looks_like_words(v) or v.lower() in _AUTH_SCHEMES:
+        return False
+    return any(c.isdigit() for c in v) or (len(v) >= 16 and shannon_entropy(v) >= 3.5)
+
+
+_AUTH_SCHEMES = frozenset(
+    ["bearer", "basic", "digest", "negotiate", "ntlm", "token", "api-token", "apikey", "api-key", "key", "sso-key",
+     "jwt", "dpop", "hmac", "aws4-hmac-sha256"]
+)
 
 
 _CONTEXT_RULES = [
@@ -503,9 +589,48 @@ _CONTEXT_RULES = [
         check=_check_basic,
     ),
     _regex_rule(
+        "authorization_header",
+        "authorization_header",
+        r"""(?<![A-Za-z0-9_-])(?i:(?:proxy-)?authorization|x-auth-token|x-access-token|x-api-token|api-token"""
+        r"""|private-token)["']?\]?[ \t]{0,4}[:=,][ \t]{0,4}["']?"""
+        r"""(?!(?i:bearer|basic)[ \t])(?:(?i:token|api-token|apikey|api-key|key|sso-key|jwt|dpop|hmac)[ \t=]{1,4})?"""
+        r"""(?P<v>[A-Za-z0-9._~+/=:@-]{8,4096})(?![A-Za-z0-9._~+/=:@-])""",
+        _P_HEADER,
+        itriggers=("authorization", "-token"),
+        group="v",
+        check=_check_authorization,
+    ),
+    _regex_rule(
+        "mysql_password",
+        "password_assignment",
+        r"""(?<![\w-])-p(?P<v>[^\s'"-][^\s'"]{0,127})""",
+        _P_HEADER,
+        itriggers=("mysql", "mariadb"),
+        group="v",
+        check=_check_mysql_password,
+    ),
+    _regex_rule(
+        "sshpass",
+        "password_assignment",
+        r"""(?<![\w-])sshpass[ \t]{1,8}-p[ \t]{0,8}["']?(?P<v>[^\s'"]{1,256})""",
+        _P_HEADER,
+        triggers=("sshpass",),
+        group="v",
+        check=_check_url_password,
+    ),
+    _regex_rule(
+        "curl_user_only",  # curl -u "sk_live_...:" / -u "APIKEY:": the key is the user name, no password
+        "password_assignment",
+        r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?(?P<v>[^\s:'"]{8,256}):(?=["']?(?:\s|$))""",
+        _P_HEADER,
+        triggers=("-u", "--user"),
+        group="v",
+        check=_check_authorization,
+    ),
+    _regex_rule(
         "curl_user",
         "password_assignment",
-        r"""(?<![\w-])(?:-u|--user)[ \t]{1,8}["']?[^\s:'"]{1,128}:(?P<v>[^\s'"]{1,256})""",
+        r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?[^\s:'"]{0,128}["']?:["']?(?P<v>[^\s'"]{1,256})""",
         _P_HEADER,
         triggers=("-u", "--user"),
         group="v",
@@ -546,13 +671,14 @@ def _find_private_keys(text: str) -> Iterator[Span]:
 
 
 _RULES: tuple[_Rule, ...] = (
-    _Rule("private_key", _find_private_keys, triggers=("PRIVATE KEY",)),
+    _Rule("private_key", _find_private_keys, triggers=("PRIVATE KEY",), scans=(_PEM_BEGIN, _PEM_END, _PEM_BODY)),
     *_FORMAT_RULES,
     *_CONTEXT_RULES,
     _Rule(
         "keyed",
         _find_keyed,
         itriggers=("pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "salt", "dsn", "connection"),
+        scans=(_KEYWORD, _KEYWORD_I, _KEY_RUN, _ASSIGN, _FLAG, _XML),
     ),
 )
 
@@ -565,14 +691,15 @@ _RULES: tuple[_Rule, ...] = (
 def _active_rules(text: str) -> list[_Rule]:
     lowered: str | None = None
     active = []
+    contains = text.__contains__
     for rule in _RULES:
-        if any(t in text for t in rule.triggers):
+        if any(map(contains, rule.triggers)):
             active.append(rule)
             continue
         if rule.itriggers:
             if lowered is None:
                 lowered = text.lower()
-            if any(t in lowered for t in rule.itriggers):
+            if any(map(lowered.__contains__, rule.itriggers)):
                 active.append(rule)
     return active
 
@@ -583,22 +710,40 @@ def has_candidate(text: str) -> bool:
 
 
 def _select(spans: list[Span]) -> list[Span]:
-    """Non-overlapping spans, higher-priority (lower number) and earlier first."""
-    spans.sort(key=lambda s: (s[3], s[0], -s[1]))
-    starts: list[int] = []
+    """Non-overlapping spans, higher-priority (lower number) and earlier first.
+
+    One pass per priority level (at most five): the level's spans are taken greedily by start when they
+    overlap neither an earlier pick of the level nor a span of a higher level (a bisect into that sorted
+    list), then merged into it. O(k log k) for k spans, with no insertion into the middle of a list.
+    """
+    by_level: dict[int, list[Span]] = {}
+    for sp in spans:
+        if sp[1] > sp[0]:
+            by_level.setdefault(sp[3], []).append(sp)
     chosen: list[Span] = []
-    for s in spans:
-        a, b = s[0], s[1]
-        if b <= a:
-            continue
-        i = bisect_right(starts, a)
-        if i > 0 and chosen[i - 1][1] > a:
-            continue
-        if i < len(chosen) and chosen[i][0] < b:
-            continue
-        starts.insert(i, a)
-        chosen.insert(i, s)
+    for level in sorted(by_level):
+        starts = [c[0] for c in chosen]
+        picked: list[Span] = []
+        last_end = -1
+        for sp in sorted(by_level[level], key=lambda x: (x[0], -x[1])):
+            a, b = sp[0], sp[1]
+            if a < last_end:
+                continue
+            i = bisect_right(starts, a)
+            if (i > 0 and chosen[i - 1][1] > a) or (i < len(chosen) and chosen[i][0] < b):
+                continue
+            picked.append(sp)
+            last_end = b
+        chosen = sorted(chosen + picked)  # two sorted runs: timsort merges them in linear time
     return chosen
+
+
+_MARKER_RX = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}\]")
+
+
+def _touches(marks: list[tuple[int, int]], starts: list[int], a: int, b: int) -> bool:
+    i = bisect_right(starts, b)  # markers starting at or before b; the last of them may reach a
+    return i > 0 and marks[i - 1][1] >= a
 
 
 def redact(text: str) -> Redaction:
@@ -611,6 +756,10 @@ def redact(text: str) -> Redaction:
         for s in rule.find(text):
             if "REDACTED:" not in text[s[0] : s[1]]:
                 spans.append(s)
+    if spans and "[REDACTED:" in text:  # a span that touches an existing marker: idempotence
+        marks = [(m.start(), m.end()) for m in _MARKER_RX.finditer(text)]
+        starts = [a for a, _ in marks]
+        spans = [s for s in spans if not _touches(marks, starts, s[0], s[1])]
     if not spans:
         return Redaction(text, {})
     out: list[str] = []

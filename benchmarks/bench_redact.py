@@ -1,0 +1,404 @@
+"""Secret redaction: recall per secret type on a synthetic corpus, false positives on the real traces.
+
+Run:  .venv/bin/python benchmarks/bench_redact.py              (writes benchmarks/results/redact.json and .md)
+      .venv/bin/python benchmarks/bench_redact.py --regenerate (rebuilds benchmarks/data/redact_corpus.json)
+      .venv/bin/python benchmarks/bench_redact.py --adversarial (also times the 5 MB adversarial inputs)
+
+**Recall.** ``benchmarks/data/redact_corpus.json`` holds synthetic secrets, generated here from a fixed
+seed, for every type ``windowsmith.ingest.redact`` claims. Each secret follows the shape of a public rule
+definition: the gitleaks default rules (``cmd/generate/config/rules/*.go``: aws, github, openai,
+anthropic, openrouter, slack, stripe, gcp, jwt, private keys, curl, generic-api-key with its keywords,
+character class and entropy ≥ 3.5) and Yelp/detect-secrets' keyword plugin (its ``=``, ``:``, ``:=``,
+``=>``, quoted, ``dict["key"]`` and comparison positives), plus the shapes issue 14 lists (XML
+elements, Go ``var x string =``, PHP ``.=``, Make ``::=``, ``setProperty``, ``Authorization: Token``,
+``curl -u ":pw"``, unsigned JWTs, webhooks without a scheme, human-made passwords). Each secret is
+embedded in a few of the contexts an agent sees (shell, .env, JSON, YAML, code in several languages,
+HTTP headers, log and error lines, URLs). All values are random: none is a real credential. A case
+counts as caught when the secret is gone from the redacted text; "typed" also needs the marker of the
+expected type.
+
+**False positives.** Every text of the real traces in ``../shared/data/traces`` (system prompt, each tool
+description, each message text, each tool result, each tool call's arguments through ``redact_obj``)
+is one text; the traces hold no real credentials, so any redaction is a false positive.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from windowsmith.ingest.redact import SECRET_TYPES, redact, redact_obj, shannon_entropy
+from windowsmith.model import Text, Thinking, ToolCall, ToolResult
+from windowsmith.traces import iter_trace_files, load_traces
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT.parent / "shared" / "data" / "traces"
+CORPUS = ROOT / "benchmarks" / "data" / "redact_corpus.json"
+OUT = ROOT / "benchmarks" / "results"
+SEED = 14
+PER_TYPE = 240  # cases per type (secret x context)
+
+ALNUM = string.ascii_letters + string.digits
+UPPER_DIGITS = string.ascii_uppercase + string.digits
+B32 = string.ascii_uppercase + "234567"
+HEX = "0123456789abcdef"
+URLSAFE = ALNUM + "_-"
+PW_SYMBOLS = "!@%^*_-+=.?~"
+WORDS = ["Summer", "Winter", "Autumn", "Spring", "Welcome", "Dragon", "Monkey", "Sunshine", "Football", "Princess",
+         "MyPassword", "Password", "Admin", "Letmein", "Secret", "Qwerty", "Shadow", "Master", "Company", "London"]
+
+
+def _r(rng: random.Random, alphabet: str, n: int) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(n))
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+# --- secret generators (shapes from the public rule definitions) -----------------------------------
+
+
+def _password(rng: random.Random, *, url: bool = False) -> str:
+    kind = rng.randrange(3)
+    if kind == 0:  # random, as a password manager makes them
+        symbols = "!%^*_-+=.?~" if url else PW_SYMBOLS
+        while True:
+            v = _r(rng, ALNUM + symbols, rng.randint(10, 24))
+            if any(c.isdigit() for c in v) and v[0] not in "-_.":
+                return v
+    if kind == 1:  # human-made: Word + year + symbol ("MyPassword2024!", "Summer2023#")
+        return rng.choice(WORDS) + str(rng.randint(1990, 2026)) + rng.choice("!?.*+" if url else "!#?.*+@")
+    # leet word with digits inside ("MyS3cretKey", "Tr0ub4dor9")
+    w = rng.choice(WORDS) + rng.choice(WORDS)
+    return "".join({"e": "3", "a": "4", "o": "0", "i": "1"}.get(c, c) if rng.random() < 0.5 else c for c in w) \
+        + str(rng.randint(0, 99))
+
+
+def _generic(rng: random.Random) -> str:
+    # gitleaks generic-api-key: [0-9a-z\-_.=]{10,150} with entropy >= 3.5; detect-secrets hex/base64 shapes
+    while True:
+        shape = rng.randrange(3)
+        if shape == 0:
+            v = _r(rng, string.ascii_lowercase + string.digits + "-_.", rng.randint(16, 64))
+        elif shape == 1:
+            v = _r(rng, HEX, rng.choice([32, 40, 64]))
+        else:
+            v = _r(rng, ALNUM, rng.randint(20, 48))
+        if shannon_entropy(v) >= (3.0 if shape == 1 else 3.5) and v[0] not in "-_.":
+            return v
+
+
+def _jwt(rng: random.Random) -> str:
+    alg = rng.choice(["HS256", "RS256", "ES256", "none"])
+    header = _b64url(json.dumps({"alg": alg, "typ": "JWT"}).encode())
+    payload = _b64url(json.dumps({"sub": str(rng.randint(1, 10**9)), "iat": rng.randint(1.6e9, 1.8e9),
+                                  "name": _r(rng, string.ascii_lowercase, 8)}).encode())
+    if alg == "none":
+        return f"{header}.{payload}" + rng.choice([".", ""])  # unsigned: trailing dot or no third part
+    return f"{header}.{payload}.{_b64url(rng.randbytes(32 if alg == 'HS256' else 64))}"
+
+
+def _pem(rng: random.Random, label: str) -> tuple[str, str]:
+    body = base64.b64encode(rng.randbytes(rng.choice([128, 256, 400]))).decode()
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return f"-----BEGIN {label}-----\n" + "\n".join(lines) + f"\n-----END {label}-----", lines[1]
+
+
+def _secret(kind: str, rng: random.Random) -> tuple[str, str]:
+    """(the secret as it appears, the substring that must not survive)."""
+    if kind == "aws_access_key_id":
+        v = rng.choice(["AKIA", "ASIA", "ABIA", "ACCA", "A3T" + rng.choice(UPPER_DIGITS)]) + _r(rng, B32, 16)
+    elif kind == "aws_secret_access_key":
+        v = _r(rng, ALNUM + "/+", 40)
+    elif kind == "github_token":
+        v = rng.choice([rng.choice(["ghp_", "gho_", "ghu_", "ghs_", "ghr_"]) + _r(rng, ALNUM, 36),
+                        "github_pat_" + _r(rng, ALNUM, 22) + "_" + _r(rng, ALNUM, 59)])
+    elif kind == "openai_api_key":
+        v = rng.choice(["sk-proj-" + _r(rng, URLSAFE, 74) + "T3BlbkFJ" + _r(rng, URLSAFE, 74),
+                        "sk-svcacct-" + _r(rng, URLSAFE, 74) + "T3BlbkFJ" + _r(rng, URLSAFE, 74),
+                        "sk-admin-" + _r(rng, URLSAFE, 58) + "T3BlbkFJ" + _r(rng, URLSAFE, 58),
+                        "sk-" + _r(rng, ALNUM, 20) + "T3BlbkFJ" + _r(rng, ALNUM, 20)])
+    elif kind == "anthropic_api_key":
+        v = rng.choice(["sk-ant-api03-" + _r(rng, URLSAFE, 93) + "AA", "sk-ant-admin01-" + _r(rng, URLSAFE, 93) + "AA"])
+    elif kind == "openrouter_api_key":
+        v = "sk-or-v1-" + _r(rng, HEX, 64)
+    elif kind == "slack_token":
+        v = rng.choice([
+            f"xoxb-{_r(rng, string.digits, 12)}-{_r(rng, string.digits, 13)}-{_r(rng, ALNUM, 24)}",
+            f"xoxp-{_r(rng, string.digits, 11)}-{_r(rng, string.digits, 11)}-{_r(rng, string.digits, 13)}-{_r(rng, HEX, 32)}",
+            f"xapp-1-A{_r(rng, UPPER_DIGITS, 10)}-{_r(rng, string.digits, 13)}-{_r(rng, HEX, 64)}",
+            f"xoxe.xoxp-1-{_r(rng, ALNUM, 140)}", f"xoxa-2-{_r(rng, ALNUM, 40)}",
+        ])
+    elif kind == "slack_webhook":
+        path = rng.choice(["services", "workflows", "triggers"])
+        tail = f"T{_r(rng, UPPER_DIGITS, 10)}/B{_r(rng, UPPER_DIGITS, 10)}/{_r(rng, ALNUM, 24)}"
+        v = rng.choice(["https://", "http://", ""]) + f"hooks.slack.com/{path}/{tail}"
+        return v, tail
+    elif kind == "stripe_key":
+        v = rng.choice([f"{rng.choice(['sk', 'rk'])}_{rng.choice(['test', 'live', 'prod'])}_{_r(rng, ALNUM, rng.choice([24, 99]))}",
+                        "whsec_" + _r(rng, ALNUM, 32)])
+    elif kind == "google_api_key":
+        v = "AIza" + _r(rng, URLSAFE, 35)
+    elif kind == "jwt":
+        v = _jwt(rng)
+        return v, v.split(".")[1]
+    elif kind == "private_key_block":
+        label = rng.choice(["RSA PRIVATE KEY", "PRIVATE KEY", "EC PRIVATE KEY", "OPENSSH PRIVATE KEY",
+                            "ENCRYPTED PRIVATE KEY", "DSA PRIVATE KEY", "PGP PRIVATE KEY BLOCK"])
+        return _pem(rng, label)
+    elif kind == "gcp_service_account_private_key":
+        pem, line = _pem(rng, "PRIVATE KEY")
+        return pem.replace("\n", "\\n") + "\\n", line
+    elif kind == "bearer_token":
+        v = rng.choice([_r(rng, URLSAFE, rng.randint(20, 64)), "ya29." + _r(rng, URLSAFE, 120),
+                        _r(rng, ALNUM, 32) + "." + _r(rng, ALNUM, 16)])
+        while not any(c.isdigit() for c in v):
+            v = v[:-1] + rng.choice(string.digits)
+    elif kind == "basic_auth":
+        raw = f"{rng.choice(['admin', 'deploy', 'ci', 'api', 'user'])}:{_password(rng)}"
+        v = base64.b64encode(raw.encode()).decode()
+    elif kind == "authorization_header":
+        v = rng.choice([_r(rng, HEX, 40), _r(rng, ALNUM, 32), "glpat-" + _r(rng, URLSAFE, 20)])
+    elif kind == "url_password":
+        v = _password(rng, url=True)
+    elif kind == "password_assignment":
+        v = _password(rng)
+    elif kind == "generic_secret_assignment":
+        v = _generic(rng)
+    else:
+        raise ValueError(kind)
+    return v, v
+
+
+# --- contexts --------------------------------------------------------------------------------------
+
+_FORMAT_CONTEXTS = [
+    "{S}", "export {ENV}={S}", '{ENV}="{S}"', '{{"{key}": "{S}", "region": "eu-west-1"}}', "{key}: {S}",
+    "  {key}: '{S}'\n  timeout: 30", "Error: the credential {S} was rejected (401 Unauthorized)",
+    "curl -s https://api.example.com/v1/items?key={S}&page=2", "client = Client(api_key='{S}')",
+    "<{key}>{S}</{key}>", "| {key} | {S} |", "found `{S}` in .env.local", "[{S}]", "docker run -e {ENV}={S} app",
+    "const {camel} = \"{S}\";", "{S}\nnext line", "os.environ[\"{ENV}\"] = \"{S}\"",
+]
+_NAMES = {
+    "aws_access_key_id": ("aws_access_key_id", "AWS_ACCESS_KEY_ID", "accessKeyId"),
+    "github_token": ("github_token", "GITHUB_TOKEN", "ghToken"),
+    "openai_api_key": ("openai_api_key", "OPENAI_API_KEY", "openaiKey"),
+    "anthropic_api_key": ("anthropic_api_key", "ANTHROPIC_API_KEY", "anthropicKey"),
+    "openrouter_api_key": ("openrouter_key", "OPENROUTER_API_KEY", "routerKey"),
+    "slack_token": ("slack_token", "SLACK_BOT_TOKEN", "slackToken"),
+    "slack_webhook": ("webhook", "SLACK_WEBHOOK_URL", "webhookUrl"),
+    "stripe_key": ("stripe_key", "STRIPE_SECRET_KEY", "stripeKey"),
+    "google_api_key": ("google_api_key", "GOOGLE_API_KEY", "mapsKey"),
+    "jwt": ("id_token", "SESSION_JWT", "accessToken"),
+}
+_AWS_SECRET_CONTEXTS = [
+    "export AWS_SECRET_ACCESS_KEY={S}", "aws_secret_access_key = {S}", '{{"SecretAccessKey": "{S}"}}',
+    "AWS_SECRET_ACCESS_KEY: '{S}'", "[default]\naws_access_key_id = AKIA{ID}\naws_secret_access_key={S}\n",
+    'aws_secret_key="{S}"', "secretAccessKey: {S}", "SECRET_ACCESS_KEY={S}",
+]
+_PEM_CONTEXTS = ["{S}", "$ cat ~/.ssh/id_rsa\n{S}\n$ ", 'key = """{S}"""', "  tls.key: |\n{S}", "```\n{S}\n```"]
+_GCP_CONTEXTS = ['{{"type": "service_account", "project_id": "demo", "private_key_id": "{ID}", "private_key": "{S}", '
+                 '"client_email": "sa@demo.iam.gserviceaccount.com"}}', '  "private_key": "{S}",']
+_BEARER_CONTEXTS = [
+    "Authorization: Bearer {S}", 'curl -H "Authorization: Bearer {S}" https://api.example.com',
+    "headers = {{'Authorization': 'Bearer {S}'}}", "> Authorization: bearer {S}\n> Accept: */*",
+    "Authorization=Bearer {S}", "fetch(url, {{ headers: {{ Authorization: `Bearer {S}` }} }})",
+]
+_BASIC_CONTEXTS = ["Authorization: Basic {S}", 'curl -H "Authorization: Basic {S}" https://ci.example.com',
+                   "> Authorization: Basic {S}", "headers['Authorization'] = 'Basic {S}'"]
+_AUTHORIZATION_CONTEXTS = [
+    "Authorization: Token {S}", "Authorization: Api-Token {S}", "Authorization: {S}",
+    'curl -H "Authorization: token {S}" https://api.example.com', 'headers["Authorization"] = "Token {S}"',
+    "PRIVATE-TOKEN: {S}", "X-Auth-Token: {S}", "requests.get(url, headers={{'Authorization': 'Token {S}'}})",
+    "curl --header  'Authorization:  {S}'",
+]
+_URL_CONTEXTS = [
+    "postgres://app:{S}@db.internal:5432/app", "DATABASE_URL=postgresql://admin:{S}@10.0.0.5/prod",
+    "mongodb+srv://svc:{S}@cluster0.example.net/test", "redis://default:{S}@cache:6379/0",
+    "git clone https://deploy:{S}@git.example.com/acme/api.git", "amqp://guest:{S}@rabbit:5672//",
+    "could not connect to mysql://root:{S}@localhost:3306/db: timeout", "ftp://backup:{S}@files.example.com/",
+]
+_PASSWORD_KEYS = ["password", "passwd", "db_password", "adminPassword", "smtp_pass", "passphrase", "userPassword",
+                  "mysql_root_password", "PGPASSWORD", "DB_PASSWORD", "REDIS_PASSWORD", "ADMIN_PASS"]
+_PASSWORD_CONTEXTS = [
+    '{k} = "{S}"', "{k}='{S}'", '{k}: "{S}"', '"{k}": "{S}"', "{k}: {S}", "{K}={S}", "export {K}='{S}'",
+    '{k} := "{S}"', '{k} => "{S}",', 'some_dict["{k}"] = "{S}"', "<{k}>{S}</{k}>", 'var {k} string = "{S}"',
+    '${k} .= "{S}";', "{K} ::= {S}", 'props.setProperty("{K}", "{S}");', 'if ({k} == "{S}") {{', "{k} = '{S}'  # prod",
+    "mysql -u root --password {S} -h db", "psql --password={S}", 'curl -u ":{S}" https://api.example.com',
+    "curl --user admin:'{S}' https://ci.example.com", "curl -u deploy:{S} https://example.com/upload",
+    "  {k}: {S}\n  host: db", "{K}={S} ./run.sh", 'const {k}: string = "{S}";', "{k}={S}\n",
+    "Server=db;Database=app;User Id=sa;Password={S};", "mysql -u root -p{S} app < dump.sql",
+    "sshpass -p '{S}' ssh deploy@10.0.0.7", 'curl -X POST --user "{{id-42}}":"{S}" --data x',
+    "curl -s --user 'api:{S}' \\\n    https://api.mailgun.example/v3/messages",
+    'curl -u "{S}:" https://api.example.com/v1/charges',
+]
+_GENERIC_KEYS = ["api_key", "apiKey", "client_secret", "access_token", "auth_token", "secret_key", "SIGNING_KEY",
+                 "SECRET_KEY", "private_key", "app_secret", "API_TOKEN", "encryption_key", "webhookSecret",
+                 "x-api-key", "refresh_token", "credentials", "session_key", "master_key", "AccountKey"]
+_GENERIC_CONTEXTS = [
+    '{k} = "{S}"', "{k}='{S}'", '{k}: "{S}"', '"{k}": "{S}"', "{k}: {S}", "{K}={S}", "export {K}={S}",
+    '{k} := "{S}"', '{k} => "{S}",', 'settings["{k}"] = "{S}"', "<{k}>{S}</{k}>", 'var {k} string = "{S}"',
+    '${k} .= "{S}";', "{K} ::= {S}", 'System.setProperty("{K}", "{S}");', 'if ({k} === "{S}") {{',
+    "--{k} {S}", "--{k}={S}", '{k}: string = "{S}";', "  {k}: {S}\n  region: us-east-1", "{k}={S}&format=json",
+    '${k}[]= "{S}";', '{k} "{S}";', '{k} = @"{S}";',
+]
+
+
+def _fill(template: str, secret: str, rng: random.Random, key: str = "", names: tuple[str, str, str] = ("", "", "")) -> str:
+    return template.format(
+        S=secret, k=key, K=key.upper().replace("-", "_"), key=names[0], ENV=names[1], camel=names[2],
+        ID=_r(rng, B32, 16),
+    )
+
+
+def _contexts(kind: str) -> list[str]:
+    return {
+        "aws_secret_access_key": _AWS_SECRET_CONTEXTS, "private_key_block": _PEM_CONTEXTS,
+        "gcp_service_account_private_key": _GCP_CONTEXTS, "bearer_token": _BEARER_CONTEXTS,
+        "basic_auth": _BASIC_CONTEXTS, "authorization_header": _AUTHORIZATION_CONTEXTS, "url_password": _URL_CONTEXTS,
+        "password_assignment": _PASSWORD_CONTEXTS, "generic_secret_assignment": _GENERIC_CONTEXTS,
+    }.get(kind, _FORMAT_CONTEXTS)
+
+
+def build_corpus(seed: int = SEED, per_type: int = PER_TYPE) -> dict[str, Any]:
+    rng = random.Random(seed)
+    cases = []
+    for kind in SECRET_TYPES:
+        contexts = _contexts(kind)
+        for i in range(per_type):
+            secret, must_go = _secret(kind, rng)
+            template = contexts[i % len(contexts)]
+            key = rng.choice(_PASSWORD_KEYS if kind == "password_assignment" else _GENERIC_KEYS)
+            text = _fill(template, secret, rng, key, _NAMES.get(kind, ("key", "SECRET", "secretValue")))
+            cases.append({"type": kind, "text": text, "secret": must_go})
+    return {
+        "description": "Synthetic secrets (random values, no real credentials) in the shapes of the gitleaks "
+                       "default rules and detect-secrets' keyword plugin, each embedded in agent-like contexts. "
+                       "Generated by benchmarks/bench_redact.py --regenerate; see its docstring.",
+        "seed": seed,
+        "cases": cases,
+    }
+
+
+# --- measurement -----------------------------------------------------------------------------------
+
+
+def recall(corpus: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    by: dict[str, dict[str, Any]] = defaultdict(lambda: {"cases": 0, "caught": 0, "typed": 0, "missed": []})
+    for case in corpus["cases"]:
+        r = redact(case["text"])
+        row = by[case["type"]]
+        row["cases"] += 1
+        if case["secret"] not in r.text:
+            row["caught"] += 1
+            row["typed"] += f"[REDACTED:{case['type']}]" in r.text
+        elif len(row["missed"]) < 5:
+            row["missed"].append(case["text"][:200])
+    return dict(by)
+
+
+def trace_texts() -> list[str | dict[str, Any]]:
+    texts: list[str | dict[str, Any]] = []
+    for f in iter_trace_files(TRACES):
+        for tr in load_traces(f):
+            if tr.system:
+                texts.append(tr.system)
+            texts += [t.description for t in tr.tools if t.description]
+            for m in tr.messages:
+                for b in m.content:
+                    if isinstance(b, Text | ToolResult | Thinking) and b.text:
+                        texts.append(b.text)
+                    elif isinstance(b, ToolCall) and b.arguments:
+                        texts.append(dict(b.arguments))
+    return texts
+
+
+def false_positives(texts: list[str | dict[str, Any]]) -> tuple[int, list[str]]:
+    hits, examples = 0, []
+    for t in texts:
+        if isinstance(t, dict):
+            new, counts = redact_obj(t)
+            changed, shown = bool(counts), json.dumps(new)
+        else:
+            r = redact(t)
+            changed, shown = bool(r.total), r.text
+        if changed:
+            hits += 1
+            i = shown.find("[REDACTED:")
+            examples.append(shown[max(0, i - 80) : i + 60])
+    return hits, examples
+
+
+ADVERSARIAL = {
+    "jwt-prefix": "eyJ" * 1_700_000, "jwt-dots": "eyJaaaaaaaa." * 420_000, "assignments": "token=" * 850_000,
+    "one-run": "a" * 5_000_000, "keyword-run": "token" * 1_000_000, "pem-begin": "-----BEGIN PRIVATE KEY-----!" * 180_000,
+    "url-userinfo": "a://b:c@" * 620_000, "bearer": "Bearer " * 700_000, "quotes": "password = '" * 420_000,
+    "flags": "--password " * 450_000, "sk": "sk-" * 1_700_000, "authorization": "Authorization: " * 330_000,
+    "xml": "<password>" * 500_000, "curl-user": "-u :" * 1_250_000, "commas": '"token", ' * 550_000,
+    "hex": "0123456789abcdef" * 312_500, "mysql-p": "mysql -pa " * 500_000, "sshpass": "sshpass -p " * 460_000,
+}
+
+
+def adversarial() -> dict[str, float]:
+    out = {}
+    for name, text in ADVERSARIAL.items():
+        start = time.perf_counter()
+        redact(text)
+        out[name] = round(time.perf_counter() - start, 3)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if "--regenerate" in argv or not CORPUS.exists():
+        CORPUS.parent.mkdir(parents=True, exist_ok=True)
+        CORPUS.write_text(json.dumps(build_corpus(), indent=0, ensure_ascii=False) + "\n")
+        print(f"wrote {CORPUS.relative_to(ROOT)}")
+    corpus = json.loads(CORPUS.read_text())
+    rec = recall(corpus)
+    print(f"{'type':34} {'cases':>6} {'recall':>8} {'typed':>8}")
+    worst = 1.0
+    for kind in SECRET_TYPES:
+        row = rec.get(kind, {"cases": 0, "caught": 0, "typed": 0, "missed": []})
+        rate = row["caught"] / row["cases"] if row["cases"] else 0.0
+        worst = min(worst, rate)
+        print(f"{kind:34} {row['cases']:>6} {rate:>8.2%} {row['typed'] / max(1, row['cases']):>8.2%}")
+        for miss in row["missed"][:2] if "--show" in argv else []:
+            print(f"    missed: {miss!r}")
+    report: dict[str, Any] = {
+        "corpus": {"cases": len(corpus["cases"]), "seed": corpus["seed"]},
+        "recall": {k: {"cases": v["cases"], "recall": round(v["caught"] / v["cases"], 4),
+                       "typed": round(v["typed"] / v["cases"], 4)} for k, v in rec.items()},
+        "min_recall": round(worst, 4),
+    }
+    if TRACES.exists():
+        texts = trace_texts()
+        start = time.perf_counter()
+        hits, examples = false_positives(texts)
+        elapsed = time.perf_counter() - start
+        rate = hits / len(texts) * 10_000
+        print(f"\nfalse positives: {hits} of {len(texts):,} trace texts ({rate:.2f} per 10,000); "
+              f"redaction over all of them took {elapsed:.2f} s")
+        for ex in examples[:20] if "--show" in argv else []:
+            print(f"    {ex!r}")
+        report["false_positives"] = {"texts": len(texts), "redacted": hits, "per_10000": round(rate, 2),
+                                     "seconds": round(elapsed, 2)}
+    else:
+        print(f"\n{TRACES} not found: false-positive rate not measured")
+    if "--adversarial" in argv:
+        report["adversarial_seconds"] = adv = adversarial()
+        print("\nadversarial 5 MB inputs (seconds): " + ", ".join(f"{k} {v}" for k, v in adv.items()))
+    OUT.mkdir(exist_ok=True)
+    (OUT / "redact.json").write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
