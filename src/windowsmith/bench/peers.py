@@ -257,15 +257,16 @@ class LangChainClearToolUses(Strategy):
         self.placeholder = placeholder
 
     def reset(self) -> None:
-        self._cleared: dict[int, Message] = {}
+        self._cleared: dict[tuple[int, int], Message] = {}
 
-    def _clear(self, i: int) -> Message:
-        got = self._cleared.get(i)
+    def _clear(self, i: int, upto: int) -> Message:
+        """Message ``i`` with its first ``upto`` results cleared (one ToolMessage per result in LangChain)."""
+        got = self._cleared.get((i, upto))
         if got is None:
             m = self.history[i]
             got = Message("tool", tuple(ToolResult(r.call_id, (Text(self.placeholder),), r.is_error, r.name)
-                                        for r in m.tool_results))
-            self._cleared[i] = got
+                                        if k < upto else r for k, r in enumerate(m.tool_results)))
+            self._cleared[(i, upto)] = got
         return got
 
     def build(self) -> Built:
@@ -274,22 +275,30 @@ class LangChainClearToolUses(Strategy):
         events: dict[str, int] = {}
         synth = set()
         if _messages_tokens(h, self.cfg.counter) > self.trigger:
-            # one ToolMessage per tool result in LangChain: keep the last ``keep`` results
+            # one ToolMessage per tool result in LangChain: every result but the last ``keep`` is cleared
             results = [(i, k) for i, m in enumerate(h) if m.role == "tool" for k in range(len(m.tool_results))]
-            keep_from = results[-self.keep][0] if len(results) >= self.keep and self.keep else len(h)
-            cleared = [i for i in dict.fromkeys(i for i, _ in results) if i < keep_from]
-            for i in cleared:
-                msgs[i] = self._clear(i)
+            old = results[: len(results) - self.keep] if self.keep < len(results) else []
+            upto: dict[int, int] = {}
+            for i, k in old:
+                upto[i] = k + 1
+            for i, n in upto.items():
+                msgs[i] = self._clear(i, n)
                 synth.add(msgs[i].digest)
-            if cleared:
-                events["cleared"] = len(cleared)
+            if old:
+                events["cleared"] = len(old)
         if self.over(msgs):
             events["overflow"] = 1
         return self.finish_build(msgs, events, frozenset(synth))
 
 
 def _lc_weight(m: Message) -> int:
-    """How many LangChain messages (or OpenHands events) one neutral message is."""
+    """How many LangChain messages one neutral message is (one ``ToolMessage`` per tool result)."""
+    return max(1, len(m.tool_results)) if m.role == "tool" else 1
+
+
+def _oh_weight(m: Message) -> int:
+    """How many OpenHands events one neutral message is (one action per tool call, one observation
+    per result)."""
     if m.role == "tool":
         return max(1, len(m.tool_results))
     if m.role == "assistant":
@@ -416,8 +425,8 @@ class OpenHandsSummarizing(Strategy):
 
     def _head_end(self) -> int:
         n = i = 0
-        while i < len(self.msgs) and n + _lc_weight(self.msgs[i]) <= self.keep_first:
-            n += _lc_weight(self.msgs[i])
+        while i < len(self.msgs) and n + _oh_weight(self.msgs[i]) <= self.keep_first:
+            n += _oh_weight(self.msgs[i])
             i += 1
         # an action whose observation is not kept is filtered out of the view: end the head on a unit
         while i > 0 and self.msgs[i - 1].role == "assistant" and self.msgs[i - 1].tool_calls \
@@ -434,7 +443,7 @@ class OpenHandsSummarizing(Strategy):
         n = 0
         while tail_start > head and n < from_tail:
             tail_start -= 1
-            n += _lc_weight(self.msgs[tail_start])
+            n += _oh_weight(self.msgs[tail_start])
         while tail_start < len(self.msgs) - 1 and self.msgs[tail_start].role == "tool":
             tail_start += 1  # an observation without its action is filtered out of the view
         forgotten = [m for m in self.msgs[head:tail_start] if m is not self.summary_msg]
@@ -453,7 +462,7 @@ class OpenHandsSummarizing(Strategy):
     def build(self) -> Built:
         events: dict[str, int] = {}
         s_in = s_out = 0
-        if sum(_lc_weight(m) for m in self.msgs) > self.max_size:
+        if sum(_oh_weight(m) for m in self.msgs) > self.max_size:
             a, b = self._condense(self.max_size // 2)
             s_in, s_out = s_in + a, s_out + b
             events["summarize"] = 1
@@ -461,7 +470,7 @@ class OpenHandsSummarizing(Strategy):
         while self.over(self.msgs):
             retries += 1
             size = len(self.msgs)
-            a, b = self._condense(sum(_lc_weight(m) for m in self.msgs) // 2)
+            a, b = self._condense(sum(_oh_weight(m) for m in self.msgs) // 2)
             s_in, s_out = s_in + a, s_out + b
             events["summarize"] = 1
             if len(self.msgs) >= size:
