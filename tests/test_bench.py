@@ -531,3 +531,35 @@ def test_tau2_dual_control_trace_counts_like_the_billed_prompts():
     res = token_count_error([f], model="gpt-4o", fmt="openai-chat")
     off = res["windowsmith"]["first_call_offset"]
     assert res["runs"] == 20 and off["median_abs"] <= 0.005 and off["p95_abs"] <= 0.02
+
+
+def test_blind_calls_are_counted_when_the_newest_message_is_missing(cfg):
+    from windowsmith.bench.metrics import is_blind
+
+    t = tool_trace(2)
+    full = feed(FullHistory(cfg), t, 5).request
+    assert not is_blind(full, t.messages[4], True)
+    no_last = replace(full, messages=full.messages[:3])
+    assert is_blind(no_last, t.messages[4], True)  # the newest tool result is gone
+    assert is_blind(replace(full, messages=()), t.messages[4], True)  # an empty history
+    u = Message.user("<returncode>0</returncode>\nPASS: value 1\nPASS: value 2")
+    redacted = Message.user("<returncode>0</returncode>\nPASS: [REDACTED:x] 1\nPASS: [REDACTED:x] 2")
+    act = Message.assistant("run the tests")
+    req = replace(full, messages=(Message.user("task"), act, redacted))
+    assert not is_blind(req, u, True, before=act)  # the same message, redacted, after the same action
+    other = Message.user("<returncode>1</returncode>\nTraceback: something else entirely, a different output")
+    assert is_blind(replace(full, messages=(Message.user("task"), Message.assistant("x"), other)), u, True)
+
+
+def test_summaries_are_charged_as_model_calls(cfg):
+    msgs = [Message.user("task")]
+    for i in range(1, 12):
+        msgs += [call(f"c{i}", "read", n=i), result(f"c{i}", f"output {i} " + "word " * 700), Message.user(f"go {i}")]
+    msgs.append(Message.assistant("done"))
+    t = Trace("s", "openai-chat", "x", None, (), tuple(msgs))
+    rm = run_strategy(prepare(t), LangChainSummarization(cfg, keep_messages=4))
+    assert rm.summary_calls >= 1 and rm.summary_input_tokens > rm.summary_output_tokens > 0
+    price = cfg.spec.cost(input_tokens=rm.summary_input_tokens, output_tokens=rm.summary_output_tokens)
+    assert rm.summary_cost_usd == pytest.approx(price)
+    base = run_strategy(prepare(t), LangChainSummarization(cfg, keep_messages=4))
+    assert rm.cost_usd == pytest.approx(base.cost_usd) and rm.cost_usd > rm.summary_cost_usd > 0

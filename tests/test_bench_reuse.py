@@ -169,7 +169,7 @@ def _result(gpt: BenchConfig) -> dict:
     s = run_strategy(prepare(tool_trace(3)), StrandsSlidingWindow(gpt, window_size=2, per_turn=True))  # 4 calls: 3 rewrites
     s.strategy = "sliding"
     assert (a.rewrite_calls, a.steady_calls, b.rewrite_calls, b.steady_calls) == (3, 1, 1, 1)
-    failed = {**b.__dict__, "window_label": "model", "error": "Boom: x", "rewrite_calls": 100}  # not counted
+    failed = {**b.__dict__, "window_label": "model", "error": "Boom: x", "rewrite_calls": 100, "run": "t-failed"}
     results = [{**r.__dict__, "window_label": "model"} for r in (a, b, s)] + [failed]
     out = summarize_results(results, GPT41, [None], ["masking", "sliding"])
     out.update({"model": "gpt-4.1", "format": "openai-chat", "runs": 3, "calls": 12, "files": ["x"],
@@ -210,3 +210,16 @@ def test_markdown_and_html_show_reuse_and_rewrites(gpt):
     assert "<th>reuse</th><th>rewr</th>" in page
     assert "<td>67%</td>" in page and "<td>100%</td>" in page
     assert "rewrite calls / (calls - runs)" in page
+
+
+def test_a_run_failed_by_one_strategy_leaves_every_row_at_that_window(gpt):
+    a = run_strategy(prepare(tool_trace(4)), FullHistory(gpt))
+    b = run_strategy(prepare(tool_trace(2)), FullHistory(gpt))
+    good = [{**a.__dict__, "run": "r1", "window_label": "model"}, {**b.__dict__, "run": "r2", "window_label": "model"},
+            {**a.__dict__, "run": "r1", "strategy": "masking", "window_label": "model"}]
+    bad = {**b.__dict__, "run": "r2", "strategy": "masking", "window_label": "model", "error": "BudgetExceededError: x"}
+    rows = summarize_results([*good, bad], GPT41, [None], ["full", "masking"])["rows"]
+    full, masking = [r for r in rows if r["family"] == "all"]
+    assert (full["runs"], full["excluded_runs"], full["failed_runs"]) == (1, 1, 0)
+    assert (masking["runs"], masking["excluded_runs"], masking["failed_runs"]) == (1, 0, 1)
+    assert full["calls"] == masking["calls"] == a.calls

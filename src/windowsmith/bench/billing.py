@@ -120,9 +120,15 @@ def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fm
     return res
 
 
+#: the registry model counted for a billing model the registry does not have, by family
+FAMILY_FALLBACK = {"gemini": "gemini-2.5-pro", "claude": "claude-sonnet-4-5", "gpt": "gpt-4.1"}
+
+
 def billed_model(traces: Sequence[Any], registry: Any, fallback: str) -> tuple[str, bool]:
     """The registry model that the traces' billed usage came from (``meta["model"]``, a provider
-    prefix or a date suffix dropped), and whether it was found (else ``fallback``)."""
+    prefix or a date suffix dropped), and whether it was found. A model the registry does not have
+    is counted as its family's model (:data:`FAMILY_FALLBACK`), else as ``fallback``: its tokenizer
+    is then not the one that billed."""
     import re
 
     names = {str((t.meta or {}).get("model") or "") for t in traces} - {""}
@@ -133,6 +139,10 @@ def billed_model(traces: Sequence[Any], registry: Any, fallback: str) -> tuple[s
                 return registry.get(c).name, True
             except Exception:
                 continue
+    for raw in sorted(names):
+        for fam, model in FAMILY_FALLBACK.items():
+            if fam in raw.lower():
+                return model, False
     return fallback, False
 
 
@@ -159,9 +169,10 @@ def token_count_by_file(files: Sequence[str | Path], *, registry: str | None = N
             continue
         res["file"] = str(f)
         res["model_from_trace"] = known
+        res["billed_by"] = sorted({str((t.meta or {}).get("model") or "?") for t in picked})
         res["tools_recorded"] = all((t.meta or {}).get("tools_recorded", True) for t in picked)
         out.append(res)
     return out
 
 
-__all__ = ["billed_model", "count_samples", "token_count_by_file", "token_count_error"]
+__all__ = ["FAMILY_FALLBACK", "billed_model", "count_samples", "token_count_by_file", "token_count_error"]

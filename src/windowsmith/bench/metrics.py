@@ -222,10 +222,12 @@ def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: f
     return strict, len(targets) - len(remaining), reads
 
 
-def is_blind(req: NeutralRequest, newest: Message | None, had_history: bool) -> bool:
+def is_blind(req: NeutralRequest, newest: Message | None, had_history: bool, before: Message | None = None) -> bool:
     """A *blind* call: the request lacks the newest user or tool message before the call (a tool
     message counts as present when one of its results is, by call id, however compressed; a user
-    message when the request's last user message starts with the same text or is the same message),
+    message when the request's last user message is the same message, or follows the same assistant
+    message as in the trace (``before``), or its first 600 characters are at least 60% alike:
+    compressed, redacted or offloaded by the strategy),
     or its message list is empty while the trace had messages before the call."""
     if had_history and not req.messages:
         return True
@@ -234,13 +236,21 @@ def is_blind(req: NeutralRequest, newest: Message | None, had_history: bool) -> 
     if newest.role == "tool":
         ids = {r.call_id for r in newest.tool_results}
         return not any(r.call_id in ids for m in req.messages if m.role == "tool" for r in m.tool_results)
-    last_user = next((m for m in reversed(req.messages) if m.role == "user"), None)
-    if last_user is None:
+    k = next((k for k in range(len(req.messages) - 1, -1, -1) if req.messages[k].role == "user"), None)
+    if k is None:
         return True
+    last_user = req.messages[k]
     if last_user.digest == newest.digest:
         return False
+    if before is not None and k > 0 and req.messages[k - 1].digest == before.digest:
+        return False
     a, b = message_text(last_user).strip(), message_text(newest).strip()
-    return not (a[:64] == b[:64] and b[:64] != "") if a or b else False
+    if not (a or b) or (a[:64] == b[:64] != "" and len(a) >= len(b) and a.startswith(b[:200])):
+        return False
+    # the same message, compressed, redacted or offloaded by the strategy: most of its head survives
+    from difflib import SequenceMatcher
+
+    return SequenceMatcher(None, a[:600], b[:600], autojunk=False).ratio() < 0.6
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -77,7 +77,8 @@ def _title(result: dict[str, Any], fam: str, rows: list[dict[str, Any]]) -> str:
     for r in rows:
         if r["failed_runs"]:
             failed[r["strategy"]] = max(failed.get(r["strategy"], 0), r["failed_runs"])
-    note = ("; failed runs (left out of its rows): " + ", ".join(f"{k} {v}" for k, v in failed.items())) if failed else ""
+    note = ("; failed runs (left out of every row at that window): " + ", ".join(f"{k} {v}" for k, v in failed.items())) \
+        if failed else ""
     return f"{name}: {runs} runs, {calls:,} calls{note}"
 
 
@@ -129,7 +130,8 @@ def token_count_lines(tc: list[dict[str, Any]] | dict[str, Any] | None) -> list[
                    f"{_pct(off['median_abs']):>5s} / {_pct(off['p95_abs']):>5s}  "
                    f"{_pct(inc['median_abs']):>5s} / {_pct(inc['p95_abs']):>5s}")
     out.append("  offset: per run, the first call's difference is added to every later call (the tool block "
-               "is missing from the traces); model?: not named by the trace, the bench model was used.")
+               "is missing from the traces); model?: the billing model is not in the registry, a model of its "
+               "family (or the bench model) was counted.")
     return out
 
 
@@ -158,7 +160,8 @@ def markdown(result: dict[str, Any], command: str | None = None) -> str:
             ws, l4 = r["windowsmith"], r["len4"]
             cells = [f"{_pct(ws[k]['median_abs'])} / {_pct(ws[k]['p95_abs'])}"
                      for k in ("absolute", "first_call_offset", "increments")]
-            model = r["model"] + ("" if r.get("model_from_trace", True) else " (not in trace)")
+            model = r["model"] if r.get("model_from_trace", True) else \
+                f"{r['model']} for {', '.join(r.get('billed_by') or ['?'])} (not its tokenizer)"
             lines.append(f"| {_short(r.get('file', ','.join(r['files'])))} | {model} | {r['calls']} | "
                          + " | ".join(cells) + f" | {_pct(l4['first_call_offset']['median_abs'])} / "
                          f"{_pct(l4['first_call_offset']['p95_abs'])} |")

@@ -141,6 +141,7 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
     prev_cands: list[int] | None = None
     calls = set(run.calls)
     newest: Any = None  # the newest user or tool message before the call
+    before: Any = None  # the message before it
     try:
         for i, m in enumerate(run.messages):
             if i in calls:
@@ -175,7 +176,7 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                     rm.summary_cost_usd += s_usd
                     rm.cost_usd += s_usd
                 strategy.after_call(built, out)
-                if is_blind(built.request, newest, i > 0):
+                if is_blind(built.request, newest, i > 0, before):
                     rm.blind_calls += 1
                 rm.peak = max(rm.peak, built.tokens)
                 rm.build_ms.append(ms)
@@ -201,7 +202,7 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                                      "events": sorted(k for k, v in built.events.items() if v)})
             strategy.observe(m)
             if m.role in ("user", "tool"):
-                newest = m
+                newest, before = m, (run.messages[i - 1] if i else None)
     except Exception as e:
         rm.error = f"{type(e).__name__}: {e}"
     finally:
@@ -411,8 +412,9 @@ def run_bench(
     return out
 
 
-def _row(rs: list[dict[str, Any]], strategy: str, wval: int, label: str, family: str) -> dict[str, Any]:
-    ok = [r for r in rs if not r.get("error")]
+def _row(rs: list[dict[str, Any]], strategy: str, wval: int, label: str, family: str,
+         skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    ok = [r for r in rs if not r.get("error") and r["run"] not in skip]
     ms = [x for r in ok for x in r["build_ms"]]
     calls = sum(r["calls"] for r in ok)
     rc = sum(r["recall_calls"] for r in ok)
@@ -432,7 +434,8 @@ def _row(rs: list[dict[str, Any]], strategy: str, wval: int, label: str, family:
         "window": wval,
         "window_label": label,
         "runs": len(ok),
-        "failed_runs": len(rs) - len(ok),
+        "failed_runs": sum(1 for r in rs if r.get("error")),
+        "excluded_runs": sum(1 for r in rs if not r.get("error") and r["run"] in skip),
         "calls": calls,
         "input_tokens": prompt,
         "cache_read_tokens": sum(r["cache_read_tokens"] for r in ok),
@@ -469,8 +472,16 @@ def _row(rs: list[dict[str, Any]], strategy: str, wval: int, label: str, family:
 
 def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: Sequence[int | None],
                       strategies: Sequence[str]) -> dict[str, Any]:
-    """Rows per (family, window, strategy), then the pooled rows (``family: "all"``)."""
+    """Rows per (family, window, strategy), then the pooled rows (``family: "all"``).
+
+    A run that failed under any strategy at a window is left out of every strategy's row at that
+    window (``excluded_runs``), so that the rows compare the same runs; ``failed_runs`` counts the
+    strategy's own failures."""
     families = sorted({r.get("family", "") or "unknown" for r in results})
+    failed: dict[str, frozenset[str]] = {}
+    for r in results:
+        if r.get("error"):
+            failed[r["window_label"]] = failed.get(r["window_label"], frozenset()) | {r["run"]}
     rows = []
     for fam in [*families, "all"]:
         for w in windows:
@@ -479,7 +490,7 @@ def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: S
             for s in strategies:
                 rs = [r for r in results if r["strategy"] == s and r["window_label"] == label
                       and (fam == "all" or (r.get("family", "") or "unknown") == fam)]
-                rows.append(_row(rs, s, wval, label, fam))
+                rows.append(_row(rs, s, wval, label, fam, failed.get(label, frozenset())))
     return {"rows": rows, "families": families}
 
 
