@@ -85,8 +85,9 @@ def from_strands(d: dict[str, Any]) -> Message:
 def test_strands_sliding_window_matches_the_real_manager(per_turn):
     swc = pytest.importorskip("strands.agent.conversation_manager.sliding_window_conversation_manager")
     cfg = BenchConfig.make(GPT41, 8000)
-    checked = 0
-    for run in runs():
+    checked = overflows = 0
+    swe = DATA / "openhands" / "msb_example_output.jsonl"
+    for run in [*runs(), *(prepare(t) for t in load_traces(swe)[:2])]:
         real = swc.SlidingWindowConversationManager(per_turn=per_turn)
         agent = SimpleNamespace(messages=[])
         ours = StrandsSlidingWindow(cfg, per_turn=per_turn)
@@ -98,6 +99,7 @@ def test_strands_sliding_window_matches_the_real_manager(per_turn):
                     real.apply_management(agent)
                 while ours.over([from_strands(d) for d in agent.messages]):
                     real.reduce_context(agent, e=RuntimeError("context window exceeded"))
+                    overflows += 1
                 built = ours.build()
                 assert texts(built.request.messages) == texts([from_strands(d) for d in agent.messages]), (run.id, i)
                 checked += 1
@@ -105,7 +107,7 @@ def test_strands_sliding_window_matches_the_real_manager(per_turn):
                 real.apply_management(agent)  # an invocation ends when the next human message arrives
             agent.messages.append(to_strands(m))
             ours.observe(m)
-    assert checked > 50
+    assert checked > 50 and overflows > 0  # the overflow reaction (truncate, then trim) was exercised
 
 
 # ---------------------------------------------------------------------------------------------------
