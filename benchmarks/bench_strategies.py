@@ -1,7 +1,7 @@
 """Context strategies side by side on every run of every shared real trace.
 
 Runs ``windowsmith.bench.run_bench`` over ../shared/data/traces (tau-bench, tau2-bench, mini-swe-agent,
-SWE-agent, OpenHands: 362 runs, ~6,000 model calls) for claude-sonnet-4-5 at 8K, 16K and 32K windows
+SWE-agent, OpenHands: 362 runs, ~6,000 model calls) for claude-sonnet-4-5 at 8K, 16K and 32K windows, on the validation half of the runs (by a hash of the run id),
 and the model's own 200K window, on 2 worker processes, and writes:
 
     benchmarks/results/bench.json   every figure (rows per strategy x window, token-count error, showcase run)
@@ -24,7 +24,7 @@ from windowsmith.bench.report import markdown
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "traces"
 OUT = ROOT / "benchmarks" / "results"
-COMMAND = "windowsmith bench ../shared/data/traces --json benchmarks/results/bench.json " \
+COMMAND = "windowsmith bench ../shared/data/traces --split validation --json benchmarks/results/bench.json " \
           "--html benchmarks/results/bench.html --markdown benchmarks/results/bench.md"
 
 
@@ -33,15 +33,17 @@ def main() -> None:
         if done % 25 == 0 or done == total:
             print(f"\r{done}/{total} runs", end="", file=sys.stderr, flush=True)
 
-    result = run_bench([str(DATA)], on_run=progress)
+    result = run_bench([str(DATA)], on_run=progress, split="validation")
     print(file=sys.stderr)
     # paths relative to the repository's parent, so the files do not depend on where it is checked out
     result["files"] = [str(Path(f).relative_to(ROOT.parent)) if Path(f).is_relative_to(ROOT.parent) else f
                        for f in result["files"]]
-    if result.get("token_count"):
-        tc = result["token_count"]
-        tc["files"] = [str(Path(f).relative_to(ROOT.parent)) if Path(f).is_relative_to(ROOT.parent) else f
-                       for f in tc["files"]]
+    def rel(f: str) -> str:
+        return str(Path(f).relative_to(ROOT.parent)) if Path(f).is_relative_to(ROOT.parent) else f
+
+    for tc in result.get("token_count") or []:
+        tc["files"] = [rel(f) for f in tc["files"]]
+        tc["file"] = rel(tc["file"])
     result["command"] = COMMAND
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "bench.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

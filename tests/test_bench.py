@@ -11,20 +11,18 @@ from click.testing import CliRunner
 
 from windowsmith.bench.identifiers import action_identifiers, extract_identifiers
 from windowsmith.bench.metrics import prepare, recall, sanitize
-from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import (
-    CLEAR_PLACEHOLDER,
-    MASK_PLACEHOLDER,
-    STRATEGIES,
-    SUMMARY_PREFIX,
-    BenchConfig,
-    ClearToolResults,
-    FullHistory,
-    ObservationMasking,
-    SlidingWindow,
-    SummarizeOnThreshold,
-    make_strategy,
+from windowsmith.bench.peers import (
+    CLEARED,
+    LANGCHAIN_SUMMARY_PREFIX,
+    LANGCHAIN_SUMMARY_PROMPT_TOKENS,
+    LangChainClearToolUses,
+    LangChainSummarization,
+    OpenHandsSummarizing,
+    StrandsSlidingWindow,
+    SweAgentLastNObservations,
 )
+from windowsmith.bench.run import run_strategy
+from windowsmith.bench.strategies import STRATEGIES, BenchConfig, FullHistory, StickyCut, make_strategy
 from windowsmith.cli import main
 from windowsmith.compaction.base import Reference, Summary
 from windowsmith.costs import call_cost
@@ -101,21 +99,48 @@ def test_full_history_keeps_everything(cfg):
     assert b.request.system_text == "You are a bot."
 
 
-def test_sliding_window_never_starts_on_a_tool_result(cfg):
-    t = tool_trace(3)  # u a1 t1 a2 t2 a3 t3 | a
-    b = feed(SlidingWindow(cfg, n=4), t, 7)
+def test_strands_sliding_per_turn_trims_to_a_tool_use_boundary(cfg):
+    t = tool_trace(3)  # u a1 t1 a2 t2 a3 t3 | a: no later human message, so the fallback trim point
+    b = feed(StrandsSlidingWindow(cfg, window_size=4, per_turn=True), t, 7)
     assert b.request.messages == t.messages[3:7]  # a2 t2 a3 t3
-    b = feed(SlidingWindow(cfg, n=3), t, 7)
-    assert b.request.messages == t.messages[5:7]  # would start on t2: moved to a3
+    b = feed(StrandsSlidingWindow(cfg, window_size=3, per_turn=True), t, 7)
+    assert b.request.messages == t.messages[5:7]  # len-3 = t2: a result is never a trim point, a3 is
+    assert pairs_ok(b.request) and b.events == {"dropped_messages": 5}
+
+
+def test_strands_default_trims_only_when_an_invocation_ends(cfg):
+    msgs = [Message.user("q1")]
+    for i in range(1, 4):
+        msgs += [call(f"c{i}", "read", n=i), result(f"c{i}", f"out {i}")]
+    msgs += [Message.assistant("a1"), Message.user("q2"), Message.assistant("a2")]
+    t = Trace("s", "openai-chat", "x", None, (), tuple(msgs))
+    s = StrandsSlidingWindow(cfg, window_size=4)
+    b = feed(s, t, 8)  # inside the first invocation: nothing is trimmed, whatever the count
+    assert b.request.messages == t.messages[:8]
+    s.observe(t.messages[8])  # q2 starts a new invocation: the first one ended with 9 messages > 4
+    b = s.build()
+    # from len-4 = 4 there is no plain user message yet: the fallback is the next tool use (c3)
+    assert b.request.messages == t.messages[5:9]
     assert pairs_ok(b.request)
-    assert b.events == {"dropped_messages": 5}
 
 
-def test_observation_masking_replaces_all_but_the_last_m(cfg):
+def test_strands_overflow_truncates_the_oldest_tool_result_first(cfg):
+    big = "x" * 60_000
+    msgs = [Message.user("task"), call("c1", "cat"), result("c1", big), call("c2", "cat"), result("c2", "small"),
+            Message.assistant("end")]
+    t = Trace("o", "openai-chat", "x", None, (), tuple(msgs))
+    b = feed(StrandsSlidingWindow(cfg), t, 5)
+    text = b.request.messages[2].tool_results[0].text
+    assert "... [truncated: 59600 chars removed] ..." in text and text.startswith("x" * 200)
+    assert b.events["overflow_retry"] == 1 and "cut" not in b.events
+    assert b.request.messages[0].text == "task"
+
+
+def test_swe_agent_masking_keeps_the_template_and_the_last_n(cfg):
     t = tool_trace(3)
-    b = feed(ObservationMasking(cfg, m=1), t, 7)
-    assert texts(b.request) == ["task: fix src/app.py", "", MASK_PLACEHOLDER, "", MASK_PLACEHOLDER, "",
-                                "output 3 word "]
+    b = feed(SweAgentLastNObservations(cfg, n=1), t, 7)
+    assert texts(b.request) == ["task: fix src/app.py", "", "Old environment output: (1 lines omitted)", "",
+                                "Old environment output: (1 lines omitted)", "", "output 3 word "]
     m = b.request.messages
     assert [r.call_id for r in m[2].tool_results] == ["c1"] and m[1] is t.messages[1]
     assert b.events == {"masked": 2} and pairs_ok(b.request)
@@ -123,29 +148,27 @@ def test_observation_masking_replaces_all_but_the_last_m(cfg):
 
 
 def test_masking_treats_user_observations_as_observations_without_native_tools(cfg):
-    msgs = (Message.user("task"), Message.assistant("ls"), Message.user("obs 1"), Message.assistant("cat a.py"),
-            Message.user("obs 2"), Message.assistant("done"))
+    msgs = (Message.user("task"), Message.assistant("ls"), Message.user("obs 1\nline 2"),
+            Message.assistant("cat a.py"), Message.user("obs 2"), Message.assistant("done"))
     t = Trace("m", "mini-swe-agent", "x", None, (), msgs)
-    b = feed(ObservationMasking(cfg, m=1), t, 5)
-    assert texts(b.request) == ["task", "ls", MASK_PLACEHOLDER, "cat a.py", "obs 2"]
+    b = feed(SweAgentLastNObservations(cfg, n=1), t, 5)
+    assert texts(b.request) == ["task", "ls", "Old environment output: (2 lines omitted)", "cat a.py", "obs 2"]
 
 
-def test_clear_tool_results_on_threshold_and_stay_cleared(cfg):
+def test_langchain_clear_is_recomputed_on_every_call_over_the_trigger(cfg):
     t = tool_trace(4)  # u a1 t1 a2 t2 a3 t3 a4 t4 | a
-    s = ClearToolResults(replace(cfg, threshold=1e-6), keep=1)
-    b = feed(s, t, 7)  # over the (tiny) trigger: all but the last result cleared
-    assert texts(b.request) == ["task: fix src/app.py", "", CLEAR_PLACEHOLDER, "", CLEAR_PLACEHOLDER, "",
-                                "output 3 word "]
-    assert b.events["clear"] == 1 and b.events["cleared"] == 2
+    s = LangChainClearToolUses(cfg, keep=1)
+    s.trigger = 0
+    b = feed(s, t, 7)
+    assert texts(b.request) == ["task: fix src/app.py", "", CLEARED, "", CLEARED, "", "output 3 word "]
+    assert b.events["cleared"] == 2
     s.observe(t.messages[7])
     s.observe(t.messages[8])
     b2 = s.build()
-    assert texts(b2.request)[-4:] == ["", CLEAR_PLACEHOLDER, "", "output 4 word "]
-    # the earlier placeholders are the very same messages: the cache prefix holds
-    assert b2.request.messages[:5] == b.request.messages[:5]
-    # under the trigger nothing is cleared
-    b3 = feed(ClearToolResults(cfg, keep=1), t, 7)
-    assert b3.request.messages == t.messages[:7] and "clear" not in b3.events
+    assert texts(b2.request)[-4:] == ["", CLEARED, "", "output 4 word "]
+    assert b2.request.messages[:5] == b.request.messages[:5]  # the same placeholder bytes
+    b3 = feed(LangChainClearToolUses(cfg, keep=1), t, 7)  # under the default trigger (half the window)
+    assert b3.request.messages == t.messages[:7] and "cleared" not in b3.events
 
 
 class StubSummarizer:
@@ -160,16 +183,62 @@ class StubSummarizer:
         return Summary(f"summary of {n} messages", refs=(Reference("id", "ZFA04Y"),))
 
 
-def test_summarize_replaces_the_oldest_span_and_keeps_the_first_user_message(cfg):
-    t = tool_trace(3, size=300)  # each result ~300 tokens; keep_share small so only the newest unit is kept
+def test_langchain_summarization_replaces_everything_before_the_kept_messages(cfg):
+    msgs = [Message.user("task: fix src/app.py")]
+    for i in range(1, 5):
+        msgs += [call(f"c{i}", "read", n=i), result(f"c{i}", f"output {i}"), Message.user(f"next {i}")]
+    msgs.append(Message.assistant("done"))
+    t = Trace("l", "openai-chat", "x", None, (), tuple(msgs))
     stub = StubSummarizer()
-    s = SummarizeOnThreshold(replace(cfg, threshold=1e-6), keep_share=0.05, summarizer=stub)
-    b = feed(s, t, 7)
-    assert stub.spans == [list(t.messages[1:5])]  # a1 t1 a2 t2 summarized, a3 t3 kept
-    assert texts(b.request)[:2] == ["task: fix src/app.py", SUMMARY_PREFIX + "summary of 4 messages"]
-    assert b.request.messages[2:] == t.messages[5:7]
-    assert b.events["summarize"] == 1 and b.events["summarized_messages"] == 4
-    assert "ZFA04Y" in b.recoverable and pairs_ok(b.request)
+    s = LangChainSummarization(cfg, keep_messages=4, summarizer=stub)
+    s.trigger = 0
+    b = feed(s, t, 13)  # 13 messages; keep 4: the cut at index 9 (a4) ... t4 next4
+    assert b.request.messages[1:] == t.messages[9:13]
+    assert texts(b.request)[0] == LANGCHAIN_SUMMARY_PREFIX + "summary of 9 messages"
+    # the summarizer read the summarized messages (all within 4,000 tokens), starting on a human message
+    assert stub.spans == [list(t.messages[:9])]
+    assert b.summary_input == LANGCHAIN_SUMMARY_PROMPT_TOKENS + cfg.counter._scaled(
+        sum(cfg.counter.raw_message(m) for m in t.messages[:9]))
+    assert b.summary_output == cfg.counter.text("summary of 9 messages")
+    s2 = LangChainSummarization(cfg, keep_messages=4, summarizer=StubSummarizer(), trim_tokens=40)
+    s2.trigger = 0
+    b2 = feed(s2, t, 13)
+    # the last 40 tokens hold no human message: LangChain writes its fixed text, no summary call
+    assert s2.summarizer.spans == [] and b2.summary_input == 0
+    assert texts(b2.request)[0] == LANGCHAIN_SUMMARY_PREFIX + "Previous conversation was too long to summarize."
+    assert b.events["summarize"] == 1 and pairs_ok(b.request)
+
+
+def test_openhands_condenser_keeps_the_head_and_half_of_max_size(cfg):
+    t = tool_trace(10)  # 21 messages before the final answer
+    stub = StubSummarizer()
+    s = OpenHandsSummarizing(cfg, max_size=12, keep_first=1, summarizer=stub)
+    b = feed(s, t, 21)
+    # over 12 events: keep 1 head event, the summary, and 12 // 2 - 1 - 1 = 4 events from the tail
+    assert b.request.messages[0] is t.messages[0]
+    assert b.request.messages[2:] == t.messages[17:21]
+    assert texts(b.request)[1].startswith("summary of")
+    assert b.summary_input > 0 and b.summary_output > 0 and pairs_ok(b.request)
+
+
+def test_sticky_cut_drops_to_half_and_then_only_appends(cfg):
+    t = tool_trace(14, size=800)
+    s = StickyCut(cfg)
+    s.start("t", t.system, ())
+    cuts = []
+    prev = None
+    for i, m in enumerate(t.messages[:-1]):
+        if m.role == "assistant" and i:
+            b = s.build()
+            assert b.tokens <= cfg.available and pairs_ok(b.request)
+            if b.events.get("sticky_cut"):
+                cuts.append(i)
+                assert b.tokens <= cfg.available * 0.5 + 400
+            elif prev is not None:
+                assert b.request.messages[: len(prev.messages)] == prev.messages  # appends only
+            prev = b.request
+        s.observe(m)
+    assert cuts  # the trace is larger than the window
 
 
 def test_every_strategy_fits_the_window_and_keeps_pairs_with_a_huge_output(cfg):
@@ -229,13 +298,13 @@ def test_targets_are_action_identifiers_first_seen_in_observations():
 
 def test_recall_strict_and_recoverable_by_hand(cfg):
     t = recall_trace()
-    rm = run_strategy(prepare(t), SlidingWindow(cfg, n=2))
+    rm = run_strategy(prepare(t), StrandsSlidingWindow(cfg, window_size=2, per_turn=True))
     # call 1: [u0] holds ZFA04Y → 1; call 2: [a1 t2] holds mia_li_3668 → 1;
     # call 3: [a3 t4] holds credit_card_7447, not ZFA04Y → 1/2
     assert rm.recall_calls == 3 and rm.targets == 4 and rm.strict_hits == 3
     assert rm.strict == pytest.approx(1 + 1 + 0.5)
     assert rm.recoverable == pytest.approx(2.5)
-    s = SlidingWindow(cfg, n=2)
+    s = StrandsSlidingWindow(cfg, window_size=2, per_turn=True)
     b = feed(s, t, 5)
     tg = prepare(t).targets[5]
     assert recall(b.request, tg) == (1, 1)
@@ -351,12 +420,90 @@ def test_cli_bench_on_two_small_shared_files(tmp_path):
                                   "--json", str(out), "--html", str(page), "--markdown", str(md)])
     assert r.exit_code == 0, r.output
     res = json.loads(out.read_text())
-    assert res["runs"] == 2 and len(res["rows"]) == len(STRATEGIES) * 3
+    fams = res["families"]
+    assert res["runs"] == 2 and len(res["rows"]) == len(STRATEGIES) * 3 * (len(fams) + 1)
     assert {row["strategy"] for row in res["rows"]} == set(STRATEGIES)
+    keys = {"family", "strategy", "window", "window_label", "calls", "failed_runs", "cost_usd", "recall_strict",
+            "recall_recoverable", "blind_calls", "reads_needed", "summary_cost_usd"}
+    assert all(keys <= set(row) for row in res["rows"])
+    assert {row["family"] for row in res["rows"]} == {*fams, "all"} and fams[0].startswith("swe-agent-")
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and text.count("<svg") >= 3
     assert "<script" not in text and "http-equiv" not in text
     assert "| strategy |" in md.read_text()
+
+
+def test_bench_on_only_malformed_input_fails_with_a_message(tmp_path):
+    (tmp_path / "truncated.json").write_text('{"messages": [{"role": "user", "content": "a')
+    (tmp_path / "empty.json").write_text("[]")
+    r = CliRunner().invoke(main, ["bench", str(tmp_path), "--windows", "8000", "--workers", "1"])
+    assert r.exit_code == 2, r.output
+    assert "no run to replay" in r.output and "truncated.json" in r.output
+    assert "0.00" not in r.output  # no table of zeros
+
+
+def test_multi_worker_bench_leaves_no_store_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tempfile.tempdir = None
+    try:
+        from windowsmith.bench.run import run_bench
+
+        res = run_bench([str(DATA / "swe-agent")], windows=[8000], strategies=["full", "windowsmith"],
+                        limit_runs=2, workers=2, token_count=False)
+        assert res["runs"] >= 2 and res["workers"] == 2
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith("ws-bench-")] == []
+    finally:
+        tempfile.tempdir = None
+
+
+def test_split_is_deterministic_and_halves_the_runs():
+    from windowsmith.bench.metrics import split_of
+    from windowsmith.bench.run import collect_runs
+
+    every, _ = collect_runs([str(DATA / "tau2-bench")])
+    dev, _ = collect_runs([str(DATA / "tau2-bench")], split="dev")
+    val, _ = collect_runs([str(DATA / "tau2-bench")], split="validation")
+    assert {r[2] for r in dev} | {r[2] for r in val} == {r[2] for r in every}
+    assert not {r[2] for r in dev} & {r[2] for r in val}
+    assert 0.3 < len(dev) / len(every) < 0.7
+    assert all(split_of(r[2]) == "validation" for r in val) and split_of("x") == split_of("x")
+    lim, _ = collect_runs([str(DATA / "tau2-bench")], limit_runs=2, split="validation")
+    assert len(lim) == 2 * 3 and all(split_of(r[2]) == "validation" for r in lim)
+
+
+def test_token_count_section_honours_limit_runs_and_the_trace_model():
+    from windowsmith.bench.billing import token_count_by_file
+
+    f = str(DATA / "tau2-bench" / "gpt-4o_telecom_dual-control.json")
+    one = token_count_by_file([f], limit_runs=1)
+    two = token_count_by_file([f], limit_runs=2)
+    assert one[0]["runs"] == 1 and two[0]["runs"] == 2 and one[0]["calls"] < two[0]["calls"]
+    assert one[0]["model"] == "gpt-4o" and one[0]["model_from_trace"]
+
+
+def test_tables_fit_80_columns_and_plain_progress_lines():
+    from rich.console import Console
+
+    from windowsmith.bench.cli import PlainProgress
+    from windowsmith.bench.report import rich_tables
+    from windowsmith.bench.run import run_bench
+
+    res = run_bench([str(DATA / "swe-agent")], windows=[8000], limit_runs=1, workers=1, token_count=False)
+    con = Console(width=80, record=True, highlight=False)
+    for t in rich_tables(res):
+        con.print(t)
+    text = con.export_text()
+    assert "…" not in text and max(len(x) for x in text.splitlines()) <= 80
+    assert "summarize-openhands" in text and "sliding-per-turn" in text
+    lines: list[str] = []
+    now = [0.0]
+    p = PlainProgress(every_s=10, write=lines.append, clock=lambda: now[0])
+    for i in range(1, 6):
+        now[0] = i * 4.0
+        p(i, 5)
+    assert lines == ["bench: 3/5 runs, 12 s", "bench: 5/5 runs, 20 s"]
 
 
 def test_cli_bench_rejects_unknown_strategy(tmp_path):
@@ -373,3 +520,46 @@ def test_cli_replay_html(tmp_path):
     assert r.exit_code == 0, r.output
     text = page.read_text()
     assert "<svg" in text and "cumulative" in text
+
+
+def test_tau2_dual_control_trace_counts_like_the_billed_prompts():
+    """The agent never saw the user simulator's own tool calls: leaving them out makes the count follow
+    the billed prompt_tokens (median offset error <= 0.5%, p95 <= 2%)."""
+    from windowsmith.bench.billing import token_count_error
+
+    f = DATA / "tau2-bench" / "gpt-4o_telecom_dual-control.json"
+    res = token_count_error([f], model="gpt-4o", fmt="openai-chat")
+    off = res["windowsmith"]["first_call_offset"]
+    assert res["runs"] == 20 and off["median_abs"] <= 0.005 and off["p95_abs"] <= 0.02
+
+
+def test_blind_calls_are_counted_when_the_newest_message_is_missing(cfg):
+    from windowsmith.bench.metrics import is_blind
+
+    t = tool_trace(2)
+    full = feed(FullHistory(cfg), t, 5).request
+    assert not is_blind(full, t.messages[4], True)
+    no_last = replace(full, messages=full.messages[:3])
+    assert is_blind(no_last, t.messages[4], True)  # the newest tool result is gone
+    assert is_blind(replace(full, messages=()), t.messages[4], True)  # an empty history
+    u = Message.user("<returncode>0</returncode>\nPASS: value 1\nPASS: value 2")
+    redacted = Message.user("<returncode>0</returncode>\nPASS: [REDACTED:x] 1\nPASS: [REDACTED:x] 2")
+    act = Message.assistant("run the tests")
+    req = replace(full, messages=(Message.user("task"), act, redacted))
+    assert not is_blind(req, u, True, before=act)  # the same message, redacted, after the same action
+    other = Message.user("<returncode>1</returncode>\nTraceback: something else entirely, a different output")
+    assert is_blind(replace(full, messages=(Message.user("task"), Message.assistant("x"), other)), u, True)
+
+
+def test_summaries_are_charged_as_model_calls(cfg):
+    msgs = [Message.user("task")]
+    for i in range(1, 12):
+        msgs += [call(f"c{i}", "read", n=i), result(f"c{i}", f"output {i} " + "word " * 700), Message.user(f"go {i}")]
+    msgs.append(Message.assistant("done"))
+    t = Trace("s", "openai-chat", "x", None, (), tuple(msgs))
+    rm = run_strategy(prepare(t), LangChainSummarization(cfg, keep_messages=4))
+    assert rm.summary_calls >= 1 and rm.summary_input_tokens > rm.summary_output_tokens > 0
+    price = cfg.spec.cost(input_tokens=rm.summary_input_tokens, output_tokens=rm.summary_output_tokens)
+    assert rm.summary_cost_usd == pytest.approx(price)
+    base = run_strategy(prepare(t), LangChainSummarization(cfg, keep_messages=4))
+    assert rm.cost_usd == pytest.approx(base.cost_usd) and rm.cost_usd > rm.summary_cost_usd > 0

@@ -8,9 +8,10 @@ import pytest
 
 from windowsmith.bench.html import bench_html
 from windowsmith.bench.metrics import prepare
+from windowsmith.bench.peers import StrandsSlidingWindow, SweAgentLastNObservations
 from windowsmith.bench.report import HEADERS, REUSE_NOTE, markdown, row_cells
 from windowsmith.bench.run import extends_previous, run_strategy, summarize_results
-from windowsmith.bench.strategies import BenchConfig, FullHistory, ObservationMasking, SlidingWindow
+from windowsmith.bench.strategies import BenchConfig, FullHistory
 from windowsmith.model import Message, Text, ToolCall, ToolResult, ToolSpec
 from windowsmith.registry import load_registry
 from windowsmith.request import NeutralRequest, Segment
@@ -115,14 +116,14 @@ def test_full_history_never_rewrites_and_its_reuse_by_hand(gpt):
 
 def test_masking_m1_rewrites_every_call_once_a_mask_kicks_in(gpt):
     t = tool_trace(4)  # u a1 t1 a2 t2 a3 t3 a4 t4 | done: calls before a1 a2 a3 a4 done
-    rm = run_strategy(prepare(t), ObservationMasking(gpt, m=1), detail=True)
+    rm = run_strategy(prepare(t), SweAgentLastNObservations(gpt, n=1), detail=True)
     # call 1 [u] cold; call 2 [u a1 t1] nothing masked yet: steady;
     # call 3 [u a1 M1 a2 t2] masks t1 (sent verbatim by call 2): rewrite; calls 4 and 5 mask t2, t3: rewrites
     assert rm.calls == 5 and rm.error is None
     assert [x["rewrite"] for x in rm.turns] == [None, False, True, True, True]
     assert rm.rewrite_calls == 3 and rm.steady_calls == 1
     p1 = 3 + 3 + count_text(BIG_TASK)
-    p2 = feed(ObservationMasking(gpt, m=1), t, 3).tokens
+    p2 = feed(SweAgentLastNObservations(gpt, n=1), t, 3).tokens
     read2 = (p1 // 128) * 128  # call 2 reads call 1's whole request ([u]) from cache
     assert p1 >= 1024 and p2 > p1
     assert rm.steady_input_tokens == p2 and rm.steady_prev_tokens == p1
@@ -132,16 +133,16 @@ def test_masking_m1_rewrites_every_call_once_a_mask_kicks_in(gpt):
     assert row["rewrite_calls"] == 3 and row["rewrite_share"] == 0.75
     assert row["prefix_reuse"] == round(read2 / p2, 4) and row["prefix_reuse_prev"] == round(read2 / p1, 4)
     # with the default m=10 nothing is ever masked in 4 observations: no rewrite
-    rm10 = run_strategy(prepare(t), ObservationMasking(gpt))
+    rm10 = run_strategy(prepare(t), SweAgentLastNObservations(gpt))
     assert rm10.rewrite_calls == 0 and rm10.steady_calls == 4
 
 
 def test_sliding_window_that_moves_every_call_has_no_steady_call(gpt):
     t = tool_trace(3)
-    rm = run_strategy(prepare(t), SlidingWindow(gpt, n=2))  # [u], [a1 t1], [a2 t2], [a3 t3]
+    rm = run_strategy(prepare(t), StrandsSlidingWindow(gpt, window_size=2, per_turn=True))  # [u], [a1 t1], [a2 t2], [a3 t3]
     assert rm.calls == 4 and rm.rewrite_calls == 3 and rm.steady_calls == 0
     assert rm.steady_input_tokens == rm.steady_cache_read_tokens == rm.steady_prev_tokens == 0
-    row = summarize_results([{**rm.__dict__, "window_label": "model"}], GPT41, [None], ["sliding"])["rows"][0]
+    row = summarize_results([{**rm.__dict__, "window_label": "model"}], GPT41, [None], [rm.strategy])["rows"][0]
     assert row["rewrite_share"] == 1.0 and row["prefix_reuse"] is None and row["prefix_reuse_prev"] is None
 
 
@@ -163,11 +164,12 @@ def test_full_history_on_a_real_trace_at_the_model_window_never_rewrites():
 
 
 def _result(gpt: BenchConfig) -> dict:
-    a = run_strategy(prepare(tool_trace(4)), ObservationMasking(gpt, m=1))  # 5 calls: 3 rewrites, 1 steady
-    b = run_strategy(prepare(tool_trace(2)), ObservationMasking(gpt, m=1))  # 3 calls: 1 rewrite, 1 steady
-    s = run_strategy(prepare(tool_trace(3)), SlidingWindow(gpt, n=2))  # 4 calls: 3 rewrites
+    a = run_strategy(prepare(tool_trace(4)), SweAgentLastNObservations(gpt, n=1))  # 5 calls: 3 rewrites, 1 steady
+    b = run_strategy(prepare(tool_trace(2)), SweAgentLastNObservations(gpt, n=1))  # 3 calls: 1 rewrite, 1 steady
+    s = run_strategy(prepare(tool_trace(3)), StrandsSlidingWindow(gpt, window_size=2, per_turn=True))  # 4 calls: 3 rewrites
+    s.strategy = "sliding"
     assert (a.rewrite_calls, a.steady_calls, b.rewrite_calls, b.steady_calls) == (3, 1, 1, 1)
-    failed = {**b.__dict__, "window_label": "model", "error": "Boom: x", "rewrite_calls": 100}  # not counted
+    failed = {**b.__dict__, "window_label": "model", "error": "Boom: x", "rewrite_calls": 100, "run": "t-failed"}
     results = [{**r.__dict__, "window_label": "model"} for r in (a, b, s)] + [failed]
     out = summarize_results(results, GPT41, [None], ["masking", "sliding"])
     out.update({"model": "gpt-4.1", "format": "openai-chat", "runs": 3, "calls": 12, "files": ["x"],
@@ -178,7 +180,7 @@ def _result(gpt: BenchConfig) -> dict:
 def test_rows_aggregate_over_runs_like_the_other_metrics(gpt):
     d = _result(gpt)
     a, b = d["a"], d["b"]
-    masking, sliding = d["result"]["rows"]
+    masking, sliding = [r for r in d["result"]["rows"] if r["family"] == "all"]
     assert masking["runs"] == 2 and masking["failed_runs"] == 1 and masking["calls"] == 8
     assert masking["rewrite_calls"] == 4 and masking["steady_calls"] == 2
     assert masking["rewrite_share"] == round(4 / (8 - 2), 4) == 0.6667  # rewrites / (calls - runs)
@@ -191,20 +193,33 @@ def test_rows_aggregate_over_runs_like_the_other_metrics(gpt):
 
 def test_markdown_and_html_show_reuse_and_rewrites(gpt):
     res = _result(gpt)["result"]
-    masking, sliding = res["rows"]
+    masking, sliding = [r for r in res["rows"] if r["family"] == "all"]
     assert sliding["strategy"] == "sliding" and len(row_cells(sliding)) == len(HEADERS)
     assert len(row_cells(masking)) == len(HEADERS)
     md = markdown(res)
     lines = md.splitlines()
     head = next(i for i, x in enumerate(lines) if x.startswith("| strategy |"))
     cols = [c.strip() for c in lines[head].strip("|").split("|")]
-    assert cols[5:7] == ["reuse (steady)", "rewrites"]
+    assert cols[10:12] == ["reuse", "rewr"]
     mrow = [c.strip() for c in lines[head + 2].strip("|").split("|")]
     srow = [c.strip() for c in lines[head + 3].strip("|").split("|")]
-    assert mrow[0] == "masking" and mrow[5] == f"{masking['prefix_reuse']:.0%}" and mrow[6] == "66.7%"
-    assert srow[0] == "sliding" and srow[5] == "n/a" and srow[6] == "100.0%"
+    assert mrow[0] == "masking" and mrow[10] == f"{masking['prefix_reuse']:.0%}" and mrow[11] == "67%"
+    assert srow[0] == "sliding" and srow[10] == "n/a" and srow[11] == "100%"
     assert REUSE_NOTE in md and "prefix_reuse_prev" in REUSE_NOTE and "digest" in REUSE_NOTE
     page = bench_html(res)
-    assert "<th>reuse (steady)</th><th>rewrites</th>" in page
-    assert "<td>66.7%</td>" in page and "<td>100.0%</td>" in page
+    assert "<th>reuse</th><th>rewr</th>" in page
+    assert "<td>67%</td>" in page and "<td>100%</td>" in page
     assert "rewrite calls / (calls - runs)" in page
+
+
+def test_a_run_failed_by_one_strategy_leaves_every_row_at_that_window(gpt):
+    a = run_strategy(prepare(tool_trace(4)), FullHistory(gpt))
+    b = run_strategy(prepare(tool_trace(2)), FullHistory(gpt))
+    good = [{**a.__dict__, "run": "r1", "window_label": "model"}, {**b.__dict__, "run": "r2", "window_label": "model"},
+            {**a.__dict__, "run": "r1", "strategy": "masking", "window_label": "model"}]
+    bad = {**b.__dict__, "run": "r2", "strategy": "masking", "window_label": "model", "error": "BudgetExceededError: x"}
+    rows = summarize_results([*good, bad], GPT41, [None], ["full", "masking"])["rows"]
+    full, masking = [r for r in rows if r["family"] == "all"]
+    assert (full["runs"], full["excluded_runs"], full["failed_runs"]) == (1, 1, 0)
+    assert (masking["runs"], masking["excluded_runs"], masking["failed_runs"]) == (1, 0, 1)
+    assert full["calls"] == masking["calls"] == a.calls

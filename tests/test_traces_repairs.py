@@ -452,8 +452,9 @@ def test_tau2_tool_defs_when_present(tmp_path: Path) -> None:
     assert t.system == "# Policy" and [s.name for s in t.tools] == ["lookup"] and t.meta["tools_recorded"] is True
     assert list(t.billed) == [2] and t.billed[2].prompt_tokens == 700
     assert t.messages[3].tool_results[0].text == "found"
-    # the simulated user's own tool call and result are not agent tool calls
-    assert [m.role for m in t.messages[4:]] == ["user", "user"] and "toggle_airplane_mode" in t.messages[4].text
+    # the simulated user's own tool call and result never reach the agent's prompt: left out, counted
+    assert len(t.messages) == 4 and t.meta["user_side_messages"] == 2
+    assert not any("toggle_airplane_mode" in m.text or "airplane mode off" in m.text for m in t.messages)
     [t2] = load_traces(write(tmp_path, "tau2map.json", doc))
     assert [s.name for s in t2.tools] == ["lookup"]
 

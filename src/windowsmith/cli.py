@@ -158,18 +158,22 @@ def replay(trace_path: Path, trace_format: str | None, index: int, model: str, w
 @click.option("--windows", default="8000,16000,32000", show_default=True,
               help="Comma-separated windows (tokens); the model's own window is always added.")
 @click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model whose tokenizer, window and prices to use.")
-@click.option("--strategies", default=None, help="Comma-separated subset of: full, sliding, masking, clear, summarize, windowsmith.")
+@click.option("--strategies", default=None, help="Comma-separated subset of: full, sticky, sliding, sliding-per-turn, "
+              "masking, clear, summarize-langchain, summarize-openhands, windowsmith.")
+@click.option("--split", type=click.Choice(["all", "dev", "validation"]), default="all", show_default=True,
+              help="Runs to replay: the dev or validation half (by a hash of the run id), or all.")
 @click.option("--limit-runs", type=click.IntRange(min=1), default=None, help="At most N runs per trace file.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (default: min(2, CPUs)).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the result JSON here.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the HTML report here.")
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write a markdown table here.")
-def bench(paths: tuple[Path, ...], windows: str, model: str, strategies: str | None, limit_runs: int | None,
-          workers: int | None, json_out: Path | None, html_out: Path | None, md_out: Path | None) -> None:
+def bench(paths: tuple[Path, ...], windows: str, model: str, strategies: str | None, split: str,
+          limit_runs: int | None, workers: int | None, json_out: Path | None, html_out: Path | None,
+          md_out: Path | None) -> None:
     """Compare context strategies on every run of the trace files under PATHS."""
     from .bench import cli as bench_cli
 
-    bench_cli.run(paths, windows, model, strategies, limit_runs, workers, json_out, html_out, md_out)
+    bench_cli.run(paths, windows, model, strategies, limit_runs, workers, json_out, html_out, md_out, split=split)
 
 
 @main.command()

@@ -43,17 +43,27 @@ def _stats(errors: list[float]) -> dict[str, Any]:
 
 
 def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: str = "openai-chat",
-                  registry: str | None = None) -> list[dict[str, Any]]:
-    """One sample per billed call: ``{run, call, billed, windowsmith, len4}``."""
+                  registry: str | None = None, limit_runs: int | None = None, split: str = "all",
+                  traces: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+    """One sample per billed call: ``{run, call, billed, windowsmith, len4}`` (at most ``limit_runs``
+    runs per file, of ``split``; or over ``traces`` when given)."""
     from ..engine import Engine
     from ..traces import load_traces
-    from .metrics import prepare
+    from .metrics import prepare, split_of
+
+    def runs() -> Any:
+        if traces is not None:
+            yield from traces
+            return
+        for p in paths:
+            picked = [t for t in load_traces(p) if split == "all" or split_of(t.id) == split]
+            yield from picked[: limit_runs if limit_runs else None]
 
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="ws-billing-") as d, \
             Engine(model, store=os.path.join(d, "billing.db"), format=fmt, registry=registry) as eng:
-        for p in paths:
-            for t in load_traces(p):
+        if True:
+            for t in runs():
                 billed = t.billed or {}
                 if not billed:
                     continue
@@ -82,9 +92,11 @@ def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: s
 
 
 def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: str = "openai-chat",
-                      registry: str | None = None) -> dict[str, Any]:
+                      registry: str | None = None, limit_runs: int | None = None, split: str = "all",
+                      traces: Sequence[Any] | None = None) -> dict[str, Any]:
     """Median and p95 relative error of windowsmith's count and of len/4 against billed prompt tokens."""
-    samples = count_samples(paths, model=model, fmt=fmt, registry=registry)
+    samples = count_samples(paths, model=model, fmt=fmt, registry=registry, limit_runs=limit_runs, split=split,
+                            traces=traces)
     res: dict[str, Any] = {"model": model, "format": fmt, "files": [str(p) for p in paths], "calls": len(samples),
                            "runs": len({s["run"] for s in samples})}
     for key in ("windowsmith", "len4"):
@@ -108,4 +120,59 @@ def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fm
     return res
 
 
-__all__ = ["count_samples", "token_count_error"]
+#: the registry model counted for a billing model the registry does not have, by family
+FAMILY_FALLBACK = {"gemini": "gemini-2.5-pro", "claude": "claude-sonnet-4-5", "gpt": "gpt-4.1"}
+
+
+def billed_model(traces: Sequence[Any], registry: Any, fallback: str) -> tuple[str, bool]:
+    """The registry model that the traces' billed usage came from (``meta["model"]``, a provider
+    prefix or a date suffix dropped), and whether it was found. A model the registry does not have
+    is counted as its family's model (:data:`FAMILY_FALLBACK`), else as ``fallback``: its tokenizer
+    is then not the one that billed."""
+    import re
+
+    names = {str((t.meta or {}).get("model") or "") for t in traces} - {""}
+    for raw in sorted(names):
+        cand = raw.split("/")[-1]
+        for c in (cand, re.sub(r"-\d{8}$", "", cand), re.sub(r"-\d{4}-\d{2}-\d{2}$", "", cand)):
+            try:
+                return registry.get(c).name, True
+            except Exception:
+                continue
+    for raw in sorted(names):
+        for fam, model in FAMILY_FALLBACK.items():
+            if fam in raw.lower():
+                return model, False
+    return fallback, False
+
+
+def token_count_by_file(files: Sequence[str | Path], *, registry: str | None = None, limit_runs: int | None = None,
+                        split: str = "all", fallback_model: str = "gpt-4.1") -> list[dict[str, Any]]:
+    """:func:`token_count_error` for every trace file with billed usage, each with the model that
+    billed it (the trace's ``meta["model"]``; ``fallback_model`` when it is not in the registry),
+    honouring ``limit_runs`` and ``split`` as the bench does."""
+    from ..registry import load_registry
+    from ..traces import load_traces
+    from .metrics import split_of
+
+    reg = load_registry(registry)
+    out = []
+    for f in files:
+        picked = [t for t in load_traces(f) if split == "all" or split_of(t.id) == split]
+        picked = [t for t in picked[: limit_runs if limit_runs else None] if t.billed]
+        if not picked:
+            continue
+        model, known = billed_model(picked, reg, fallback_model)
+        spec = reg.get(model)
+        res = token_count_error([f], model=model, fmt=spec.default_format, registry=registry, traces=picked)
+        if not res["calls"]:
+            continue
+        res["file"] = str(f)
+        res["model_from_trace"] = known
+        res["billed_by"] = sorted({str((t.meta or {}).get("model") or "?") for t in picked})
+        res["tools_recorded"] = all((t.meta or {}).get("tools_recorded", True) for t in picked)
+        out.append(res)
+    return out
+
+
+__all__ = ["FAMILY_FALLBACK", "billed_model", "count_samples", "token_count_by_file", "token_count_error"]

@@ -6,6 +6,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..errors import WindowsmithError
 from .html import bench_html
-from .report import markdown, rich_table, token_count_lines
+from .report import LEGEND, markdown, rich_tables, token_count_lines
 from .run import run_bench
 from .strategies import STRATEGIES
 
@@ -49,29 +50,55 @@ def parse_strategies(text: str | None) -> list[str]:
     return names
 
 
+class PlainProgress:
+    """Plain progress lines for a stderr that is not a terminal (CI logs, files): one line every
+    ``every_s`` seconds, and at the end."""
+
+    def __init__(self, every_s: float = 10.0, write: Any = None, clock: Any = None) -> None:
+        import time
+
+        self.every_s = every_s
+        self.clock = clock or time.monotonic
+        self.write = write or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.t0 = self.clock()
+        self.last = self.t0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if done == total or now - self.last >= self.every_s:
+            self.last = now
+            self.write(f"bench: {done}/{total} runs, {now - self.t0:.0f} s")
+
+
 def run(paths: tuple[Path, ...], windows: str, model: str, strategies: str | None, limit_runs: int | None,
-        workers: int | None, json_out: Path | None, html_out: Path | None, md_out: Path | None) -> None:
+        workers: int | None, json_out: Path | None, html_out: Path | None, md_out: Path | None,
+        split: str = "all") -> None:
     wins = parse_windows(windows)
     names = parse_strategies(strategies)
-    # a wide table: let it use 160 columns when the output is not a terminal (files, CI logs)
-    console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=160)
+    console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=100)
     err = Console(stderr=True)
     try:
-        with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
-                      TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True) as progress:
-            task = progress.add_task("runs", total=None)
+        if sys.stderr.isatty():
+            with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
+                          TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=True) as progress:
+                task = progress.add_task("runs", total=None)
 
-            def on_run(done: int, total: int) -> None:
-                progress.update(task, completed=done, total=total)
+                def on_run(done: int, total: int) -> None:
+                    progress.update(task, completed=done, total=total)
 
+                result = run_bench([str(p) for p in paths], model=model, windows=wins, strategies=names,
+                                   limit_runs=limit_runs, workers=workers, on_run=on_run, split=split)
+        else:
             result = run_bench([str(p) for p in paths], model=model, windows=wins, strategies=names,
-                               limit_runs=limit_runs, workers=workers, on_run=on_run)
+                               limit_runs=limit_runs, workers=workers, on_run=PlainProgress(), split=split)
     except WindowsmithError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
     result["command"] = "windowsmith bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 \
         else "windowsmith bench"
-    console.print(rich_table(result))
+    for table in rich_tables(result):
+        console.print(table)
+    console.print(LEGEND, style="dim")
     for line in token_count_lines(result.get("token_count")):
         console.print(line)
     if result["errors"]:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .report import REUSE_NOTE, reuse_cell, rewrites_cell
+from .report import HEADERS, LEGEND, REUSE_NOTE, family_rows, row_cells
 
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac")
@@ -197,15 +197,13 @@ def bench_html(result: dict[str, Any]) -> str:
     body = [f"<p class=\"note\">Model {esc(result.get('model'))} ({esc(result.get('format'))}); "
             f"{result.get('runs', 0)} runs, {result.get('calls', 0):,} model calls from {len(result.get('files', []))} "
             f"trace files; {result.get('elapsed_s', 0)} s on {result.get('workers', 1)} worker(s).</p>"]
-    table_rows = [[r["strategy"], wname[r["window_label"]], f"{r['input_tokens']:,}", f"{r['cost_usd']:.2f}",
-                   f"{r['cache_read_share']:.0%}", reuse_cell(r), rewrites_cell(r), f"{r['peak']:,}",
-                   _pct(r["recall_strict"]), _pct(r["recall_recoverable"]), f"{r['build_ms_median']:.2f}",
-                   f"{r['build_ms_p95']:.2f}", f"{r['cut_calls']:,}"] for r in rows]
-    body.append("<h2>Results</h2>")
-    body.append(_table(["strategy", "window", "input tokens", "cost $", "cache read", "reuse (steady)", "rewrites",
-                        "peak", "recall strict", "recall recoverable", "build ms p50", "build ms p95",
-                        "calls cut to fit"], table_rows))
-    body.append(f"<p class=\"note\">{esc(REUSE_NOTE)}</p>")
+    body.append("<h2>Results per trace family</h2>")
+    for fam, frows in family_rows(result).items():
+        name = "pooled (all families)" if fam == "all" else fam
+        body.append(f"<h3>{esc(name)}</h3>")
+        body.append(_table(list(HEADERS), [row_cells(r) for r in frows]))
+    body.append(f"<p class=\"note\">{esc(LEGEND)}</p><p class=\"note\">{esc(REUSE_NOTE)}</p>")
+    rows = [r for r in rows if r.get("family", "all") == "all"]
     body.append("<h2>Cost per strategy</h2>")
     body.append(bar_chart("Cache-adjusted cost (USD) by window", [wname[w] for w in windows], strategies,
                           {(wname[r["window_label"]], r["strategy"]): r["cost_usd"] for r in rows}, unit="$"))
@@ -235,14 +233,14 @@ def bench_html(result: dict[str, Any]) -> str:
     if tc:
         body.append("<h2>Token counts against billed usage</h2>")
         trs = []
-        for key, name in (("windowsmith", "windowsmith count"), ("len4", "len(json)/4")):
+        for r in (tc if isinstance(tc, list) else [tc]):
             for kind in ("absolute", "first_call_offset", "increments"):
-                st = tc[key][kind]
-                trs.append([name, kind, st["n"], _pct(st["median_abs"]), _pct(st["p95_abs"]), _pct(st["median_signed"])])
-        body.append(f"<p class=\"note\">{tc['calls']} billed calls of {tc['runs']} runs ({esc(tc['model'])}, "
-                    f"{esc(tc['format'])}). The trace has no tool definitions (tool_defs: null), so the absolute "
-                    "figures miss the billed tool block; see the other two rows.</p>")
-        body.append(_table(["estimator", "measure", "n", "median |error|", "p95 |error|", "median signed"], trs))
+                st = r["windowsmith"][kind]
+                trs.append([r.get("file", ""), r["model"], kind, st["n"], _pct(st["median_abs"]), _pct(st["p95_abs"]),
+                            _pct(st["median_signed"])])
+        body.append("<p class=\"note\">The traces have no tool definitions, so the absolute figures miss the "
+                    "billed tool block; the offset and increments rows cancel it.</p>")
+        body.append(_table(["file", "model", "measure", "n", "median |error|", "p95 |error|", "median signed"], trs))
     if result.get("errors"):
         body.append("<h2>Errors</h2><ul>" + "".join(f"<li>{esc(e)}</li>" for e in result["errors"]) + "</ul>")
     body.append("<h2>Raw</h2><details><summary>result JSON (without per-turn series)</summary><pre>"

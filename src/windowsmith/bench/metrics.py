@@ -43,6 +43,27 @@ class PreparedRun:
     targets: dict[int, frozenset[str]]
     native_tools: bool
     repairs: list[str] = field(default_factory=list)
+    family: str = ""
+
+
+def family_of(trace: Any) -> str:
+    """The trace family a run is reported under: its format, with SWE-agent's version (0.x keeps
+    actions in message text, 1.x uses native tool calls)."""
+    fmt = getattr(trace, "format", "") or "unknown"
+    if fmt == "swe-agent":
+        version = (getattr(trace, "meta", None) or {}).get("version")
+        if version is None:
+            version = "1.x" if any(m.role == "tool" for m in trace.messages) else "0.x"
+        return f"swe-agent-{version}"
+    return fmt
+
+
+def split_of(run_id: str) -> str:
+    """``dev`` or ``validation``: a deterministic half of the runs, by a hash of the run id (tune on
+    dev, report validation)."""
+    import hashlib
+
+    return "dev" if hashlib.sha256(run_id.encode("utf-8")).digest()[0] % 2 == 0 else "validation"
 
 
 def sanitize(messages: Sequence[Message]) -> tuple[tuple[Message, ...], list[str]]:
@@ -113,7 +134,7 @@ def prepare(trace: Any) -> PreparedRun:
         for x in message_identifiers(m):
             first.setdefault(x, obs)
     return PreparedRun(trace.id, getattr(trace, "source", ""), trace.system, tuple(trace.tools), msgs, calls,
-                       targets, native, [*getattr(trace, "repairs", ()), *notes])
+                       targets, native, [*getattr(trace, "repairs", ()), *notes], family_of(trace))
 
 
 _ARTIFACT_RE = re.compile(r"artifact://[0-9a-f]{64}")
@@ -148,19 +169,29 @@ def _ids_of_text(text: str) -> frozenset[str]:
 def recall(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozenset[str] = frozenset(),
            resolve: Callable[[str], bytes | None] | None = None) -> tuple[int, int]:
     """``(strict, recoverable)``: how many of ``targets`` the request holds, by the module's rules."""
+    s, r, _ = recall_reads(req, targets, recoverable=recoverable, resolve=resolve)
+    return s, r
+
+
+def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozenset[str] = frozenset(),
+                 resolve: Callable[[str], bytes | None] | None = None) -> tuple[int, int, int]:
+    """``(strict, recoverable, reads)``: as :func:`recall`, and how many referenced artifacts the agent
+    would have to read (``read_result`` calls) to reach the targets that recoverable recall counts
+    beyond strict: each artifact that holds a target not found before it, in the order followed."""
     if not targets:
-        return 0, 0
+        return 0, 0, 0
     remaining = set(targets)
     for m in reversed(req.messages):
         ids = message_identifiers(m)
         if not remaining.isdisjoint(ids):
             remaining -= ids
             if not remaining:
-                return len(targets), len(targets)
+                return len(targets), len(targets), 0
     for text in (req.system_text, req.session_text, req.tail or ""):
         if text and remaining:
             remaining -= _ids_of_text(text)
     strict = len(targets) - len(remaining)
+    reads = 0
     if remaining and recoverable:
         remaining -= recoverable
     if remaining and resolve is not None:
@@ -181,12 +212,45 @@ def recall(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozens
                           tuple(sorted(set(_ARTIFACT_RE.findall(text)))) if "artifact://" in text else ())
                 _blob_ids[ref] = cached
             ids, nested = cached
+            if not remaining.isdisjoint(ids):
+                reads += 1
             remaining -= ids
             for r in nested:
                 if r not in seen:
                     seen.add(r)
                     queue.append(r)
-    return strict, len(targets) - len(remaining)
+    return strict, len(targets) - len(remaining), reads
+
+
+def is_blind(req: NeutralRequest, newest: Message | None, had_history: bool, before: Message | None = None) -> bool:
+    """A *blind* call: the request lacks the newest user or tool message before the call (a tool
+    message counts as present when one of its results is, by call id, however compressed; a user
+    message when the request's last user message is the same message, or follows the same assistant
+    message as in the trace (``before``), or its first 600 characters are at least 60% alike:
+    compressed, redacted or offloaded by the strategy),
+    or its message list is empty while the trace had messages before the call."""
+    if had_history and not req.messages:
+        return True
+    if newest is None:
+        return False
+    if newest.role == "tool":
+        ids = {r.call_id for r in newest.tool_results}
+        return not any(r.call_id in ids for m in req.messages if m.role == "tool" for r in m.tool_results)
+    k = next((k for k in range(len(req.messages) - 1, -1, -1) if req.messages[k].role == "user"), None)
+    if k is None:
+        return True
+    last_user = req.messages[k]
+    if last_user.digest == newest.digest:
+        return False
+    if before is not None and k > 0 and req.messages[k - 1].digest == before.digest:
+        return False
+    a, b = message_text(last_user).strip(), message_text(newest).strip()
+    if not (a or b) or (a[:64] == b[:64] != "" and len(a) >= len(b) and a.startswith(b[:200])):
+        return False
+    # the same message, compressed, redacted or offloaded by the strategy: most of its head survives
+    from difflib import SequenceMatcher
+
+    return SequenceMatcher(None, a[:600], b[:600], autojunk=False).ratio() < 0.6
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -198,4 +262,5 @@ def percentile(values: Sequence[float], q: float) -> float:
     return float(s[k])
 
 
-__all__ = ["MISSING_RESULT", "PreparedRun", "percentile", "prepare", "recall", "sanitize"]
+__all__ = ["MISSING_RESULT", "PreparedRun", "family_of", "is_blind", "percentile", "prepare", "recall", "recall_reads",
+           "sanitize", "split_of"]

@@ -1,11 +1,25 @@
-"""Terminal (rich) and markdown tables of a bench result."""
+"""Terminal (rich) and markdown tables of a bench result: one table per trace family (rows: window
+x strategy), then the pooled table, then the token counts against billed usage per trace file.
+
+The columns fit 80 terminal columns (short headers, a legend under the table)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-HEADERS = ("strategy", "window", "input tokens", "cost $", "cache read", "reuse (steady)", "rewrites", "peak",
-           "recall strict", "recall recov.", "build ms p50", "build ms p95", "cut")
+HEADERS = ("strategy", "win", "cost $", "summ $", "strict", "recov", "blind", "reads", "cut", "over", "reuse",
+           "rewr")
+
+#: the terminal's columns (80 wide): the markdown and HTML tables have all of HEADERS
+TERM_HEADERS = ("strategy", "win", "cost $", "summ $", "strict", "recov", "blind", "cut", "reuse")
+
+LEGEND = ("win: window (K tokens); cost $: cache-adjusted cost of every call, summaries included; summ $: the "
+          "summaries' share of it (each summary a model call: input read, summary written); strict / recov: "
+          "future-reference recall, in the request / also through references; blind: calls whose request "
+          "lacks the newest user or tool message; reads: read_result calls recoverable recall assumes; cut: "
+          "calls cut to fit by the bench; over: calls the framework as shipped sends over the window (no "
+          "reaction, or its reaction gave up); reuse: cache-read / input tokens over steady calls; rewr: share "
+          "of calls after a run's first that rewrite the previous request.")
 
 REUSE_NOTE = ("reuse (steady): cache-read tokens / input tokens over steady calls (prefix_reuse). A call after "
               "the first of its run is a rewrite (a compaction, from the cache's point of view) when its request "
@@ -29,44 +43,95 @@ def reuse_cell(r: dict[str, Any]) -> str:
 
 def rewrites_cell(r: dict[str, Any]) -> str:
     """``rewrite_share`` as a percentage (n/a without calls after the first of a run)."""
-    return _pct(r.get("rewrite_share"))
+    v = r.get("rewrite_share")
+    return "n/a" if v is None else f"{v:.0%}"
+
+
+def window_cell(r: dict[str, Any]) -> str:
+    w = r["window"]
+    return (f"{w // 1000}K" if w % 1000 == 0 else f"{w:,}") + ("*" if r["window_label"] == "model" else "")
 
 
 def row_cells(r: dict[str, Any]) -> list[str]:
-    w = f"{r['window']:,}" + (" (model)" if r["window_label"] == "model" else "")
-    return [r["strategy"], w, f"{r['input_tokens']:,}", f"{r['cost_usd']:.2f}", f"{r['cache_read_share']:.0%}",
-            reuse_cell(r), rewrites_cell(r), f"{r['peak']:,}", _pct(r["recall_strict"]), _pct(r["recall_recoverable"]),
-            f"{r['build_ms_median']:.2f}", f"{r['build_ms_p95']:.2f}", f"{r['cut_calls']:,}"]
+    return [r["strategy"], window_cell(r), f"{r['cost_usd']:.2f}", f"{r.get('summary_cost_usd', 0.0):.2f}",
+            _pct(r["recall_strict"]), _pct(r["recall_recoverable"]), f"{r.get('blind_calls', 0):,}",
+            f"{r.get('reads_needed', 0):,}", f"{r['cut_calls']:,}", f"{r.get('overflow_calls', 0):,}",
+            reuse_cell(r), rewrites_cell(r)]
+
+
+def family_rows(result: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Rows grouped by family, the pooled rows (``all``) last."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in result["rows"]:
+        out.setdefault(r.get("family", "all"), []).append(r)
+    if "all" in out:
+        out["all"] = out.pop("all")
+    return out
+
+
+def _title(result: dict[str, Any], fam: str, rows: list[dict[str, Any]]) -> str:
+    runs = max((r["runs"] + r["failed_runs"] for r in rows), default=0)
+    calls = max((r["calls"] for r in rows), default=0)
+    name = "pooled (all families)" if fam == "all" else fam
+    failed: dict[str, int] = {}
+    for r in rows:
+        if r["failed_runs"]:
+            failed[r["strategy"]] = max(failed.get(r["strategy"], 0), r["failed_runs"])
+    note = ("; failed runs (left out of every row at that window): " + ", ".join(f"{k} {v}" for k, v in failed.items())) \
+        if failed else ""
+    return f"{name}: {runs} runs, {calls:,} calls{note}"
+
+
+def rich_tables(result: dict[str, Any]) -> list[Any]:
+    from rich.table import Table
+
+    out = []
+    for fam, rows in family_rows(result).items():
+
+        t = Table(title=_title(result, fam, rows), box=None, padding=(0, 1), pad_edge=False,
+                  show_edge=False)
+        idx = [HEADERS.index(h) for h in TERM_HEADERS]
+        for h in TERM_HEADERS:
+            t.add_column(h, justify="left" if h == "strategy" else "right", no_wrap=True)
+        last = None
+        for r in rows:
+            if last is not None and r["window_label"] != last:
+                t.add_section()
+            last = r["window_label"]
+            cells = row_cells(r)
+            t.add_row(*[cells[i] for i in idx])
+        out.append(t)
+    return out
 
 
 def rich_table(result: dict[str, Any]) -> Any:
-    from rich.table import Table
+    """All tables of :func:`rich_tables` in one renderable."""
+    from rich.console import Group
 
-    t = Table(title=f"bench: {result['model']} ({result['format']}), {result['runs']} runs, {result['calls']:,} calls",
-              caption="reuse (steady): cache read / input over calls that extend the previous request; "
-                      "rewrites: share of calls after a run's first that do not (compactions)")
-    for h in HEADERS:
-        t.add_column(h, justify="left" if h in ("strategy",) else "right")
-    last = None
-    for r in result["rows"]:
-        if last is not None and r["window_label"] != last:
-            t.add_section()
-        last = r["window_label"]
-        t.add_row(*row_cells(r))
-    return t
+    return Group(*rich_tables(result))
 
 
-def token_count_lines(tc: dict[str, Any] | None) -> list[str]:
+def _short(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    return "/".join(parts[-2:])
+
+
+def token_count_lines(tc: list[dict[str, Any]] | dict[str, Any] | None) -> list[str]:
     if not tc:
         return []
-    out = [f"token counts against billed prompt_tokens: {tc['calls']} calls of {tc['runs']} runs ({tc['model']}, "
-           f"{tc['format']}; the trace has no tool definitions, so 'absolute' misses the billed tool block)"]
-    for key, name in (("windowsmith", "windowsmith"), ("len4", "len(json)/4")):
-        parts = []
-        for kind in ("absolute", "first_call_offset", "increments"):
-            st = tc[key][kind]
-            parts.append(f"{kind} median {_pct(st['median_abs'])} p95 {_pct(st['p95_abs'])}")
-        out.append(f"  {name:12s} " + "; ".join(parts))
+    items = tc if isinstance(tc, list) else [tc]
+    out = ["token counts against billed prompt_tokens (windowsmith's count; |error| median / p95):",
+           "  file                          model              calls  offset        increments"]
+    for r in items:
+        off = r["windowsmith"]["first_call_offset"]
+        inc = r["windowsmith"]["increments"]
+        model = r["model"] + ("" if r.get("model_from_trace", True) else "?")
+        out.append(f"  {_short(r.get('file', ','.join(r['files'])))[:29]:29s} {model[:18]:18s} {r['calls']:5d}  "
+                   f"{_pct(off['median_abs']):>5s} / {_pct(off['p95_abs']):>5s}  "
+                   f"{_pct(inc['median_abs']):>5s} / {_pct(inc['p95_abs']):>5s}")
+    out.append("  offset: per run, the first call's difference is added to every later call (the tool block "
+               "is missing from the traces); model?: the billing model is not in the registry, a model of its "
+               "family (or the bench model) was counted.")
     return out
 
 
@@ -74,26 +139,36 @@ def markdown(result: dict[str, Any], command: str | None = None) -> str:
     lines = []
     if command:
         lines += [f"Command: `{command}`", ""]
-    lines.append(f"Model {result['model']} ({result['format']}); {result['runs']} runs, {result['calls']:,} model calls, "
-                 f"{len(result['files'])} trace files; {result['elapsed_s']} s on {result['workers']} worker(s).")
-    lines.append("")
-    lines.append("| " + " | ".join(HEADERS) + " |")
-    lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(HEADERS))) + "|")
-    for r in result["rows"]:
-        lines.append("| " + " | ".join(row_cells(r)) + " |")
-    lines += ["", REUSE_NOTE]
+    lines.append(f"Model {result['model']} ({result['format']}); split {result.get('split', 'all')}; "
+                 f"{result['runs']} runs, {result['calls']:,} model calls, {len(result['files'])} trace files; "
+                 f"{result['elapsed_s']} s on {result['workers']} worker(s). Windows marked * are the model's own.")
+    for fam, rows in family_rows(result).items():
+        lines += ["", f"### {_title(result, fam, rows)}", ""]
+        lines.append("| " + " | ".join(HEADERS) + " |")
+        lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(HEADERS))) + "|")
+        for r in rows:
+            lines.append("| " + " | ".join(row_cells(r)) + " |")
+    lines += ["", LEGEND, "", REUSE_NOTE]
     tc = result.get("token_count")
     if tc:
-        lines += ["", "Token counts against billed usage (relative error, |median| / p95):", "",
-                  "| estimator | absolute | offset after first call | increments |", "|---|---:|---:|---:|"]
-        for key, name in (("windowsmith", "windowsmith"), ("len4", "len(json)/4")):
-            cells = [f"{_pct(tc[key][k]['median_abs'])} / {_pct(tc[key][k]['p95_abs'])}"
+        items = tc if isinstance(tc, list) else [tc]
+        lines += ["", "Token counts against billed usage, per trace file (windowsmith's count; relative error, "
+                  "|median| / p95; offset: the first call's difference added to the later calls of its run):", "",
+                  "| file | model | calls | absolute | offset after first call | increments | len(json)/4 offset |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for r in items:
+            ws, l4 = r["windowsmith"], r["len4"]
+            cells = [f"{_pct(ws[k]['median_abs'])} / {_pct(ws[k]['p95_abs'])}"
                      for k in ("absolute", "first_call_offset", "increments")]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            model = r["model"] if r.get("model_from_trace", True) else \
+                f"{r['model']} for {', '.join(r.get('billed_by') or ['?'])} (not its tokenizer)"
+            lines.append(f"| {_short(r.get('file', ','.join(r['files'])))} | {model} | {r['calls']} | "
+                         + " | ".join(cells) + f" | {_pct(l4['first_call_offset']['median_abs'])} / "
+                         f"{_pct(l4['first_call_offset']['p95_abs'])} |")
     if result.get("errors"):
         lines += ["", "Errors:", *[f"- {e}" for e in result["errors"]]]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["HEADERS", "REUSE_NOTE", "markdown", "reuse_cell", "rewrites_cell", "rich_table", "row_cells",
-           "token_count_lines"]
+__all__ = ["HEADERS", "LEGEND", "REUSE_NOTE", "family_rows", "markdown", "reuse_cell", "rewrites_cell", "rich_table",
+           "rich_tables", "row_cells", "TERM_HEADERS", "token_count_lines", "window_cell"]

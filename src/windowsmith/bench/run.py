@@ -57,7 +57,7 @@ from ..costs import call_cost
 from ..registry import ModelSpec, load_registry
 from ..request import NeutralRequest
 from ..tokens import TokenCounter
-from .metrics import PreparedRun, percentile, prepare, recall
+from .metrics import PreparedRun, is_blind, percentile, prepare, recall_reads, split_of
 from .strategies import STRATEGIES, BenchConfig, Built, Strategy, make_strategy
 
 DEFAULT_WINDOWS: tuple[int, ...] = (8_000, 16_000, 32_000)
@@ -86,6 +86,13 @@ class RunMetrics:
     strict_hits: int = 0
     events: dict[str, int] = field(default_factory=dict)  # calls on which each event happened
     over_window: int = 0  # calls whose request is larger than the available budget (must be 0)
+    family: str = ""
+    blind_calls: int = 0  # calls whose request lacks the newest user/tool message (metrics.is_blind)
+    reads_needed: int = 0  # read_result calls that recoverable recall assumes
+    summary_calls: int = 0  # summaries made (each one a model call)
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    summary_cost_usd: float = 0.0  # included in cost_usd
     rewrite_calls: int = 0  # calls after the first that do not extend the previous request
     steady_calls: int = 0  # calls after the first that do
     steady_input_tokens: int = 0  # over steady calls: tokens of the request
@@ -127,12 +134,14 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
     """Replay ``run`` through ``strategy`` and measure every call."""
     cfg = strategy.cfg
     counter = cfg.counter
-    rm = RunMetrics(strategy.name, cfg.window, run.id, turns=[] if detail else None)
+    rm = RunMetrics(strategy.name, cfg.window, run.id, turns=[] if detail else None, family=run.family)
     strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
     prev: NeutralRequest | None = None
     prev_tokens = 0
     prev_cands: list[int] | None = None
     calls = set(run.calls)
+    newest: Any = None  # the newest user or tool message before the call
+    before: Any = None  # the message before it
     try:
         for i, m in enumerate(run.messages):
             if i in calls:
@@ -159,6 +168,16 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                 rm.cache_write_tokens += cost.cache_write_tokens
                 rm.output_tokens += out
                 rm.cost_usd += cost.usd
+                if built.summary_input or built.summary_output:
+                    s_usd = cfg.spec.cost(input_tokens=built.summary_input, output_tokens=built.summary_output)
+                    rm.summary_calls += 1
+                    rm.summary_input_tokens += built.summary_input
+                    rm.summary_output_tokens += built.summary_output
+                    rm.summary_cost_usd += s_usd
+                    rm.cost_usd += s_usd
+                strategy.after_call(built, out)
+                if is_blind(built.request, newest, i > 0, before):
+                    rm.blind_calls += 1
                 rm.peak = max(rm.peak, built.tokens)
                 rm.build_ms.append(ms)
                 if built.tokens > cfg.available:
@@ -168,7 +187,9 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                         rm.events[k] = rm.events.get(k, 0) + 1
                 tg = run.targets.get(i, frozenset())
                 if tg:
-                    s, r = recall(built.request, tg, recoverable=built.recoverable, resolve=strategy.resolve)
+                    s, r, reads = recall_reads(built.request, tg, recoverable=built.recoverable,
+                                               resolve=strategy.resolve)
+                    rm.reads_needed += reads
                     rm.recall_calls += 1
                     rm.targets += len(tg)
                     rm.strict_hits += s
@@ -180,6 +201,8 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                                      "composition": _composition(built, counter), "rewrite": rewrite,
                                      "events": sorted(k for k, v in built.events.items() if v)})
             strategy.observe(m)
+            if m.role in ("user", "tool"):
+                newest, before = m, (run.messages[i - 1] if i else None)
     except Exception as e:
         rm.error = f"{type(e).__name__}: {e}"
     finally:
@@ -198,6 +221,7 @@ class BenchSpec:
     windows: tuple[int | None, ...]
     strategies: tuple[str, ...]
     registry: str | None = None
+    tmp_dir: str | None = None  # where the windowsmith strategy's stores go (removed by run_bench)
 
 
 _W: dict[str, Any] = {}
@@ -216,7 +240,7 @@ def _worker_state(spec: BenchSpec) -> dict[str, Any]:
     for w in spec.windows:
         cfg = BenchConfig.make(mspec, w, counter=counter)
         for name in spec.strategies:
-            strategies[(name, w)] = make_strategy(name, cfg)
+            strategies[(name, w)] = make_strategy(name, cfg, tmp_dir=spec.tmp_dir)
     st = {"spec": spec, "model": mspec, "strategies": strategies, "files": {}}
     _W["state"] = st
     return st
@@ -243,6 +267,7 @@ def bench_task(task: tuple[BenchSpec, str, int, bool]) -> list[dict[str, Any]]:
         rm = run_strategy(run, strat, detail=detail)
         d = rm.__dict__.copy()
         d["window_label"] = "model" if w is None else str(w)
+        d["split"] = split_of(run.id)
         d["source"] = path
         d["repairs"] = len(run.repairs)
         out.append(d)
@@ -261,8 +286,13 @@ def _close_worker() -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-def collect_runs(paths: Iterable[str | Path], limit_runs: int | None = None) -> tuple[list[tuple[str, int, str, int]], list[str]]:
-    """``[(path, index, run id, calls)]`` for every run of every trace file under ``paths``, and the
+SPLITS: tuple[str, ...] = ("all", "dev", "validation")
+
+
+def collect_runs(paths: Iterable[str | Path], limit_runs: int | None = None, split: str = "all"
+                 ) -> tuple[list[tuple[str, int, str, int]], list[str]]:
+    """``[(path, index, run id, calls)]`` for every run of every trace file under ``paths`` in
+    ``split`` (:func:`~windowsmith.bench.metrics.split_of`; at most ``limit_runs`` per file), and the
     files that could not be read (with the reason)."""
     from ..errors import WindowsmithError
     from ..traces import iter_trace_files, load_traces
@@ -281,7 +311,8 @@ def collect_runs(paths: Iterable[str | Path], limit_runs: int | None = None) -> 
             except WindowsmithError as e:
                 errors.append(str(e))
                 continue
-            for k, t in enumerate(traces[: limit_runs if limit_runs else None]):
+            picked = [(k, t) for k, t in enumerate(traces) if split == "all" or split_of(t.id) == split]
+            for k, t in picked[: limit_runs if limit_runs else None]:
                 runs.append((str(f), k, t.id, sum(1 for i, m in enumerate(t.messages) if m.role == "assistant" and i)))
     return runs, errors
 
@@ -297,47 +328,67 @@ def run_bench(
     registry: str | None = None,
     on_run: Callable[[int, int], None] | None = None,
     token_count: bool = True,
+    split: str = "all",
 ) -> dict[str, Any]:
-    """Benchmark ``strategies`` on every run under ``paths`` at each window (None: the model's)."""
+    """Benchmark ``strategies`` on every run under ``paths`` at each window (None: the model's).
+
+    Raises :class:`~windowsmith.errors.UsageError` when no run could be read (every file malformed,
+    or no trace file under ``paths``), naming the problems."""
+    import shutil
+    import tempfile
+
     from ..errors import UsageError
 
     for s in strategies:
         if s not in STRATEGIES:
             raise UsageError(f"unknown strategy {s!r}; use one of {', '.join(STRATEGIES)}")
+    if split not in SPLITS:
+        raise UsageError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
     mspec = load_registry(registry).get(model)
     for w in windows:
         if w is not None:
             BenchConfig.make(mspec, w)  # raises ConfigError on a window too small for the budget
     t_start = time.perf_counter()
-    runs, errors = collect_runs(paths, limit_runs)
+    runs, errors = collect_runs(paths, limit_runs, split)
+    if not runs:
+        why = "; ".join(errors[:5]) if errors else "no trace file (.json, .jsonl, .ndjson, .traj) with runs was found"
+        raise UsageError(f"bench found no run to replay under {', '.join(map(str, paths))} (split {split}): {why}. "
+                         "Point it at trace files in a supported format (windowsmith formats lists them).")
     showcase = max(runs, key=lambda r: r[3])[:2] if runs else None
-    spec = BenchSpec(model, tuple(windows), tuple(strategies), registry)
+    tmp = tempfile.mkdtemp(prefix="ws-bench-")
+    spec = BenchSpec(model, tuple(windows), tuple(strategies), registry, tmp)
     tasks = [(spec, p, k, (p, k) == showcase) for p, k, _, _ in runs]
     n = workers if workers is not None else min(2, os.cpu_count() or 1)
     results: list[dict[str, Any]] = []
     done = 0
-    if n <= 1 or len(tasks) <= 1:
-        for t in tasks:
-            results.extend(bench_task(t))
-            done += 1
-            if on_run:
-                on_run(done, len(tasks))
-        _close_worker()
-    else:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")  # no fork under the progress bar thread
-        with ctx.Pool(n) as pool:
-            for res in pool.imap_unordered(bench_task, tasks, chunksize=4):
-                results.extend(res)
+    try:
+        if n <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                results.extend(bench_task(t))
                 done += 1
                 if on_run:
                     on_run(done, len(tasks))
+            _close_worker()
+        else:
+            import multiprocessing as mp
+
+            ctx = mp.get_context("spawn")  # no fork under the progress bar thread
+            with ctx.Pool(n) as pool:
+                for res in pool.imap_unordered(bench_task, tasks, chunksize=4):
+                    results.extend(res)
+                    done += 1
+                    if on_run:
+                        on_run(done, len(tasks))
+                pool.close()
+                pool.join()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the workers' stores (a killed worker cannot clean up)
     elapsed = time.perf_counter() - t_start
     out = summarize_results(results, mspec, windows, strategies)
     out.update({
         "model": mspec.name,
         "format": mspec.default_format,
+        "split": split,
         "windows": [w if w is not None else mspec.context_window for w in windows],
         "strategies": list(strategies),
         "runs": len(runs),
@@ -354,66 +405,94 @@ def run_bench(
             "series": [{"strategy": r["strategy"], "window": r["window"], "turns": r["turns"]} for r in sc],
         }
     if token_count:
-        from .billing import token_count_error
+        from .billing import token_count_by_file
 
-        files = [f for f in out["files"] if "gpt-4.1" in Path(f).name]
-        out["token_count"] = token_count_error(files, registry=registry) if files else None
+        out["token_count"] = token_count_by_file(out["files"], registry=registry, limit_runs=limit_runs,
+                                                 split=split, fallback_model=model) or None
     return out
+
+
+def _row(rs: list[dict[str, Any]], strategy: str, wval: int, label: str, family: str,
+         skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    ok = [r for r in rs if not r.get("error") and r["run"] not in skip]
+    ms = [x for r in ok for x in r["build_ms"]]
+    calls = sum(r["calls"] for r in ok)
+    rc = sum(r["recall_calls"] for r in ok)
+    prompt = sum(r["input_tokens"] for r in ok)
+    rewrites = sum(r["rewrite_calls"] for r in ok)
+    steady = sum(r["steady_calls"] for r in ok)
+    steady_read = sum(r["steady_cache_read_tokens"] for r in ok)
+    steady_in = sum(r["steady_input_tokens"] for r in ok)
+    steady_prev = sum(r["steady_prev_tokens"] for r in ok)
+    events: dict[str, int] = {}
+    for r in ok:
+        for k, v in r["events"].items():
+            events[k] = events.get(k, 0) + v
+    return {
+        "family": family,
+        "strategy": strategy,
+        "window": wval,
+        "window_label": label,
+        "runs": len(ok),
+        "failed_runs": sum(1 for r in rs if r.get("error")),
+        "excluded_runs": sum(1 for r in rs if not r.get("error") and r["run"] in skip),
+        "calls": calls,
+        "input_tokens": prompt,
+        "cache_read_tokens": sum(r["cache_read_tokens"] for r in ok),
+        "cache_write_tokens": sum(r["cache_write_tokens"] for r in ok),
+        "cache_read_share": round(sum(r["cache_read_tokens"] for r in ok) / prompt, 4) if prompt else 0.0,
+        "output_tokens": sum(r["output_tokens"] for r in ok),
+        "cost_usd": round(sum(r["cost_usd"] for r in ok), 4),
+        "summary_calls": sum(r.get("summary_calls", 0) for r in ok),
+        "summary_input_tokens": sum(r.get("summary_input_tokens", 0) for r in ok),
+        "summary_output_tokens": sum(r.get("summary_output_tokens", 0) for r in ok),
+        "summary_cost_usd": round(sum(r.get("summary_cost_usd", 0.0) for r in ok), 4),
+        "peak": max((r["peak"] for r in ok), default=0),
+        "mean_run_peak": round(statistics.fmean([r["peak"] for r in ok]), 1) if ok else 0.0,
+        "recall_calls": rc,
+        "recall_strict": round(sum(r["strict"] for r in ok) / rc, 4) if rc else None,
+        "recall_recoverable": round(sum(r["recoverable"] for r in ok) / rc, 4) if rc else None,
+        "recall_strict_micro": round(sum(r["strict_hits"] for r in ok) / max(1, sum(r["targets"] for r in ok)), 4),
+        "blind_calls": sum(r.get("blind_calls", 0) for r in ok),
+        "reads_needed": sum(r.get("reads_needed", 0) for r in ok),
+        "build_ms_median": round(statistics.median(ms), 3) if ms else 0.0,
+        "build_ms_p95": round(percentile(ms, 95), 3),
+        "cut_calls": events.get("cut", 0),
+        "overflow_calls": events.get("overflow", 0),
+        "overflow_retry_calls": events.get("overflow_retry", 0),
+        "over_window_calls": sum(r["over_window"] for r in ok),
+        "rewrite_calls": rewrites,
+        "steady_calls": steady,
+        "rewrite_share": round(rewrites / (rewrites + steady), 4) if rewrites + steady else None,
+        "prefix_reuse": round(steady_read / steady_in, 4) if steady_in else None,
+        "prefix_reuse_prev": round(steady_read / steady_prev, 4) if steady_prev else None,
+        "events": events,
+    }
 
 
 def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: Sequence[int | None],
                       strategies: Sequence[str]) -> dict[str, Any]:
+    """Rows per (family, window, strategy), then the pooled rows (``family: "all"``).
+
+    A run that failed under any strategy at a window is left out of every strategy's row at that
+    window (``excluded_runs``), so that the rows compare the same runs; ``failed_runs`` counts the
+    strategy's own failures."""
+    families = sorted({r.get("family", "") or "unknown" for r in results})
+    failed: dict[str, frozenset[str]] = {}
+    for r in results:
+        if r.get("error"):
+            failed[r["window_label"]] = failed.get(r["window_label"], frozenset()) | {r["run"]}
     rows = []
-    for w in windows:
-        wval = w if w is not None else spec.context_window
-        for s in strategies:
-            rs = [r for r in results if r["strategy"] == s and r["window_label"] == ("model" if w is None else str(w))]
-            ok = [r for r in rs if not r.get("error")]
-            ms = [x for r in ok for x in r["build_ms"]]
-            calls = sum(r["calls"] for r in ok)
-            rc = sum(r["recall_calls"] for r in ok)
-            prompt = sum(r["input_tokens"] for r in ok)
-            rewrites = sum(r["rewrite_calls"] for r in ok)
-            steady = sum(r["steady_calls"] for r in ok)
-            steady_read = sum(r["steady_cache_read_tokens"] for r in ok)
-            steady_in = sum(r["steady_input_tokens"] for r in ok)
-            steady_prev = sum(r["steady_prev_tokens"] for r in ok)
-            events: dict[str, int] = {}
-            for r in ok:
-                for k, v in r["events"].items():
-                    events[k] = events.get(k, 0) + v
-            rows.append({
-                "strategy": s,
-                "window": wval,
-                "window_label": "model" if w is None else str(w),
-                "runs": len(ok),
-                "failed_runs": len(rs) - len(ok),
-                "calls": calls,
-                "input_tokens": prompt,
-                "cache_read_tokens": sum(r["cache_read_tokens"] for r in ok),
-                "cache_write_tokens": sum(r["cache_write_tokens"] for r in ok),
-                "cache_read_share": round(sum(r["cache_read_tokens"] for r in ok) / prompt, 4) if prompt else 0.0,
-                "output_tokens": sum(r["output_tokens"] for r in ok),
-                "cost_usd": round(sum(r["cost_usd"] for r in ok), 4),
-                "peak": max((r["peak"] for r in ok), default=0),
-                "mean_run_peak": round(statistics.fmean([r["peak"] for r in ok]), 1) if ok else 0.0,
-                "recall_calls": rc,
-                "recall_strict": round(sum(r["strict"] for r in ok) / rc, 4) if rc else None,
-                "recall_recoverable": round(sum(r["recoverable"] for r in ok) / rc, 4) if rc else None,
-                "recall_strict_micro": round(sum(r["strict_hits"] for r in ok) / max(1, sum(r["targets"] for r in ok)), 4),
-                "build_ms_median": round(statistics.median(ms), 3) if ms else 0.0,
-                "build_ms_p95": round(percentile(ms, 95), 3),
-                "cut_calls": events.get("cut", 0),
-                "over_window_calls": sum(r["over_window"] for r in ok),
-                "rewrite_calls": rewrites,
-                "steady_calls": steady,
-                "rewrite_share": round(rewrites / (rewrites + steady), 4) if rewrites + steady else None,
-                "prefix_reuse": round(steady_read / steady_in, 4) if steady_in else None,
-                "prefix_reuse_prev": round(steady_read / steady_prev, 4) if steady_prev else None,
-                "events": events,
-            })
-    return {"rows": rows}
+    for fam in [*families, "all"]:
+        for w in windows:
+            wval = w if w is not None else spec.context_window
+            label = "model" if w is None else str(w)
+            for s in strategies:
+                rs = [r for r in results if r["strategy"] == s and r["window_label"] == label
+                      and (fam == "all" or (r.get("family", "") or "unknown") == fam)]
+                rows.append(_row(rs, s, wval, label, fam, failed.get(label, frozenset())))
+    return {"rows": rows, "families": families}
 
 
-__all__ = ["DEFAULT_MODEL", "DEFAULT_WINDOWS", "RunMetrics", "bench_task", "collect_runs", "extends_previous",
+__all__ = ["DEFAULT_MODEL", "DEFAULT_WINDOWS", "SPLITS", "RunMetrics", "bench_task", "collect_runs", "extends_previous",
            "run_bench", "run_strategy", "summarize_results"]

@@ -6,29 +6,25 @@ assistant message of that call, as the strategy would send it. They all use the 
 :class:`~windowsmith.tokens.TokenCounter` (the model's tokenizer and ``token_factor``), the same
 prices and the same budget: ``available = window - reserved output - slack``, as the engine uses.
 
-Peer strategies (what other agent frameworks do):
+The strategies (:data:`STRATEGIES`), each configured as its project ships it:
 
 * ``full`` — full history, no engineering.
-* ``sliding`` — the last ``N=40`` messages (Strands' SlidingWindowConversationManager default); the
-  window never starts on a tool result (its call would be missing).
-* ``masking`` — observation masking: the last ``M=10`` observations verbatim, older ones replaced by
-  ``[old tool output omitted]`` (JetBrains, "The Complexity Trap", 2025). The tool calls stay.
-* ``clear`` — clear old tool results: when a request exceeds 80% of ``available``, every observation
-  except the last 3 is replaced by ``[old tool result cleared]``; once cleared it stays cleared
-  (Anthropic context editing ``clear_tool_uses``, LangChain ``ClearToolUsesEdit``).
-* ``summarize`` — when a request exceeds 80% of ``available``, the oldest span (after the first user
-  message, which is kept, as OpenHands' ``keep_first``) is replaced by a rolling summary and the most
-  recent messages (up to 40% of ``available``) are kept (OpenHands LLMSummarizingCondenser,
-  LangChain SummarizationMiddleware), with windowsmith's offline extractive summarizer.
+* ``sticky`` — full history with a sticky cut (:class:`StickyCut`): a strong trivial baseline.
+* ``sliding``, ``sliding-per-turn`` — strands-agents ``SlidingWindowConversationManager``.
+* ``masking`` — SWE-agent ``LastNObservations(n=10)``.
+* ``clear`` — LangChain ``ContextEditingMiddleware`` + ``ClearToolUsesEdit``.
+* ``summarize-langchain`` — LangChain ``SummarizationMiddleware``.
+* ``summarize-openhands`` — OpenHands ``LLMSummarizingCondenser(max_size=120, keep_first=4)``.
+* ``windowsmith`` — the real engine (an :class:`~windowsmith.engine.Engine` over a temporary SQLite
+  store), its request being ``pack.neutral``, unchanged.
 
-And ``windowsmith``: the real engine (an :class:`~windowsmith.engine.Engine` over a temporary SQLite
-store), its request being ``pack.neutral``.
+The peers, their sources and defaults are described in :mod:`windowsmith.bench.peers`.
 
 An *observation* is a ``tool`` message; in traces without native tool calls (mini-swe-agent, SWE-agent
-0.x) it is a ``user`` message after the first one. A peer request still over ``available`` is cut to fit
-(oldest units dropped, a tool call never split from its result; if the newest unit alone is too large,
-its largest tool outputs are clipped head + tail), and the call is counted in ``events["cut"]``
-(``events["clipped"]``): that is what a peer must do to not be refused by the provider.
+0.x) it is a ``user`` message after the first one. A request still over ``available`` after the
+strategy's own reaction is cut to fit (oldest units dropped, a tool call never split from its result;
+if the newest unit alone is too large, its largest tool outputs are clipped head + tail), and the call
+is counted in ``events["cut"]`` (``events["clipped"]``): the provider would refuse it otherwise.
 """
 
 from __future__ import annotations
@@ -48,11 +44,8 @@ from ..request import NeutralRequest, Segment
 from ..text import clip_messages
 from ..tokens import TokenCounter
 
-MASK_PLACEHOLDER = "[old tool output omitted]"
-CLEAR_PLACEHOLDER = "[old tool result cleared]"
-SUMMARY_PREFIX = "Here is a summary of the conversation so far:\n"
-
-STRATEGIES: tuple[str, ...] = ("full", "sliding", "masking", "clear", "summarize", "windowsmith")
+STRATEGIES: tuple[str, ...] = ("full", "sticky", "sliding", "sliding-per-turn", "masking", "clear",
+                                "summarize-langchain", "summarize-openhands", "windowsmith")
 
 
 @dataclass(frozen=True)
@@ -92,6 +85,8 @@ class Built:
     events: dict[str, int] = field(default_factory=dict)
     synthetic: frozenset[str] = frozenset()  # digests of messages the strategy wrote (placeholders, summaries)
     recoverable: frozenset[str] = frozenset()  # identifiers reachable through references in the request
+    summary_input: int = 0  # tokens the summarizer read for a summary made for this call (a model call)
+    summary_output: int = 0  # tokens of that summary
 
 
 class Strategy:
@@ -128,6 +123,9 @@ class Strategy:
         """The content behind an ``artifact://`` reference, when the strategy has a store."""
         return None
 
+    def after_call(self, built: Built, output_tokens: int) -> None:
+        """The model answered ``built`` with ``output_tokens`` (for peers that read reported usage)."""
+
     def finish(self) -> None:
         """End of a run."""
 
@@ -156,6 +154,10 @@ class Strategy:
             cache_key="bench",
         )
         return replace(req, cache=plan_cache(req, cfg.spec.max_breakpoints))
+
+    def over(self, messages: Sequence[Message]) -> bool:
+        """Whether a request with ``messages`` is over ``available`` (the provider would refuse it)."""
+        return self.cfg.counter.request(self.request(messages)) > self.cfg.available
 
     def finish_build(self, messages: Sequence[Message], events: dict[str, int] | None = None,
                      synthetic: frozenset[str] = frozenset(), pinned: int = 0) -> Built:
@@ -235,172 +237,43 @@ class FullHistory(Strategy):
         return self.finish_build(self.history)
 
 
-class SlidingWindow(Strategy):
-    name = "sliding"
+class StickyCut(Strategy):
+    """Full history with a sticky cut: when a request is over ``available``, drop the oldest whole
+    units until the history is at most ``low`` (50%) of ``available``; keep that start and append
+    until over again. The cache prefix breaks once per cut, not on every call."""
 
-    def __init__(self, cfg: BenchConfig, n: int = 40) -> None:
+    name = "sticky"
+
+    def __init__(self, cfg: BenchConfig, low: float = 0.5) -> None:
         super().__init__(cfg)
-        self.n = n
+        self.low = low
+
+    def reset(self) -> None:
+        self.start_at = 0
 
     def build(self) -> Built:
         h = self.history
-        start = max(0, len(h) - self.n)
-        while start < len(h) - 1 and h[start].role == "tool":
-            start += 1
-        events = {"dropped_messages": start} if start else {}
-        return self.finish_build(h[start:], events)
-
-
-class _Replacer:
-    """Placeholder versions of messages, made once per original (so the same bytes every turn)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._cache: dict[int, Message] = {}
-
-    def __call__(self, m: Message) -> Message:
-        got = self._cache.get(id(m))
-        if got is None:
-            if m.role == "tool":
-                got = Message("tool", tuple(
-                    ToolResult(r.call_id, (Text(self.text),), r.is_error, r.name) for r in m.tool_results))
-            else:
-                got = Message(m.role, (Text(self.text),))
-            self._cache[id(m)] = got
-        return got
-
-    def clear(self) -> None:
-        self._cache.clear()
-
-
-class ObservationMasking(Strategy):
-    name = "masking"
-
-    def __init__(self, cfg: BenchConfig, m: int = 10, placeholder: str = MASK_PLACEHOLDER) -> None:
-        super().__init__(cfg)
-        self.m = m
-        self.mask = _Replacer(placeholder)
-
-    def reset(self) -> None:
-        self.mask.clear()
-        self.obs: list[int] = []
-
-    def observe(self, m: Message) -> None:
-        super().observe(m)
-        if self.is_observation(len(self.history) - 1):
-            self.obs.append(len(self.history) - 1)
-
-    def build(self) -> Built:
-        old = self.obs[: max(0, len(self.obs) - self.m)]
-        if not old:
-            return self.finish_build(self.history)
-        msgs = list(self.history)
-        synth = set()
-        for i in old:
-            msgs[i] = self.mask(msgs[i])
-            synth.add(msgs[i].digest)
-        return self.finish_build(msgs, {"masked": len(old)}, frozenset(synth))
-
-
-class ClearToolResults(Strategy):
-    name = "clear"
-
-    def __init__(self, cfg: BenchConfig, keep: int = 3, placeholder: str = CLEAR_PLACEHOLDER) -> None:
-        super().__init__(cfg)
-        self.keep = keep
-        self.placeholder = _Replacer(placeholder)
-
-    def reset(self) -> None:
-        self.placeholder.clear()
-        self.obs: list[int] = []
-        self.cleared: set[int] = set()
-
-    def observe(self, m: Message) -> None:
-        super().observe(m)
-        if self.is_observation(len(self.history) - 1):
-            self.obs.append(len(self.history) - 1)
-
-    def _view(self) -> tuple[list[Message], set[str]]:
-        msgs = list(self.history)
-        synth = set()
-        for i in self.cleared:
-            msgs[i] = self.placeholder(msgs[i])
-            synth.add(msgs[i].digest)
-        return msgs, synth
-
-    def build(self) -> Built:
-        msgs, synth = self._view()
         events: dict[str, int] = {}
-        if self.cfg.counter.request(self.request(msgs)) > self.cfg.trigger:
-            new = set(self.obs[: max(0, len(self.obs) - self.keep)]) - self.cleared
-            if new:
-                self.cleared |= new
-                events["clear"] = 1
-                msgs, synth = self._view()
-        if self.cleared:
-            events["cleared"] = len(self.cleared)
-        return self.finish_build(msgs, events, frozenset(synth))
-
-
-class SummarizeOnThreshold(Strategy):
-    name = "summarize"
-
-    def __init__(self, cfg: BenchConfig, keep_share: float = 0.4, summary_share: float = 0.15,
-                 summarizer: Any = None) -> None:
-        super().__init__(cfg)
-        self.keep_share = keep_share
-        self.summary_share = summary_share
-        self.summarizer = summarizer or default_summarizer()
-
-    def reset(self) -> None:
-        self.summary: Any = None
-        self.summary_msg: Message | None = None
-        self.summary_ids: frozenset[str] = frozenset()
-        self.upto = 0  # history[pin:upto] is summarized
-        self.summaries = 0
-
-    @property
-    def pin(self) -> int:
-        h = self.history
-        return 1 if h and h[0].role == "user" else 0
-
-    def _view(self) -> list[Message]:
-        h = self.history
-        if self.summary_msg is None:
-            return list(h)
-        return [*h[: self.pin], self.summary_msg, *h[self.upto:]]
-
-    def build(self) -> Built:
-        cfg = self.cfg
-        msgs = self._view()
-        events: dict[str, int] = {}
-        if cfg.counter.request(self.request(msgs)) > cfg.trigger:
-            h = self.history
-            start = max(self.upto, self.pin)
-            keep_budget = cfg.available * self.keep_share
-            starts = [s for s in unit_starts(h) if s > start]
-            # newest suffix (at a unit boundary) within keep_budget, at least the newest unit
-            new_upto = starts[-1] if starts else len(h)
-            for s in reversed(starts):
-                if _messages_tokens(h[s:], cfg.counter) > keep_budget:
-                    break
-                new_upto = s
-            if new_upto > start:
-                budget = max(128, int(cfg.available * self.summary_share))
-                self.summary = self.summarizer.summarize(h[start:new_upto], goal=None, previous=self.summary,
-                                                          budget_tokens=budget)
-                self.summary_msg = Message("user", (Text(SUMMARY_PREFIX + self.summary.text),))
-                self.summary_ids = _ref_identifiers(self.summary)
-                self.upto = new_upto
-                self.summaries += 1
-                events["summarize"] = 1
-                msgs = self._view()
-        synth = frozenset({self.summary_msg.digest}) if self.summary_msg is not None else frozenset()
-        if self.summary_msg is not None:
-            events["summarized_messages"] = self.upto - self.pin
-        built = self.finish_build(msgs, events, synth, pinned=min(len(msgs), self.pin + (1 if self.summary_msg else 0)))
-        built.recoverable = self.summary_ids
-        return built
+        if self.over(h[self.start_at:]):
+            counter = self.cfg.counter
+            base = counter.request(self.request(()))
+            limit_raw = (self.cfg.available * self.low - base) / counter.scale
+            starts = set(unit_starts(h))
+            tail = 0
+            new = len(h) - 1
+            for i in range(len(h) - 1, self.start_at, -1):
+                tail += counter.raw_message(h[i])
+                if i in starts:
+                    if tail > limit_raw and new < len(h) - 1:
+                        break
+                    new = i
+            while new > 0 and h[new].role == "tool":
+                new -= 1
+            self.start_at = max(self.start_at, new)
+            events["sticky_cut"] = 1
+        if self.start_at:
+            events["dropped_messages"] = self.start_at
+        return self.finish_build(h[self.start_at:], events)
 
 
 def _ref_identifiers(summary: Any) -> frozenset[str]:
@@ -458,13 +331,13 @@ class WindowsmithStrategy(Strategy):
 
     name = "windowsmith"
 
-    def __init__(self, cfg: BenchConfig, store_path: str | None = None) -> None:
+    def __init__(self, cfg: BenchConfig, store_path: str | None = None, tmp_dir: str | None = None) -> None:
         super().__init__(cfg)
         from ..engine import Engine
 
         self._tmpdir = None
         if store_path is None:
-            self._tmpdir = tempfile.mkdtemp(prefix="ws-bench-")
+            self._tmpdir = tempfile.mkdtemp(prefix="ws-bench-", dir=tmp_dir)
             store_path = os.path.join(self._tmpdir, "bench.db")
         window = None if cfg.window == cfg.spec.context_window else cfg.window
         self.engine = Engine(cfg.spec.name, store=store_path, window=window, format=cfg.fmt)
@@ -478,6 +351,7 @@ class WindowsmithStrategy(Strategy):
         if self.engine.store.get_session(sid) is not None:
             self.engine.store.delete_session(sid)
         self.session = self.engine.session(sid)
+        self._seen = 0
         if system:
             self.session.system(system)
         if tools:
@@ -495,7 +369,36 @@ class WindowsmithStrategy(Strategy):
             events[a["kind"]] = events.get(a["kind"], 0) + 1
         if any(a["kind"] in ("truncate", "clip") for a in pack.manifest.actions):
             events["cut"] = 1
-        return Built(req, self.cfg.counter.request(req), events)
+        built = Built(req, self.cfg.counter.request(req), events)
+        built.summary_input, built.summary_output = self._new_summaries()
+        return built
+
+    def _new_summaries(self) -> tuple[int, int]:
+        """Tokens read and written by the summaries the engine logged since the last build (each
+        one a model call for an LLM summarizer): the summarized span's original messages, the
+        summary it rewrites and the same instruction overhead as LangChain's prompt; the output is
+        the summary text. Read from the session's compaction records (public state)."""
+        from .peers import LANGCHAIN_SUMMARY_PROMPT_TOKENS
+
+        state = self.session.state
+        recs = state.compactions
+        s_in = s_out = 0
+        counter = self.cfg.counter
+        prev_text = ""
+        for rec in recs[:self._seen]:
+            if rec.get("type") == "summary":
+                prev_text = rec.get("summary", {}).get("text", "")
+        for rec in recs[self._seen:]:
+            if rec.get("type") != "summary":
+                continue
+            span = state.span_messages(rec["first_seq"], rec["last_seq"])
+            text = rec.get("summary", {}).get("text", "")
+            s_in += LANGCHAIN_SUMMARY_PROMPT_TOKENS + _messages_tokens([m for _, m in span], counter) \
+                + (counter.text(prev_text) if prev_text else 0)
+            s_out += counter.text(text)
+            prev_text = text
+        self._seen = len(recs)
+        return s_in, s_out
 
     def resolve(self, ref: str) -> bytes | None:
         sha = ref.removeprefix("artifact://")
@@ -520,17 +423,31 @@ class WindowsmithStrategy(Strategy):
 
 _CLASSES: dict[str, type[Strategy]] = {
     "full": FullHistory,
-    "sliding": SlidingWindow,
-    "masking": ObservationMasking,
-    "clear": ClearToolResults,
-    "summarize": SummarizeOnThreshold,
+    "sticky": StickyCut,
     "windowsmith": WindowsmithStrategy,
 }
 
 
+def _peer(name: str) -> type[Strategy] | None:
+    from . import peers
+
+    return {
+        "sliding": peers.StrandsSlidingWindow,
+        "sliding-per-turn": peers.StrandsSlidingWindow,
+        "masking": peers.SweAgentLastNObservations,
+        "clear": peers.LangChainClearToolUses,
+        "summarize-langchain": peers.LangChainSummarization,
+        "summarize-openhands": peers.OpenHandsSummarizing,
+    }.get(name)
+
+
 def make_strategy(name: str, cfg: BenchConfig, **kw: Any) -> Strategy:
     """A strategy by name (see :data:`STRATEGIES`)."""
-    cls = _CLASSES.get(name)
+    cls = _CLASSES.get(name) or _peer(name)
+    if name == "sliding-per-turn":
+        kw.setdefault("per_turn", True)
+    if name != "windowsmith":
+        kw.pop("tmp_dir", None)
     if cls is None:
         from ..errors import UsageError
 
@@ -539,18 +456,13 @@ def make_strategy(name: str, cfg: BenchConfig, **kw: Any) -> Strategy:
 
 
 __all__ = [
-    "CLEAR_PLACEHOLDER",
-    "MASK_PLACEHOLDER",
     "STRATEGIES",
     "BenchConfig",
     "Built",
-    "ClearToolResults",
     "FallbackExtractiveSummarizer",
     "FullHistory",
-    "ObservationMasking",
-    "SlidingWindow",
+    "StickyCut",
     "Strategy",
-    "SummarizeOnThreshold",
     "WindowsmithStrategy",
     "default_summarizer",
     "fit_messages",

@@ -10,13 +10,18 @@ simulation's ``messages`` have roles ``assistant``/``user``/``tool``; tool calls
 an ``error`` flag. Assistant ``usage`` (prompt/completion tokens) is the billed usage of the call;
 user messages carry the user *simulator's* usage, which is not ours and is kept out of ``billed``.
 ``tool_defs`` is null in the published files, so ``tools`` is empty and ``meta["tools_recorded"]``
-says so. Tool calls or results whose ``requestor`` is ``user`` (telecom domain: tools the simulated
-user runs on their phone) are not the agent's and become user text.
+says so.
+
+Dual control (telecom): the simulated user runs tools on its own device. A user message with
+``tool_calls`` goes to the user's environment, and a tool message whose ``requestor`` is ``user``
+answers it; the agent never sees either (its next prompt holds only the user's plain messages), so
+both are left out of the agent's trace, their text included, and ``meta["user_side_messages"]``
+counts them. Checked against the billed ``prompt_tokens`` growth between consecutive agent calls:
+keeping them (or only their text) overcounts the growth.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..model import Usage
@@ -109,6 +114,7 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
         msgs = sctx.get(sim, "messages", list)
         b = Builder()
         thinking_blocks = 0
+        user_side = 0
         for i, m in enumerate(msgs):
             w = f"{sctx.where}.messages[{i}]"
             m = sctx.obj(m, f"messages[{i}]")
@@ -130,19 +136,15 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
                     usage=_tau2_usage(m),
                 )
             elif role == "user":
-                text = b.text(m.get("content") or "", w)
-                if calls:  # the simulated user ran its own tools (telecom): not agent tool calls
-                    rendered = "\n".join(
-                        f"[user tool call {c.get('name')}({json.dumps(c.get('arguments'), ensure_ascii=False)})]"
-                        for c in calls
-                        if isinstance(c, dict)
-                    )
-                    text = f"{text}\n{rendered}" if text else rendered
-                b.user(text, w)
+                if calls:  # the simulated user runs its own tools (dual control): the agent never sees it
+                    user_side += 1
+                    continue
+                b.user(b.text(m.get("content") or "", w), w)
             elif role == "tool":
                 content = m.get("content")
                 if m.get("requestor", "assistant") != "assistant":
-                    b.user(f"[user tool result]\n{b.text(content or '', w)}", w)
+                    user_side += 1  # the result of a user-side tool call: not in the agent's prompt
+                    continue
                 else:
                     b.tool_result(m.get("id"), content if content is not None else "", w, is_error=bool(m.get("error")))
             else:
@@ -161,6 +163,8 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
         }
         if thinking_blocks:
             meta["thinking_blocks_not_replayed"] = thinking_blocks
+        if user_side:
+            meta["user_side_messages"] = user_side
         sid = sim.get("id") or f"{si}"
         out.append(
             make_trace(
