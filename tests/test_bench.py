@@ -197,7 +197,7 @@ def test_langchain_summarization_replaces_everything_before_the_kept_messages(cf
     assert texts(b.request)[0] == LANGCHAIN_SUMMARY_PREFIX + "summary of 9 messages"
     # the summarizer read the summarized messages (all within 4,000 tokens), starting on a human message
     assert stub.spans == [list(t.messages[:9])]
-    assert b.summary_input == LANGCHAIN_SUMMARY_PROMPT_TOKENS + cfg.counter._scaled(
+    assert b.summary_input == LANGCHAIN_SUMMARY_PROMPT_TOKENS + cfg.counter.scaled(
         sum(cfg.counter.raw_message(m) for m in t.messages[:9]))
     assert b.summary_output == cfg.counter.text("summary of 9 messages")
     s2 = LangChainSummarization(cfg, keep_messages=4, summarizer=StubSummarizer(), trim_tokens=40)

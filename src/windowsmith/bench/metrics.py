@@ -19,12 +19,12 @@ targets held.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..artifacts import REF_RE, artifact_uri
 from ..model import Message, Text, ToolCall, ToolResult
 from ..request import NeutralRequest
 from .identifiers import action_identifiers, extract_identifiers, message_identifiers, message_text
@@ -137,7 +137,11 @@ def prepare(trace: Any) -> PreparedRun:
                        targets, native, [*getattr(trace, "repairs", ()), *notes], family_of(trace))
 
 
-_ARTIFACT_RE = re.compile(r"artifact://[0-9a-f]{64}")
+
+
+def _artifact_refs(text: str) -> set[str]:
+    """The ``artifact://`` references in ``text`` (the one pattern of :mod:`windowsmith.artifacts`)."""
+    return {artifact_uri(s) for s in REF_RE.findall(text)} if "artifact://" in text else set()
 _refs: dict[str, tuple[str, ...]] = {}
 _blob_ids: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}  # ref -> (identifiers, references inside)
 #: artifacts followed per call when looking for recoverable identifiers (references inside artifacts included)
@@ -149,7 +153,7 @@ def _message_refs(m: Message) -> tuple[str, ...]:
     got = _refs.get(m.digest)
     if got is None:
         t = message_text(m)
-        got = tuple(sorted(set(_ARTIFACT_RE.findall(t)))) if "artifact://" in t else ()
+        got = tuple(sorted(_artifact_refs(t)))
         if len(_refs) > 100_000:
             _refs.clear()
         _refs[m.digest] = got
@@ -199,7 +203,7 @@ def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: f
         for m in req.messages:
             refs.update(_message_refs(m))
         if req.tail and "artifact://" in req.tail:
-            refs.update(_ARTIFACT_RE.findall(req.tail))
+            refs.update(_artifact_refs(req.tail))
         queue = deque(sorted(refs))
         seen = set(queue)
         while queue and remaining and len(seen) <= MAX_HOPS:
@@ -209,7 +213,7 @@ def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: f
                 raw = resolve(ref)
                 text = raw.decode("utf-8", "replace") if raw else ""
                 cached = (frozenset(extract_identifiers(text)),
-                          tuple(sorted(set(_ARTIFACT_RE.findall(text)))) if "artifact://" in text else ())
+                          tuple(sorted(_artifact_refs(text))))
                 _blob_ids[ref] = cached
             ids, nested = cached
             if not remaining.isdisjoint(ids):

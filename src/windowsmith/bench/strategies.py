@@ -38,7 +38,8 @@ from typing import Any
 
 from ..budget import Budget, BudgetConfig
 from ..cache import plan_cache
-from ..model import Message, Text, ToolResult, ToolSpec
+from ..compaction.summarizer import OfflineSummarizer
+from ..model import Message, ToolSpec
 from ..registry import ModelSpec
 from ..request import NeutralRequest, Segment
 from ..text import clip_messages
@@ -287,38 +288,8 @@ def _ref_identifiers(summary: Any) -> frozenset[str]:
 
 
 def default_summarizer() -> Any:
-    """windowsmith's offline extractive summarizer, or a small extractive fallback if it is absent."""
-    try:
-        from ..compaction.summarizer import OfflineSummarizer
-    except ImportError:  # pragma: no cover - the compaction package ships it
-        return FallbackExtractiveSummarizer()
+    """windowsmith's offline extractive summarizer (what every summarizing strategy of the bench uses)."""
     return OfflineSummarizer()
-
-
-class FallbackExtractiveSummarizer:
-    """Used only when ``windowsmith.compaction.summarizer`` is missing: first line of each message,
-    plus the identifiers seen, within the budget."""
-
-    name = "bench-fallback-extractive"
-
-    def summarize(self, messages: Sequence[Message], *, goal: str | None = None, previous: Any = None,
-                  budget_tokens: int = 1024) -> Any:
-        from ..compaction.base import Summary
-        from ..tokens import count_text
-        from .identifiers import extract_identifiers, message_text
-
-        lines = [previous.text] if previous is not None else []
-        ids: set[str] = set()
-        for m in messages:
-            t = message_text(m)
-            ids |= extract_identifiers(t)
-            first = t.strip().split("\n", 1)[0][:160]
-            if first:
-                lines.append(f"{m.role}: {first}")
-        text = "\n".join(lines) + "\nIDENTIFIERS: " + ", ".join(sorted(ids))
-        while count_text(text) > budget_tokens and len(text) > 64:
-            text = text[: int(len(text) * 0.8)]
-        return Summary(text=text, summarizer=self.name)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -459,7 +430,6 @@ __all__ = [
     "STRATEGIES",
     "BenchConfig",
     "Built",
-    "FallbackExtractiveSummarizer",
     "FullHistory",
     "StickyCut",
     "Strategy",
