@@ -87,7 +87,9 @@ def test_put_get_dedupe_refs_and_gc(arts):
         arts.store.delete_session("a")
         assert arts.gc() == 1  # 'other' had only a's reference; 'data' is still used by b
     else:
-        assert arts.gc(live_sessions={"b"}) == 1
+        assert arts.gc(live_sessions={"b"}) == 0  # a's reference is younger than the grace period
+        assert arts.refs(other) == ["a"]
+        assert arts.gc(live_sessions={"b"}, grace_seconds=0) == 1
     assert arts.get(other) is None
     assert arts.get(sha) == data and arts.refs(sha) == ["b"]
 

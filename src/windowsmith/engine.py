@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .artifacts import ArtifactStore, EmbeddedArtifacts
+from .artifacts import GC_GRACE_SECONDS, ArtifactStore, EmbeddedArtifacts, collect_garbage
 from .assemble import Assembly, assemble
 from .budget import Budget, BudgetConfig
 from .cache import plan_cache, prefix_tokens
@@ -45,6 +45,7 @@ from .model import (
     ToolSpec,
     Usage,
     block_from_dict,
+    check_json_value,
     clean_text,
 )
 from .registry import ModelSpec, Registry, load_registry
@@ -148,6 +149,16 @@ class Engine:
     def sessions(self) -> list[str]:
         return [r.id for r in self.store.list_sessions()]
 
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session: its events, packs and blob references; return whether it existed. Its
+        blobs (and the space in the store) are freed by :meth:`gc`."""
+        return self.store.delete_session(session_id)
+
+    def gc(self, *, grace_seconds: float = GC_GRACE_SECONDS, vacuum: bool = True) -> dict[str, int]:
+        """Collect garbage: unreferenced and orphaned blobs (here and in ``artifacts``), then shrink the
+        store (``vacuum``) so deleted content leaves the file. See :func:`windowsmith.artifacts.collect_garbage`."""
+        return collect_garbage(self.store, self.artifacts, grace_seconds=grace_seconds, vacuum=vacuum)
+
     def renderer(self, fmt: str) -> Renderer:
         r = self._renderers.get(fmt)
         if r is None:
@@ -196,6 +207,16 @@ class Session:
         self._refs = _RefTracker()
         self._steps = StepTracker()
         self._parts_cache: tuple[tuple[str, ...], str] = ((), "")
+
+    def refresh(self) -> int:
+        """Catch up with events other writers appended since this session last read the log (after a
+        :class:`~windowsmith.errors.ConflictError`, for example); return how many were applied.
+
+        Reads only the events after the session's current seq, so it costs what is new, not the log."""
+        events = self.store.events(self.id, since_seq=self.state.seq + 1)
+        for ev in events:
+            self.state.apply(ev)
+        return len(events)
 
     # ------------------------------------------------------------------ writing events
 
@@ -395,6 +416,7 @@ class Session:
         self._check_result(call_id, self.state.open_calls)
         from .ingest.pipeline import _normalize
 
+        check_json_value(output, "tool output")
         blocks, raw = _normalize(output, "tool output")
         content: Any = raw if raw is not None else tuple(blocks)
         ing = self._ingest(content, self.state.call_names.get(call_id), call_id)
