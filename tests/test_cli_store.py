@@ -50,6 +50,20 @@ def test_a_file_that_is_not_a_database_is_one_clear_line(tmp_path: Path, cmd: li
     assert junk.read_text() == "these are my notes, not a database\n" * 50
 
 
+@pytest.mark.parametrize("cmd", READ_ONLY, ids=lambda c: c[0])
+def test_another_apps_sqlite_file_is_not_touched(tmp_path: Path, cmd: list[str]) -> None:
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        con.execute("INSERT INTO users (name) VALUES ('ada')")
+    con.close()
+    before = other.read_bytes()
+    r = run(*cmd, "--store", str(other))
+    assert r.exit_code == 2 and "a SQLite file without windowsmith's tables" in r.output
+    assert other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc, a file system nobody can write")
 def test_a_store_on_a_read_only_file_system_says_what_to_do(tmp_path: Path) -> None:
     for store in ("/proc/ws.db", "/proc/ws-folder/ws.db"):

@@ -183,6 +183,13 @@ class SQLiteStore(Store):
         self._conn: sqlite3.Connection | None = conn
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if not create and not memory and not conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
+            ).fetchone():
+                raise UsageError(
+                    f"{self.path} is not a windowsmith store (a SQLite file without windowsmith's tables); "
+                    "check --store, or create a store there by running a command that writes (demo, replay)"
+                )
             if not memory:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
