@@ -16,12 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import windowsmith as ws
 from windowsmith.artifacts import FileArtifacts, ObjectArtifacts
 from windowsmith.errors import ConflictError, StoreError, UsageError
 from windowsmith.store import SQLiteStore, open_store
-from windowsmith.store.base import MAX_SESSION_ID
+from windowsmith.store.base import MAX_SESSION_ID, check_session_id
 
 PG_DSN = os.environ.get(
     "WINDOWSMITH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
@@ -153,6 +155,31 @@ def test_the_longest_and_unicode_ids_work_on_every_store(store_url: str, tmp_pat
             assert arts.refs(sha) == [sid] and arts.get(sha) == sid.encode()
         assert {r.id for r in st.list_sessions()} == set(ids)
     assert arts.gc({ids[0]}, grace_seconds=0) == len(ids) - 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sid=st.text(max_size=MAX_SESSION_ID + 20))
+def test_every_store_agrees_on_which_ids_are_valid(store_url: str, tmp_path: Path, sid: str) -> None:
+    """An id is refused by the check exactly when any store would fail on it; a valid one round-trips
+    through the log store and a folder artifact store unchanged."""
+    try:
+        check_session_id(sid)
+    except UsageError:
+        with open_store(store_url) as store, pytest.raises(UsageError):
+            store.create_session(sid)
+        with pytest.raises(UsageError):
+            FileArtifacts(tmp_path / "arts").put(b"x", session_id=sid)
+        return
+    with open_store(store_url) as store:
+        store.delete_session(sid)  # hypothesis may try an id again
+        store.create_session(sid, {"id": sid})
+        store.append(sid, "message", {"id": sid}, expected_parent=None)
+        rec = store.get_session(sid)
+        assert rec is not None and rec.id == sid and rec.event_count == 1
+        assert store.delete_session(sid)
+    arts = FileArtifacts(tmp_path / "arts")
+    sha = arts.put(sid.encode("utf-8"), session_id=sid)
+    assert sid in arts.refs(sha)
 
 
 def test_folder_store_errors_are_store_errors(tmp_path: Path) -> None:

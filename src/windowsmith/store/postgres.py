@@ -223,9 +223,12 @@ class PostgresStore(Store):
         SCHEMA IF NOT EXISTS`` alone races on the catalog's unique index) and put it on the search path."""
         from psycopg import sql
 
-        with self._tx() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || %s))", (_ADVISORY_KEY, schema))
-            cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        exists = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+        if not self._read(exists, (schema,)):  # creating needs a privilege that using does not
+            with self._tx() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || %s))", (_ADVISORY_KEY, schema))
+                if not cur.execute(exists, (schema,)).fetchone():
+                    cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         self._db.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
 
     def _where(self) -> str:
