@@ -144,7 +144,8 @@ def test_session_ids_are_validated_the_same_everywhere(store_url: str, tmp_path:
 
 
 def test_the_longest_and_unicode_ids_work_on_every_store(store_url: str, tmp_path: Path) -> None:
-    ids = ["ü" * MAX_SESSION_ID, "日本語/セッション?#%", "a" * MAX_SESSION_ID, "with inner spaces ok"]
+    ids = ["ü" * MAX_SESSION_ID, "日本語/セッション?#%", "a" * MAX_SESSION_ID, "with inner spaces ok", ".", "..",
+           ".tmp-x", "../../etc/passwd", "%gc-x"]
     arts = FileArtifacts(tmp_path / "arts")
     with open_store(store_url) as st:
         for sid in ids:
@@ -423,3 +424,59 @@ def test_gc_checks_its_arguments(tmp_path: Path) -> None:
         st.gc(grace_seconds=-1)
     with pytest.raises(UsageError, match="one string"):
         FileArtifacts(tmp_path / "a").gc("session-id")
+
+
+def test_replay_picks_a_free_valid_session_id(tmp_path: Path) -> None:
+    from windowsmith.replay import free_session_id
+
+    with ws.Engine(MODEL, store=tmp_path / "ws.db") as eng:
+        long = "r" * MAX_SESSION_ID
+        eng.session(long)
+        eng.session("r" * (MAX_SESSION_ID - 2) + "-2")
+        assert free_session_id(eng, long) == "r" * (MAX_SESSION_ID - 2) + "-3"
+        assert free_session_id(eng, "fresh") == "fresh"
+        eng.session(long).user("mine")
+        assert free_session_id(eng, long, replace=True) == long
+        assert eng.store.get_session(long) is None  # replaced: deleted first
+        with pytest.raises(UsageError, match="whitespace"):
+            free_session_id(eng, " padded")
+
+
+def test_folder_gc_keeps_a_reference_renewed_while_it_collects(tmp_path: Path) -> None:
+    """The orphan check and the delete are two steps; a put() renewing the reference between them wins."""
+    renewed: list[str] = []
+
+    class Racing(FileArtifacts):
+        def _move(self, key: str, to: str) -> bool:
+            if key.startswith("refs/") and not renewed:  # a put() lands right before gc moves the ref
+                renewed.append(key)
+                self.put(b"payload", session_id="s")
+            return super()._move(key, to)
+
+    arts = Racing(tmp_path / "arts")
+    sha = arts.put(b"payload", session_id="s")
+    ref = next((tmp_path / "arts" / "refs").rglob("s"))
+    os.utime(ref, (1, 1))  # an hour-old orphan: no event names it
+    assert arts.gc({"s": set()}, grace_seconds=60) == 0
+    assert renewed and arts.refs(sha) == ["s"] and arts.get(sha) == b"payload"
+    os.utime(ref, (1, 1))
+    assert arts.gc({"s": set()}, grace_seconds=60) == 1  # not renewed this time: collected
+    assert arts.refs(sha) == [] and arts.get(sha) is None
+
+
+def test_folder_gc_finishes_what_an_interrupted_gc_left(tmp_path: Path) -> None:
+    arts = FileArtifacts(tmp_path / "arts")
+    kept = arts.put(b"still referenced", session_id="s")
+    gone = arts.put(b"garbage", session_id="dead")
+    root = tmp_path / "arts"
+    for sha in (kept, gone):  # a gc killed after moving both blobs aside
+        blob = root / "blobs" / sha[:2] / sha
+        aside = blob.with_name(f"{sha}.gc-0123")
+        os.replace(blob, aside)
+        os.utime(aside, (1, 1))
+    assert arts.get(kept) == b"still referenced"  # readable while aside
+    os.utime(root / "refs" / gone / "dead", (1, 1))
+    arts.gc({"s"}, grace_seconds=60)
+    assert arts.get(kept) == b"still referenced" and (root / "blobs" / kept[:2] / kept).is_file()
+    assert arts.get(gone) is None
+    assert not list(root.rglob("*.gc-*"))

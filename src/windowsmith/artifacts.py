@@ -145,6 +145,8 @@ class _KeyedArtifacts(ArtifactStore):
     @classmethod
     def _ref_name(cls, session_id: str) -> str:
         name = quote(session_id, safe="")
+        if name.startswith("."):  # ".", ".." and hidden names (".tmp-" is ours) are not file names for an id
+            name = "%2E" + name[1:]
         if len(name) > cls._MAX_REF_NAME:
             name = "%h-" + hashlib.sha256(session_id.encode("utf-8")).hexdigest()
         return name
@@ -184,6 +186,31 @@ class _KeyedArtifacts(ArtifactStore):
     def _age(self, key: str) -> float | None:
         """Seconds since ``key`` was last written, or None if it is gone."""
 
+    #: Whether ``_move`` keeps a key's age (a rename does; an object store's copy + delete does not).
+    _MOVE_KEEPS_AGE = False
+
+    def _drop_ref(self, key: str, grace: float) -> bool:
+        """Delete an old reference; False if a ``put()`` renewed it meanwhile (then it stays).
+
+        Where a move keeps the age, the reference is moved aside first (``%gc-`` never appears in a
+        quoted name) and its age checked again there, so a renewal that lands just before the move is
+        seen. An object store deletes it directly: a renewal within that instant is lost."""
+        if not self._MOVE_KEEPS_AGE:
+            self._delete(key)
+            return True
+        aside = f"{key}%gc-{uuid.uuid4().hex}"
+        if not self._move(key, aside):
+            return True
+        age = self._age(aside)
+        if age is not None and age < grace:  # renewed just now: put it back unless a newer one exists
+            if self._exists(key):
+                self._delete(aside)
+            else:
+                self._move(aside, key)
+            return False
+        self._delete(aside)
+        return True
+
     def put(self, data: bytes, *, session_id: str) -> str:
         check_session_id(session_id)  # the id of the session that references the artifact
         data = bytes(data)
@@ -209,7 +236,7 @@ class _KeyedArtifacts(ArtifactStore):
         return None if data is None else _verify(sha, data, repr(self))
 
     def refs(self, sha: str) -> list[str]:
-        out = (self._ref_session(k) for k in self._list(f"refs/{_check_sha(sha)}/"))
+        out = (self._ref_session(k) for k in self._list(f"refs/{_check_sha(sha)}/") if "%gc-" not in k)
         return sorted(sid for sid in out if sid is not None)
 
     def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS) -> int:
@@ -234,12 +261,14 @@ class _KeyedArtifacts(ArtifactStore):
             if len(parts) != 3 or not SHA_RE.fullmatch(parts[1]):
                 continue
             sha = parts[1]
+            if "%gc-" in parts[2]:  # moved aside by a gc() that did not finish: it was about to go
+                if old(key):
+                    self._delete(key)
+                continue
             sid = self._ref_session(key)
             dead = live is not None and sid not in live
             orphan = named is not None and sid is not None and sid in named and sha not in named[sid]
-            if (dead or orphan) and old(key):
-                self._delete(key)
-            else:
+            if not ((dead or orphan) and old(key) and self._drop_ref(key, grace)):
                 referenced.add(sha)
         deleted = 0
         for key in self._list("blobs/"):
@@ -249,7 +278,7 @@ class _KeyedArtifacts(ArtifactStore):
                 continue
             if name != sha:  # moved aside by a gc() that did not finish: put it back or drop it
                 if old(key):
-                    if self._list(f"refs/{sha}/") and not self._exists(self._blob_key(sha)):
+                    if self.refs(sha) and not self._exists(self._blob_key(sha)):
                         self._move(key, self._blob_key(sha))
                     else:
                         self._delete(key)
@@ -259,7 +288,7 @@ class _KeyedArtifacts(ArtifactStore):
             aside = f"{key}.gc-{uuid.uuid4().hex}"
             if not self._move(key, aside):
                 continue
-            if self._list(f"refs/{sha}/"):  # a put() came in: its blob stays
+            if self.refs(sha):  # a put() came in: its blob stays
                 if self._exists(key):
                     self._delete(aside)
                 else:
@@ -272,6 +301,8 @@ class _KeyedArtifacts(ArtifactStore):
 
 class FileArtifacts(_KeyedArtifacts):
     """Blobs in a folder (for a shared volume, or to keep a SQLite store small)."""
+
+    _MOVE_KEEPS_AGE = True  # os.replace keeps the file's mtime
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)

@@ -100,7 +100,9 @@ def replay_trace(
     ``<id>-2``, ``<id>-3``, … (the result's ``session_id`` says which), unless ``replace=True``,
     which deletes the existing session first. Default id: ``replay-<trace id>``. A replay never
     appends to an existing session."""
-    sid = free_session_id(engine, session_id or f"replay-{trace.id}", replace=replace)
+    if session_id is None:  # derived from the trace id: made a valid session id
+        session_id = "".join(c if c.isprintable() else "_" for c in f"replay-{trace.id}")[:MAX_SESSION_ID].strip()
+    sid = free_session_id(engine, session_id, replace=replace)
     s = engine.session(sid)
     if trace.system:
         s.system(trace.system)
@@ -156,9 +158,9 @@ def replay_trace(
 
 def free_session_id(engine: Engine, base: str, *, replace: bool = False) -> str:
     """``base`` if no session has it (or ``replace``: after deleting that session), else the first free
-    ``base-2``, ``base-3``, …, shortened to stay a valid session id."""
+    ``base-2``, ``base-3``, … (``base`` shortened to keep the id within ``MAX_SESSION_ID``)."""
     store = engine.store
-    base = check_session_id(base[:MAX_SESSION_ID].strip())
+    check_session_id(base)
     if store.get_session(base) is None:
         return base
     if replace:
