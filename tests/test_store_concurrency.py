@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -480,3 +481,30 @@ def test_folder_gc_finishes_what_an_interrupted_gc_left(tmp_path: Path) -> None:
     assert arts.get(kept) == b"still referenced" and (root / "blobs" / kept[:2] / kept).is_file()
     assert arts.get(gone) is None
     assert not list(root.rglob("*.gc-*"))
+
+
+@pytest.mark.postgres
+def test_read_only_commands_never_create_a_postgres_schema(pg_schema: str) -> None:
+    import psycopg
+
+    from windowsmith.cli import main
+
+    def schemas() -> set[str]:
+        with psycopg.connect(PG_DSN) as c:
+            return {r[0] for r in c.execute("SELECT nspname FROM pg_namespace")}
+
+    before = schemas()
+    for cmd in (["sessions"], ["inspect", "s"], ["verify", "s"], ["gc"]):
+        r = CliRunner().invoke(main, [*cmd, "--store", f"{PG_URL}?schema={pg_schema}_typo"], catch_exceptions=False)
+        assert r.exit_code == 2 and f"there is no schema '{pg_schema}_typo'; check --store" in r.output
+    with psycopg.connect(PG_DSN, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{pg_schema}"')  # exists, but holds no store
+    r = CliRunner().invoke(main, ["sessions", "--store", f"{PG_URL}?schema={pg_schema}"], catch_exceptions=False)
+    assert r.exit_code == 2 and "has no windowsmith tables" in r.output
+    assert schemas() == before | {pg_schema}
+    with psycopg.connect(PG_DSN) as c:
+        assert c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s", (pg_schema,)).fetchone() == (0,)
+    with ws.Engine(MODEL, store=f"{PG_URL}?schema={pg_schema}") as eng:
+        eng.session("s").user("hi")
+    r = CliRunner().invoke(main, ["sessions", "--store", f"{PG_URL}?schema={pg_schema}"], catch_exceptions=False)
+    assert r.exit_code == 0 and "s" in r.output

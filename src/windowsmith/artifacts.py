@@ -237,7 +237,7 @@ class _KeyedArtifacts(ArtifactStore):
 
     def refs(self, sha: str) -> list[str]:
         out = (self._ref_session(k) for k in self._list(f"refs/{_check_sha(sha)}/") if "%gc-" not in k)
-        return sorted(sid for sid in out if sid is not None)
+        return sorted({sid for sid in out if sid is not None})  # an older '.name' ref and its '%2Ename' are one
 
     def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS) -> int:
         grace = _check_grace(grace_seconds)

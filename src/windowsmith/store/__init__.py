@@ -24,8 +24,8 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
     ``postgresql://...`` (or ``postgres://...``) → PostgreSQL, with an optional ``schema=`` query
     parameter naming the schema to keep the tables in (``postgresql://host/db?schema=agents``).
 
-    ``create=False`` opens an existing SQLite store only (``UsageError`` if the file is missing), so
-    read-only tools never leave an empty database behind a mistyped path."""
+    ``create=False`` opens an existing store only (``UsageError`` if the file, or the PostgreSQL schema
+    and tables, are missing), so read-only tools never leave an empty store behind a mistyped path."""
     if url_or_path is None:
         return SQLiteStore(SQLiteStore.default_path(), create=create)
     target = os.fspath(url_or_path)
@@ -34,7 +34,7 @@ def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: boo
     if target.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresStore
 
-        return PostgresStore(target)
+        return PostgresStore(target, create=create)
     if target.startswith("sqlite://"):
         path = target[len("sqlite://") :]
         if not path.startswith("/") or path == "/":

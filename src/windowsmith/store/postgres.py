@@ -184,9 +184,10 @@ class PostgresStore(Store):
     ``dsn``: a ``postgresql://`` URL or a libpq connection string. ``schema``: keep the tables in
     this schema (created if missing) instead of the connection's default ``search_path``; a URL can
     name it too, as ``postgresql://host/db?schema=agents`` (what ``--store`` takes on the command line).
+    ``create=False``: open an existing store only (no schema or tables are created; ``UsageError``).
     """
 
-    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10) -> None:
+    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10, create: bool = True) -> None:
         pg = _psycopg()
         self._pg = pg
         dsn, url_schema = split_schema(dsn)
@@ -209,7 +210,12 @@ class PostgresStore(Store):
         self._conn = conn
         try:
             if schema is not None:
-                self._use_schema(schema)
+                self._use_schema(schema, create=create)
+            if not create and not self._read("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,))[0][0]:
+                raise UsageError(
+                    f"no windowsmith store at {self._where()}: the database{' schema' if schema else ''} has no "
+                    "windowsmith tables; check --store for a typo (a URL names its schema with ?schema=NAME)"
+                )
             self._migrate()
         except BaseException as e:
             conn.close()
@@ -218,13 +224,18 @@ class PostgresStore(Store):
                 raise StoreError(f"cannot open the PostgreSQL store at {self._where()}: {str(e).strip()}") from None
             raise
 
-    def _use_schema(self, schema: str) -> None:
+    def _use_schema(self, schema: str, *, create: bool = True) -> None:
         """Create ``schema`` if missing (once, however many workers open it at the same moment: ``CREATE
         SCHEMA IF NOT EXISTS`` alone races on the catalog's unique index) and put it on the search path."""
         from psycopg import sql
 
         exists = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
         if not self._read(exists, (schema,)):  # creating needs a privilege that using does not
+            if not create:
+                raise UsageError(
+                    f"no windowsmith store at {self._where()}: there is no schema {schema!r}; "
+                    "check --store for a typo"
+                )
             with self._tx() as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || %s))", (_ADVISORY_KEY, schema))
                 if not cur.execute(exists, (schema,)).fetchone():
