@@ -60,6 +60,12 @@ def test_deep_tool_arguments_and_output_are_usage_errors(session, depth: int) ->
     assert session.build().tokens > 0
 
 
+def test_deep_thinking_data_is_a_usage_error(session) -> None:
+    with pytest.raises(InvalidMessageError, match=r"the data of a thinking block \(anthropic\) is nested more than"):
+        session.add({"role": "assistant", "content": [
+            {"type": "thinking", "provider": "anthropic", "data": {"d": nested(5_000)}}, {"type": "text", "text": "hi"}]})
+
+
 def test_deep_or_huge_arguments_given_as_json_text_are_kept_raw() -> None:
     for raw in ("[" * 5000 + "]" * 5000, '{"n": ' + "9" * 5000 + "}", json.dumps({"x": nested(MAX_JSON_DEPTH + 5)})):
         assert parse_arguments(raw) == {"_raw": raw}

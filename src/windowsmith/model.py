@@ -178,6 +178,9 @@ class Thinking:
     text: str = ""  # readable text when the provider gives it (for counting and display)
     kind: Literal["thinking"] = field(default="thinking", init=False)
 
+    def __post_init__(self) -> None:
+        check_json_value(self.data, f"the data of a thinking block ({self.provider or 'no provider'})")
+
     def to_dict(self) -> dict[str, Any]:
         return {"type": "thinking", "provider": self.provider, "data": dict(self.data), "text": self.text}
 
