@@ -508,3 +508,16 @@ def test_read_only_commands_never_create_a_postgres_schema(pg_schema: str) -> No
         eng.session("s").user("hi")
     r = CliRunner().invoke(main, ["sessions", "--store", f"{PG_URL}?schema={pg_schema}"], catch_exceptions=False)
     assert r.exit_code == 0 and "s" in r.output
+
+
+def test_nul_in_other_keys_is_refused_on_every_store(store_url: str) -> None:
+    with open_store(store_url) as store:
+        store.create_session("s")
+        for call in (lambda: store.set_kv("sc\x00pe", "k", 1), lambda: store.get_kv("scope", "k\x00"),
+                     lambda: store.save_pack("pk\x00", "s", -1, {})):
+            with pytest.raises(UsageError, match="NUL"):
+                call()
+        store.set_kv("scope", "k", {"text": "a\x00b"})  # inside JSON values a NUL is escaped: fine
+        assert store.get_kv("scope", "k") == {"text": "a\x00b"}
+        store.append("s", "message", {"text": "nul \x00 inside"}, expected_parent=None)
+        assert store.events("s")[0].data == {"text": "nul \x00 inside"}

@@ -444,8 +444,8 @@ def check_blob(sha: str, raw: bytes, where: str) -> bytes:
 
 
 def check_pack_args(pack_id: Any, session_id: Any, seq: Any, manifest: Any) -> str:
-    if not isinstance(pack_id, str) or not pack_id:
-        raise UsageError(f"a pack id must be a non-empty string, got {pack_id!r}")
+    if not isinstance(pack_id, str) or not pack_id or "\x00" in pack_id:
+        raise UsageError(f"a pack id must be a non-empty string without NUL characters, got {pack_id!r:.80}")
     check_session_id(session_id)
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < -1:
         raise UsageError(f"a pack's seq must be the int seq of the last event it covers (-1 for none), got {seq!r}")
@@ -458,6 +458,8 @@ def check_kv_args(scope: Any, key: Any) -> None:
     for name, v in (("scope", scope), ("key", key)):
         if not isinstance(v, str) or not v:
             raise UsageError(f"a kv {name} must be a non-empty string, got {v!r}")
+        if "\x00" in v:  # PostgreSQL text cannot hold NUL: refuse it on every backend alike
+            raise UsageError(f"a kv {name} must not contain NUL characters, got {v!r:.80}")
 
 
 def pack_prefix_upper(prefix: str) -> str:
