@@ -521,3 +521,35 @@ def test_nul_in_other_keys_is_refused_on_every_store(store_url: str) -> None:
         assert store.get_kv("scope", "k") == {"text": "a\x00b"}
         store.append("s", "message", {"text": "nul \x00 inside"}, expected_parent=None)
         assert store.events("s")[0].data == {"text": "nul \x00 inside"}
+
+
+_op = st.one_of(
+    st.tuples(st.just("put"), st.sampled_from(["a", "b", "c"]), st.integers(0, 5)),
+    st.tuples(st.just("kill"), st.sampled_from(["a", "b", "c"]), st.just(0)),
+    st.tuples(st.just("gc"), st.just(""), st.just(0)),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_op, max_size=25))
+def test_folder_gc_frees_exactly_what_no_live_session_names(tmp_path_factory: pytest.TempPathFactory,
+                                                            ops: list[tuple[str, str, int]]) -> None:
+    """Sessions put blobs (some shared), die, and gc runs in between: after every gc, each blob a live
+    session named is readable, and each blob no live session named is gone."""
+    arts = FileArtifacts(tmp_path_factory.mktemp("arts"))
+    live: dict[str, set[str]] = {"a": set(), "b": set(), "c": set()}
+    data: dict[str, bytes] = {}
+    for op, sid, n in ops:
+        if op == "put" and sid in live:
+            blob = f"content {n}".encode()
+            sha = arts.put(blob, session_id=sid)
+            data[sha] = blob
+            if n % 2 == 0:  # odd contents stand for a lost append: put, but no event names them
+                live[sid].add(sha)
+        elif op == "kill":
+            live.pop(sid, None)
+        elif op == "gc":
+            arts.gc(live, grace_seconds=0)
+            named = set().union(*live.values()) if live else set()
+            for sha, blob in data.items():
+                assert (arts.get(sha) == blob) if sha in named else (arts.get(sha) is None), sha
