@@ -26,8 +26,8 @@ def test_demo_prints_a_per_turn_report_and_inspect_diff_work(tmp_path):
     assert all(t["tokens"] > 0 for t in turns)
     assert turns[-1]["cache_read_tokens"] > 0  # later turns read the previous prefix from cache
 
-    r = run("demo", "--store", db)  # the table form, rerun replaces the demo session
-    assert r.exit_code == 0 and "model calls" in r.output
+    r = run("demo", "--store", db)  # the table form; a rerun goes to a new session, never over 'demo'
+    assert r.exit_code == 0 and "model calls" in r.output and "inspect demo-2" in r.output
 
     r = run("inspect", "demo", "--store", db, "--json")
     packs = json.loads(r.output)
@@ -94,6 +94,9 @@ def test_errors_are_clear_not_tracebacks(tmp_path):
     bad.write_text('{"not": "a trace"}')
     r = CliRunner().invoke(main, ["replay", str(bad), "--store", str(tmp_path / "ws.db")])
     assert r.exit_code == 2 and "error:" in r.output and "bad.json" in r.output
+    import windowsmith as ws
+
+    ws.SQLiteStore(tmp_path / "ws.db").close()
     r = CliRunner().invoke(main, ["inspect", "nope", "--store", str(tmp_path / "ws.db")])
     assert r.exit_code == 2 and "no session 'nope'" in r.output
     r = CliRunner().invoke(main, ["diff", "pk_x", "pk_y", "--store", str(tmp_path / "ws.db")])

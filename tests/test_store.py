@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from windowsmith.errors import InvalidMessageError, StoreError, UsageError
+from windowsmith.errors import ConflictError, InvalidMessageError, StoreError, UsageError
 from windowsmith.hashing import canonical_json, chain_hash
 from windowsmith.model import EVENT_KINDS
 from windowsmith.store import SQLiteStore, Store
@@ -219,8 +219,10 @@ def test_optimistic_conflict_between_two_store_instances(store: Store, second: S
     # the other worker sees the same head and appends first
     assert second.head("s") == e0
     e1 = second.append("s", "message", {"n": 1, "by": "second"}, expected_parent=e0.hash)
-    with pytest.raises(StoreError, match=r"session 's' moved on: head is b1:\w+, expected b1:\w+; reload the session"):
+    with pytest.raises(ConflictError, match=r"session 's' moved on: head is b1:\w+, expected b1:\w+ \(ConflictError: ") as ei:
         store.append("s", "message", {"n": 1, "by": "first"}, expected_parent=e0.hash)
+    assert isinstance(ei.value, StoreError) and "session.refresh()" in str(ei.value)
+    assert (ei.value.session_id, ei.value.head, ei.value.expected) == ("s", e1.hash, e0.hash)
     with pytest.raises(StoreError, match="moved on"):
         store.append("s", "message", {"n": 0}, expected_parent=None)
     # after reloading, the first worker continues from the new head

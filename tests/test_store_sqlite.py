@@ -70,8 +70,11 @@ def test_newer_database_is_refused_with_upgrade_hint(tmp_path: Path) -> None:
 def test_not_a_database_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(StoreError, match="cannot open the SQLite store"):
+    with pytest.raises(StoreError, match=r"junk\.db is not a windowsmith store \(SQLite says: file is not a database\); check --store"):
         SQLiteStore(path)
+    with pytest.raises(StoreError, match="is not a windowsmith store"):
+        SQLiteStore(path, create=False)
+    assert path.read_bytes() == b"this is not sqlite" * 100  # untouched
 
 
 def test_tampered_data_is_detected_at_its_seq(tmp_path: Path) -> None:

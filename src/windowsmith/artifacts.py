@@ -6,6 +6,7 @@ per session that uses it; garbage collection deletes blobs that no live session 
 * :class:`EmbeddedArtifacts` — inside the session store (SQLite or PostgreSQL ``blobs`` table); the
   default. References are rows that cascade when a session is deleted.
 * :class:`FileArtifacts` — a folder: ``blobs/ab/<sha>`` written atomically, ``refs/<sha>/<session>``.
+  Collection is safe while other processes write (see :class:`_KeyedArtifacts`).
 * :class:`ObjectArtifacts` — any object store through obstore (S3-compatible services, GCS, Azure,
   local or in-memory stores), same layout as the folder; ``pip install 'windowsmith[s3]'``.
 
@@ -18,14 +19,17 @@ import hashlib
 import os
 import re
 import tempfile
+import time
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
 from .errors import StoreError, UsageError
 from .store import Store
+from .store.base import check_session_id
 
 SHA_RE = re.compile(r"[0-9a-f]{64}")
 REF_RE = re.compile(r"artifact://([0-9a-f]{64})")
@@ -57,6 +61,21 @@ def _verify(sha: str, data: bytes, where: str) -> bytes:
     return data
 
 
+#: How long garbage collection leaves a fresh reference alone by default (seconds): the append that
+#: names its blob may still be on its way (an LLM summary is written between the two, for example).
+GC_GRACE_SECONDS = 3600.0
+
+#: Live sessions for :meth:`ArtifactStore.gc`: their ids, or a mapping of each id to the shas its
+#: events name (then references a session holds to blobs none of its events name are dropped too).
+LiveSessions = Iterable[str] | Mapping[str, Collection[str]]
+
+
+def _check_grace(grace_seconds: Any) -> float:
+    if not isinstance(grace_seconds, int | float) or isinstance(grace_seconds, bool) or grace_seconds < 0:
+        raise UsageError(f"grace_seconds must be a number of seconds >= 0, got {grace_seconds!r}")
+    return float(grace_seconds)
+
+
 class ArtifactStore(ABC):
     """Content-addressed blob storage with per-session references."""
 
@@ -73,9 +92,11 @@ class ArtifactStore(ABC):
         """Sessions referencing the blob, sorted."""
 
     @abstractmethod
-    def gc(self, live_sessions: Iterable[str] | None = None) -> int:
-        """Delete references of sessions not in ``live_sessions`` (when given), then every blob with no
-        reference left; return how many blobs were deleted."""
+    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS) -> int:
+        """Delete references of sessions not in ``live_sessions`` (when given; a mapping also drops a
+        live session's references to blobs its events do not name), then every blob with no reference
+        left; return how many blobs were deleted. References younger than ``grace_seconds`` stay.
+        Safe while other processes ``put()``: a blob that gains a reference during the collection is kept."""
 
     def references(self, ref: str, session_id: str) -> bool:
         """Whether ``session_id`` references the blob behind ``ref`` (a reference or a sha)."""
@@ -98,21 +119,48 @@ class EmbeddedArtifacts(ArtifactStore):
     def refs(self, sha: str) -> list[str]:
         return self.store.blob_refs(_check_sha(sha))
 
-    def gc(self, live_sessions: Iterable[str] | None = None) -> int:
-        # references cascade when a session is deleted, so the live set is implied
-        return self.store.gc_blobs()
+    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS) -> int:
+        # references cascade when a session is deleted, so the live set is implied; orphan references
+        # and the blobs are collected by the store in its own transactions
+        return self.store.gc(grace_seconds=_check_grace(grace_seconds), vacuum=False)["blobs_deleted"]
 
 
 class _KeyedArtifacts(ArtifactStore):
-    """Shared layout for folder and object stores: ``blobs/ab/<sha>`` and ``refs/<sha>/<session>``."""
+    """Shared layout for folder and object stores: ``blobs/ab/<sha>`` and ``refs/<sha>/<session>``.
+
+    A reference's name is the session id, percent-quoted; one whose quoted form is too long for a file
+    name is stored as ``%h-<sha256 of the id>`` holding the id as its content.
+
+    Collection races with ``put()`` safely: ``put`` records the reference *before* it checks for the
+    blob, and ``gc`` first moves a blob it found unreferenced aside (``<key>.gc-<token>``), then looks
+    for references again, and puts it back if one appeared. Either ``gc`` sees the new reference, or
+    ``put`` finds the blob gone and writes it again."""
+
+    _MAX_REF_NAME = 200  # bytes; file systems allow 255
 
     @staticmethod
     def _blob_key(sha: str) -> str:
         return f"blobs/{sha[:2]}/{sha}"
 
-    @staticmethod
-    def _ref_key(sha: str, session_id: str) -> str:
-        return f"refs/{sha}/{quote(session_id, safe='')}"
+    @classmethod
+    def _ref_name(cls, session_id: str) -> str:
+        name = quote(session_id, safe="")
+        if name.startswith("."):  # ".", ".." and hidden names (".tmp-" is ours) are not file names for an id
+            name = "%2E" + name[1:]
+        if len(name) > cls._MAX_REF_NAME:
+            name = "%h-" + hashlib.sha256(session_id.encode("utf-8")).hexdigest()
+        return name
+
+    @classmethod
+    def _ref_key(cls, sha: str, session_id: str) -> str:
+        return f"refs/{sha}/{cls._ref_name(session_id)}"
+
+    def _ref_session(self, key: str) -> str | None:
+        name = key.rsplit("/", 1)[-1]
+        if name.startswith("%h-"):
+            data = self._read(key)
+            return None if data is None else data.decode("utf-8", "replace")
+        return unquote(name)
 
     @abstractmethod
     def _exists(self, key: str) -> bool: ...
@@ -124,50 +172,137 @@ class _KeyedArtifacts(ArtifactStore):
     def _read(self, key: str) -> bytes | None: ...
 
     @abstractmethod
-    def _list(self, prefix: str) -> list[str]: ...
+    def _list(self, prefix: str) -> list[str]:
+        """Keys starting with ``prefix`` (a folder or a partial name), sorted."""
 
     @abstractmethod
     def _delete(self, key: str) -> None: ...
 
+    @abstractmethod
+    def _move(self, key: str, to: str) -> bool:
+        """Move ``key`` to ``to`` (replacing it); False if ``key`` was gone."""
+
+    @abstractmethod
+    def _age(self, key: str) -> float | None:
+        """Seconds since ``key`` was last written, or None if it is gone."""
+
+    #: Whether ``_move`` keeps a key's age (a rename does; an object store's copy + delete does not).
+    _MOVE_KEEPS_AGE = False
+
+    def _drop_ref(self, key: str, grace: float) -> bool:
+        """Delete an old reference; False if a ``put()`` renewed it meanwhile (then it stays).
+
+        Where a move keeps the age, the reference is moved aside first (``%gc-`` never appears in a
+        quoted name) and its age checked again there, so a renewal that lands just before the move is
+        seen. An object store deletes it directly: a renewal within that instant is lost."""
+        if not self._MOVE_KEEPS_AGE:
+            self._delete(key)
+            return True
+        aside = f"{key}%gc-{uuid.uuid4().hex}"
+        if not self._move(key, aside):
+            return True
+        age = self._age(aside)
+        if age is not None and age < grace:  # renewed just now: put it back unless a newer one exists
+            if self._exists(key):
+                self._delete(aside)
+            else:
+                self._move(aside, key)
+            return False
+        self._delete(aside)
+        return True
+
     def put(self, data: bytes, *, session_id: str) -> str:
-        if not isinstance(session_id, str) or not session_id:
-            raise UsageError("put() needs the id of the session that references the artifact")
+        check_session_id(session_id)  # the id of the session that references the artifact
         data = bytes(data)
         sha = hashlib.sha256(data).hexdigest()
         key = self._blob_key(sha)
+        ref_key = self._ref_key(sha, session_id)
+        # the reference first, so a concurrent gc() that finds the blob unreferenced sees it on its re-check
+        self._write(ref_key, session_id.encode("utf-8") if ref_key.rsplit("/", 1)[-1].startswith("%h-") else b"")
         if not self._exists(key):
             self._write(key, data)
-        self._write(self._ref_key(sha, session_id), b"")
         return sha
 
     def get(self, sha: str) -> bytes | None:
-        data = self._read(self._blob_key(_check_sha(sha)))
+        key = self._blob_key(_check_sha(sha))
+        data = self._read(key)
+        if data is None:  # a gc() may have moved it aside for a moment: read that copy, then look again
+            for moved in self._list(key + ".gc-"):
+                data = self._read(moved)
+                if data is not None:
+                    break
+            else:
+                data = self._read(key)
         return None if data is None else _verify(sha, data, repr(self))
 
     def refs(self, sha: str) -> list[str]:
-        prefix = f"refs/{_check_sha(sha)}/"
-        return sorted(unquote(k[len(prefix):]) for k in self._list(prefix))
+        out = (self._ref_session(k) for k in self._list(f"refs/{_check_sha(sha)}/") if "%gc-" not in k)
+        return sorted({sid for sid in out if sid is not None})  # an older '.name' ref and its '%2Ename' are one
 
-    def gc(self, live_sessions: Iterable[str] | None = None) -> int:
-        live = None if live_sessions is None else set(live_sessions)
+    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS) -> int:
+        grace = _check_grace(grace_seconds)
+        named: Mapping[str, Collection[str]] | None = None
+        live: set[str] | None = None
+        if isinstance(live_sessions, Mapping):
+            named = live_sessions
+            live = set(live_sessions)
+        elif live_sessions is not None:
+            if isinstance(live_sessions, str):
+                raise UsageError("live_sessions takes a collection of session ids, not one string")
+            live = set(live_sessions)
+
+        def old(key: str) -> bool:
+            age = self._age(key)
+            return age is not None and age >= grace
+
         referenced: set[str] = set()
         for key in self._list("refs/"):
-            _, sha, sess = key.split("/", 2)
-            if live is not None and unquote(sess) not in live:
-                self._delete(key)
-            else:
+            parts = key.split("/")
+            if len(parts) != 3 or not SHA_RE.fullmatch(parts[1]):
+                continue
+            sha = parts[1]
+            if "%gc-" in parts[2]:  # moved aside by a gc() that did not finish: it was about to go
+                if old(key):
+                    self._delete(key)
+                continue
+            sid = self._ref_session(key)
+            dead = live is not None and sid not in live
+            orphan = named is not None and sid is not None and sid in named and sha not in named[sid]
+            if not ((dead or orphan) and old(key) and self._drop_ref(key, grace)):
                 referenced.add(sha)
         deleted = 0
         for key in self._list("blobs/"):
-            sha = key.rsplit("/", 1)[-1]
-            if sha not in referenced:
-                self._delete(key)
-                deleted += 1
+            name = key.rsplit("/", 1)[-1]
+            sha = name.split(".", 1)[0]
+            if not SHA_RE.fullmatch(sha):
+                continue
+            if name != sha:  # moved aside by a gc() that did not finish: put it back or drop it
+                if old(key):
+                    if self.refs(sha) and not self._exists(self._blob_key(sha)):
+                        self._move(key, self._blob_key(sha))
+                    else:
+                        self._delete(key)
+                continue
+            if sha in referenced:
+                continue
+            aside = f"{key}.gc-{uuid.uuid4().hex}"
+            if not self._move(key, aside):
+                continue
+            if self.refs(sha):  # a put() came in: its blob stays
+                if self._exists(key):
+                    self._delete(aside)
+                else:
+                    self._move(aside, key)
+                continue
+            self._delete(aside)
+            deleted += 1
         return deleted
 
 
 class FileArtifacts(_KeyedArtifacts):
     """Blobs in a folder (for a shared volume, or to keep a SQLite store small)."""
+
+    _MOVE_KEEPS_AGE = True  # os.replace keeps the file's mtime
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -179,19 +314,28 @@ class FileArtifacts(_KeyedArtifacts):
     def _path(self, key: str) -> Path:
         return self.root / key
 
+    def _fail(self, what: str, key: str, e: OSError) -> StoreError:
+        return StoreError(f"cannot {what} {self._path(key)} in {self!r}: {e.strerror or e}; check the folder "
+                          "exists, is writable and has free space")
+
     def _exists(self, key: str) -> bool:
         return self._path(key).exists()
 
     def _write(self, key: str, data: bytes) -> None:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        except OSError as e:
+            raise self._fail("write", key, e) from None
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
             os.replace(tmp, path)  # atomic: a reader never sees half a blob
-        except BaseException:
+        except BaseException as e:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(e, OSError):
+                raise self._fail("write", key, e) from None
             raise
 
     def _read(self, key: str) -> bytes | None:
@@ -199,16 +343,33 @@ class FileArtifacts(_KeyedArtifacts):
             return self._path(key).read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as e:
+            raise self._fail("read", key, e) from None
 
     def _list(self, prefix: str) -> list[str]:
-        base = self.root / prefix
-        if not base.exists():
+        folder = prefix if prefix.endswith("/") else prefix.rsplit("/", 1)[0] + "/"
+        base = self.root / folder
+        if not base.is_dir():
             return []
-        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*")
-                      if p.is_file() and not p.name.startswith(".tmp-"))
+        keys = (p.relative_to(self.root).as_posix() for p in base.rglob("*")
+                if p.is_file() and not p.name.startswith(".tmp-"))
+        return sorted(k for k in keys if k.startswith(prefix))
 
     def _delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
+
+    def _move(self, key: str, to: str) -> bool:
+        try:
+            os.replace(self._path(key), self._path(to))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _age(self, key: str) -> float | None:
+        try:
+            return time.time() - self._path(key).stat().st_mtime
+        except FileNotFoundError:
+            return None
 
 
 class ObjectArtifacts(_KeyedArtifacts):
@@ -253,6 +414,36 @@ class ObjectArtifacts(_KeyedArtifacts):
     def _delete(self, key: str) -> None:
         self._obs.delete(self.store, self.prefix + key)
 
+    def _move(self, key: str, to: str) -> bool:
+        try:  # rename is copy + delete on most object stores: gc() re-checks references after it
+            self._obs.rename(self.store, self.prefix + key, self.prefix + to)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def _age(self, key: str) -> float | None:
+        try:
+            meta = self._obs.head(self.store, self.prefix + key)
+        except FileNotFoundError:
+            return None
+        return time.time() - meta["last_modified"].timestamp()
+
+
+def collect_garbage(store: Store, artifacts: ArtifactStore | None = None, *,
+                    grace_seconds: float = GC_GRACE_SECONDS, vacuum: bool = True) -> dict[str, int]:
+    """Collect garbage in ``store`` and, when it keeps its blobs elsewhere, in ``artifacts``: references
+    of deleted sessions, references no event names (older than ``grace_seconds``), unreferenced blobs;
+    then shrink the store (``vacuum``). Returns ``{"refs_dropped", "blobs_deleted", "bytes_before",
+    "bytes_after"}`` (``blobs_deleted`` counts both stores)."""
+    grace = _check_grace(grace_seconds)
+    external = 0
+    if artifacts is not None and not isinstance(artifacts, EmbeddedArtifacts):
+        live = {r.id: store.named_artifacts(r.id) for r in store.list_sessions()}
+        external = artifacts.gc(live, grace_seconds=grace)
+    report = store.gc(grace_seconds=grace, vacuum=vacuum)
+    report["blobs_deleted"] += external
+    return report
+
 
 __all__ = [
     "ArtifactStore",
@@ -260,5 +451,6 @@ __all__ = [
     "FileArtifacts",
     "ObjectArtifacts",
     "artifact_uri",
+    "collect_garbage",
     "parse_ref",
 ]

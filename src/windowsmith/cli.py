@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar, cast
 
 import click
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -21,15 +25,86 @@ def _console() -> Console:
     return Console(highlight=False)
 
 
-def _fail(e: Exception) -> None:
+def _fail(e: Exception) -> NoReturn:
     click.echo(f"error: {e}", err=True)
     sys.exit(2)
 
 
-def _engine(model: str, store: str | None, window: int | None = None, fmt: str | None = None) -> Any:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _clean_errors(fn: F) -> F:
+    """Turn every error a user can cause (a bad store, a bad trace, a read-only folder) into one line
+    on stderr and exit status 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except WindowsmithError as e:
+            _fail(e)
+        except RecursionError:
+            _fail(WindowsmithError("the input is nested too deeply to process; flatten it (at most a few "
+                                   "hundred levels of nested lists and objects)"))
+        except OSError as e:
+            where = f" {e.filename}" if getattr(e, "filename", None) else ""
+            hint = ("; the file system is read-only: pass --store (or set WINDOWSMITH_HOME) to a writable folder"
+                    if e.errno == errno.EROFS else "")
+            _fail(WindowsmithError(f"cannot access{where}: {e.strerror or e}{hint}"))
+
+    return cast(F, wrapper)
+
+
+def _engine(model: str, store: Any, window: int | None = None, fmt: str | None = None) -> Any:
     from .engine import Engine
 
     return Engine(model=model, store=store, window=window, format=fmt)
+
+
+def _existing_store(store: str | None) -> Any:
+    """The store ``--store`` names, which must exist: read-only commands never create one."""
+    from .store import open_store
+
+    return open_store(store, create=False)
+
+
+def _fits(cols: list[tuple[str, str, list[str]]], width: int, *, drop: Sequence[str] = (),
+          fold: str | None = None) -> tuple[list[tuple[str, str, list[str]]], list[str]]:
+    """The columns (header, justify, cells) that fit in ``width`` characters, dropping those named in
+    ``drop`` (in that order) until they do; ``fold`` is a text column that may wrap (counted at 12)."""
+    def need(cs: list[tuple[str, str, list[str]]]) -> int:
+        return 1 + sum(3 + (min(12, _natural(c)) if c[0] == fold else _natural(c)) for c in cs)
+
+    hidden: list[str] = []
+    for name in drop:
+        if need(cols) <= width:
+            break
+        if any(c[0] == name for c in cols):
+            cols = [c for c in cols if c[0] != name]
+            hidden.append(name)
+    return cols, hidden
+
+
+def _natural(col: tuple[str, str, list[str]]) -> int:
+    return max([len(col[0]), *(len(v) for v in col[2])])
+
+
+def _table(title: str, cols: list[tuple[str, str, list[str]]], console: Console, *, drop: Sequence[str] = (),
+           fold: str | None = None) -> Table:
+    """A table readable at the console's width: numbers never truncated ("8,…"); optional columns
+    dropped (named in the caption) when the terminal is too narrow; ``fold`` wraps instead."""
+    cols, hidden = _fits(cols, console.width, drop=drop, fold=fold)
+    caption = f"hidden at {console.width} columns: {', '.join(hidden)} (widen the terminal or use --json)" if hidden else None
+    t = Table(title=title, caption=caption, pad_edge=True)
+    for name, just, cells in cols:
+        justify: JustifyMethod = "left" if just == "left" else "right"
+        if name == fold:
+            t.add_column(name, justify=justify, overflow="fold", min_width=min(12, _natural((name, justify, cells))))
+        else:
+            t.add_column(name, justify=justify, no_wrap=True, min_width=_natural((name, justify, cells)))
+    for row in zip(*(c[2] for c in cols), strict=True):
+        t.add_row(*row)
+    return t
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,27 +113,32 @@ def main() -> None:
     """windowsmith: budgeted, cache-ordered context windows for LLM agents."""
 
 
-def _turn_table(title: str, turns: list[Any], layer_names: list[str]) -> Table:
+_SHORT = {"instructions": "instr", "history": "history", "evidence": "evid", "knowledge": "know"}
+
+#: What each column of the per-turn report means (printed under the demo's and replay's table).
+TURN_LEGEND = (
+    "turn: model call; msgs: messages sent; {layers}: tokens per layer; total: tokens sent; "
+    "shared: leading tokens identical to the previous call's request; read / write: tokens billed as "
+    "cache reads / cache writes; $: the call's cost at the model's prices (USD); actions: compaction"
+)
+
+
+def _turn_table(title: str, turns: list[Any], layer_names: list[str], console: Console) -> Table:
     """Per-turn report: tokens by layer, total, prefix shared with the previous call, cache read/write, cost."""
-    short = {"instructions": "instr", "history": "history", "evidence": "evid", "knowledge": "know"}
-    t = Table(title=title, show_lines=False, pad_edge=False)
-    t.add_column("turn", justify="right")
-    t.add_column("msgs", justify="right")
-    for name in layer_names:
-        t.add_column(short.get(name, name), justify="right", no_wrap=True)
-    for col in ("total", "shared", "read", "write", "$"):
-        t.add_column(col, justify="right", no_wrap=True)
-    with_actions = any(r.actions for r in turns)
-    if with_actions:
-        t.add_column("actions")
-    for r in turns:
-        row = [str(r.turn), str(r.messages), *[f"{r.layers.get(n, 0):,}" for n in layer_names],
-               f"{r.tokens:,}", f"{r.shared_prefix_tokens:,}", f"{r.cache_read_tokens:,}", f"{r.cache_write_tokens:,}",
-               f"{r.cost_usd:.4f}"]
-        if with_actions:
-            row.append(", ".join(r.actions))
-        t.add_row(*row)
-    return t
+    cols: list[tuple[str, str, list[str]]] = [
+        ("turn", "right", [str(r.turn) for r in turns]),
+        ("msgs", "right", [str(r.messages) for r in turns]),
+        *[(_SHORT.get(n, n), "right", [f"{r.layers.get(n, 0):,}" for r in turns]) for n in layer_names],
+        ("total", "right", [f"{r.tokens:,}" for r in turns]),
+        ("shared", "right", [f"{r.shared_prefix_tokens:,}" for r in turns]),
+        ("read", "right", [f"{r.cache_read_tokens:,}" for r in turns]),
+        ("write", "right", [f"{r.cache_write_tokens:,}" for r in turns]),
+        ("$", "right", [f"{r.cost_usd:.4f}" for r in turns]),
+    ]
+    if any(r.actions for r in turns):
+        cols.append(("actions", "left", [", ".join(r.actions) for r in turns]))
+    optional = ["shared", "msgs", *[_SHORT.get(n, n) for n in reversed(layer_names) if n != "history"], "write"]
+    return _table(title, cols, console, drop=optional, fold="actions")
 
 
 def _layer_names(turns: list[Any]) -> list[str]:
@@ -72,23 +152,26 @@ def _layer_names(turns: list[Any]) -> list[str]:
 
 
 def _run_replay(trace: Any, model: str, store: str | None, window: int | None, fmt: str | None,
-                as_json: bool, session_id: str | None = None) -> Any:
+                as_json: bool, session_id: str | None = None, replace: bool = False) -> Any:
     from .replay import replay_trace
 
     with _engine(model, store, window, fmt) as engine:
         n_calls = sum(1 for m in trace.messages if m.role == "assistant")
         if as_json:
-            return replay_trace(trace, engine, session_id=session_id)
+            return replay_trace(trace, engine, session_id=session_id, replace=replace)
         with Progress(TextColumn("[bold]replaying[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
             task = progress.add_task(trace.id, total=n_calls)
-            return replay_trace(trace, engine, session_id=session_id, on_turn=lambda r: progress.advance(task))
+            return replay_trace(trace, engine, session_id=session_id, replace=replace,
+                                on_turn=lambda r: progress.advance(task))
 
 
 def _print_replay(result: Any, console: Console) -> None:
     names = _layer_names(result.turns)
     console.print(_turn_table(
-        f"{result.trace_id} → {result.model} ({result.format}), window {result.window:,}", result.turns, names))
+        f"{result.trace_id} → {result.model} ({result.format}), window {result.window:,}", result.turns, names,
+        console))
+    console.print(TURN_LEGEND.format(layers=", ".join(_SHORT.get(n, n) for n in names) or "layers"), style="dim")
     d = result.to_dict()["totals"]
     console.print(
         f"{d['turns']} model calls, {d['input_tokens']:,} input tokens, peak {d['peak_tokens']:,}, "
@@ -102,21 +185,22 @@ def _print_replay(result: Any, console: Console) -> None:
 @click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model whose window and prices to use.")
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the per-turn report as JSON.")
-def demo(model: str, store: str | None, as_json: bool) -> None:
-    """Replay the bundled real tau-bench trace through the engine and print a per-turn report."""
+@click.option("--replace", is_flag=True, help="Replace an existing 'demo' session instead of writing to demo-2, demo-3, ...")
+@_clean_errors
+def demo(model: str, store: str | None, as_json: bool, replace: bool) -> None:
+    """Replay the bundled real tau-bench trace through the engine and print a per-turn report.
+
+    Writes to a new session ('demo', or the first free 'demo-N'); --replace overwrites 'demo'."""
     from .traces import demo_trace_path, load_traces
 
-    try:
-        trace = load_traces(demo_trace_path())[0]
-        result = _run_replay(trace, model, store, None, None, as_json, session_id="demo")
-    except WindowsmithError as e:
-        _fail(e)
+    trace = load_traces(demo_trace_path())[0]
+    result = _run_replay(trace, model, store, None, None, as_json, session_id="demo", replace=replace)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     console = _console()
     _print_replay(result, console)
-    console.print("inspect it with: windowsmith inspect demo")
+    console.print(f"inspect it with: windowsmith inspect {result.session_id}")
 
 
 @main.command()
@@ -130,18 +214,22 @@ def demo(model: str, store: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a self-contained HTML report with charts to this file.")
+@click.option("--session", "session_id", default=None,
+              help="Session id to replay into (default replay-<trace id>; taken ids get a -2, -3, ... suffix).")
+@click.option("--replace", is_flag=True, help="Replace an existing session with that id instead of using a new one.")
+@_clean_errors
 def replay(trace_path: Path, trace_format: str | None, index: int, model: str, window: int | None, fmt: str | None,
-           store: str | None, as_json: bool, html_out: Path | None = None) -> None:
-    """Feed a recorded trace turn by turn through the engine and report each model call."""
+           store: str | None, as_json: bool, html_out: Path | None = None, session_id: str | None = None,
+           replace: bool = False) -> None:
+    """Feed a recorded trace turn by turn through the engine and report each model call.
+
+    Each replay goes to its own new session; an existing one is replaced only with --replace."""
     from .traces import load_traces
 
-    try:
-        traces = load_traces(trace_path, format=trace_format)
-        if not 0 <= index < len(traces):
-            raise click.BadParameter(f"{trace_path} holds {len(traces)} run(s); --index must be in 0..{len(traces) - 1}")
-        result = _run_replay(traces[index], model, store, window, fmt, as_json)
-    except WindowsmithError as e:
-        _fail(e)
+    traces = load_traces(trace_path, format=trace_format)
+    if not 0 <= index < len(traces):
+        raise click.BadParameter(f"{trace_path} holds {len(traces)} run(s); --index must be in 0..{len(traces) - 1}")
+    result = _run_replay(traces[index], model, store, window, fmt, as_json, session_id=session_id, replace=replace)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -180,12 +268,12 @@ def bench(paths: tuple[Path, ...], windows: str, model: str, strategies: str | N
 @click.argument("session_id")
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the manifests as JSON.")
+@_clean_errors
 def inspect(session_id: str, store: str | None, as_json: bool) -> None:
     """Per-turn composition of every pack built for SESSION_ID."""
     from .manifest import Manifest
-    from .store import open_store
 
-    with open_store(store) as st:
+    with _existing_store(store) as st:
         if st.get_session(session_id) is None:
             _fail(WindowsmithError(f"no session {session_id!r} in the store; list them with `windowsmith sessions`"))
         packs = [Manifest.from_dict(m) for m in st.list_packs(session_id)]
@@ -197,16 +285,19 @@ def inspect(session_id: str, store: str | None, as_json: bool) -> None:
         for k, v in p.layers.items():
             if v["used"]:
                 names.setdefault(k, None)
-    t = Table(title=f"session {session_id}: {len(packs)} pack(s)")
-    t.add_column("#", justify="right")
-    t.add_column("pack", no_wrap=True, min_width=15)
-    for col in ("seq", *names, "total", "fill", "prefix", "actions"):
-        t.add_column(col, justify="left" if col == "actions" else "right")
-    for i, p in enumerate(packs, 1):
-        t.add_row(str(i), p.pack_id[:15], str(p.seq), *[f"{p.layers.get(n, {}).get('used', 0):,}" for n in names],
-                  f"{p.tokens:,}", f"{p.fill:.0%}", f"{p.cache.get('prefix_tokens', 0):,}",
-                  ", ".join(f"{a['kind']} {a['layer']}" for a in p.actions))
-    _console().print(t)
+    cols: list[tuple[str, str, list[str]]] = [
+        ("#", "right", [str(i) for i in range(1, len(packs) + 1)]),
+        ("pack", "left", [p.pack_id[:15] for p in packs]),
+        ("seq", "right", [str(p.seq) for p in packs]),
+        *[(_SHORT.get(n, n), "right", [f"{p.layers.get(n, {}).get('used', 0):,}" for p in packs]) for n in names],
+        ("total", "right", [f"{p.tokens:,}" for p in packs]),
+        ("fill", "right", [f"{p.fill:.0%}" for p in packs]),
+        ("prefix", "right", [f"{p.cache.get('prefix_tokens', 0):,}" for p in packs]),
+        ("actions", "left", [", ".join(f"{a['kind']} {a['layer']}" for a in p.actions) for p in packs]),
+    ]
+    optional = ["#", "seq", "prefix", *[_SHORT.get(n, n) for n in reversed(names) if n != "history"]]
+    console = _console()
+    console.print(_table(f"session {session_id}: {len(packs)} pack(s)", cols, console, drop=optional, fold="actions"))
 
 
 @main.command()
@@ -214,17 +305,14 @@ def inspect(session_id: str, store: str | None, as_json: bool) -> None:
 @click.argument("pack_b")
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
+@_clean_errors
 def diff(pack_a: str, pack_b: str, store: str | None, as_json: bool) -> None:
     """What changed between two packs (ids or unique prefixes) and where the cache prefix broke."""
     from .manifest import Manifest
     from .manifest import diff as diff_manifests
-    from .store import open_store
 
-    with open_store(store) as st:
-        try:
-            ma, mb = st.get_pack(pack_a), st.get_pack(pack_b)
-        except WindowsmithError as e:
-            _fail(e)
+    with _existing_store(store) as st:
+        ma, mb = st.get_pack(pack_a), st.get_pack(pack_b)
         for pid, m in ((pack_a, ma), (pack_b, mb)):
             if m is None:
                 _fail(WindowsmithError(f"no pack {pid!r}; list packs with `windowsmith inspect SESSION`"))
@@ -249,31 +337,28 @@ def diff(pack_a: str, pack_b: str, store: str | None, as_json: bool) -> None:
 
 @main.command()
 @click.option("--store", default=None, help=STORE_HELP)
+@_clean_errors
 def sessions(store: str | None) -> None:
     """List the sessions in the store."""
-    from .store import open_store
-
-    with open_store(store) as st:
-        t = Table(title="sessions")
-        for col in ("session", "events", "created"):
-            t.add_column(col)
-        for r in st.list_sessions():
-            t.add_row(r.id, str(r.event_count), str(r.created_at))
-        _console().print(t)
+    with _existing_store(store) as st:
+        records = st.list_sessions()
+    cols: list[tuple[str, str, list[str]]] = [
+        ("session", "left", [r.id for r in records]),
+        ("events", "right", [f"{r.event_count:,}" for r in records]),
+        ("created (UTC)", "left", [r.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") for r in records]),
+    ]
+    console = _console()
+    console.print(_table(f"sessions ({len(records)})", cols, console, fold="session"))
 
 
 @main.command()
 @click.argument("session_id")
 @click.option("--store", default=None, help=STORE_HELP)
+@_clean_errors
 def verify(session_id: str, store: str | None) -> None:
     """Recompute every hash of SESSION_ID's log and check the parent links."""
-    from .store import open_store
-
-    with open_store(store) as st:
-        try:
-            st.verify(session_id)
-        except WindowsmithError as e:
-            _fail(e)
+    with _existing_store(store) as st:
+        st.verify(session_id)
     click.echo(f"session {session_id}: log verified")
 
 
@@ -283,18 +368,52 @@ def verify(session_id: str, store: str | None) -> None:
 @click.option("--window", type=int, default=None, help="Override the model's context window (tokens).")
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--reason", default=None, help="Why (recorded in the compaction record).")
+@_clean_errors
 def compact(session_id: str, model: str, window: int | None, store: str | None, reason: str | None) -> None:
     """Compact SESSION_ID now: fold old tool results, summarize the oldest span (offline summarizer).
 
     Appends compaction records to the log; nothing is deleted."""
-    try:
-        with _engine(model, store, window) as eng:
-            if eng.store.get_session(session_id) is None:
-                raise click.ClickException(f"no session {session_id!r} in the store; list them with `windowsmith sessions`")
-            result = eng.session(session_id).compact(reason=reason or "windowsmith compact")
-    except WindowsmithError as e:
-        _fail(e)
+    with _existing_store(store) as st, _engine(model, st, window) as eng:
+        if eng.store.get_session(session_id) is None:
+            raise click.ClickException(f"no session {session_id!r} in the store; list them with `windowsmith sessions`")
+        result = eng.session(session_id).compact(reason=reason or "windowsmith compact")
     click.echo(result.describe())
+
+
+@main.command()
+@click.argument("session_id")
+@click.option("--store", default=None, help=STORE_HELP)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@_clean_errors
+def delete(session_id: str, store: str | None, yes: bool) -> None:
+    """Delete SESSION_ID: its events, packs and blob references.
+
+    Its blobs, and the space it took in the store, are freed by `windowsmith gc`."""
+    with _existing_store(store) as st:
+        rec = st.get_session(session_id)
+        if rec is None:
+            _fail(WindowsmithError(f"no session {session_id!r} in the store; list them with `windowsmith sessions`"))
+        if not yes:
+            click.confirm(f"delete session {session_id!r} ({rec.event_count:,} events)?", abort=True, err=True)
+        st.delete_session(session_id)
+    click.echo(f"deleted session {session_id}; run `windowsmith gc` to free its blobs and shrink the store")
+
+
+@main.command()
+@click.option("--store", default=None, help=STORE_HELP)
+@click.option("--grace", "grace_seconds", type=click.FloatRange(min=0), default=3600.0, show_default=True,
+              help="Keep blob references younger than this many seconds (an append may still be on its way).")
+@click.option("--no-vacuum", is_flag=True, help="Skip VACUUM (which rewrites a SQLite file and needs free space).")
+@_clean_errors
+def gc(store: str | None, grace_seconds: float, no_vacuum: bool) -> None:
+    """Free blobs no session uses (deleted sessions, lost appends), then VACUUM the store so deleted
+    content leaves the file."""
+    from .artifacts import collect_garbage
+
+    with _existing_store(store) as st:
+        r = collect_garbage(st, grace_seconds=grace_seconds, vacuum=not no_vacuum)
+    click.echo(f"dropped {r['refs_dropped']:,} orphan reference(s), deleted {r['blobs_deleted']:,} blob(s); "
+               f"store {r['bytes_before']:,} → {r['bytes_after']:,} bytes")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .artifacts import ArtifactStore, EmbeddedArtifacts
+from .artifacts import GC_GRACE_SECONDS, ArtifactStore, EmbeddedArtifacts, collect_garbage
 from .budget import BudgetConfig
 from .build import Builder, Pack, check_format
 from .compaction.base import Reference, Summarizer
@@ -45,6 +45,7 @@ from .model import (
     Usage,
     block_from_dict,
     blocks_from_content,
+    check_json_value,
     clean_text,
 )
 from .registry import ModelSpec, Registry, load_registry
@@ -129,6 +130,16 @@ class Engine:
     def sessions(self) -> list[str]:
         return [r.id for r in self.store.list_sessions()]
 
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session: its events, packs and blob references; return whether it existed. Its
+        blobs (and the space in the store) are freed by :meth:`gc`."""
+        return self.store.delete_session(session_id)
+
+    def gc(self, *, grace_seconds: float = GC_GRACE_SECONDS, vacuum: bool = True) -> dict[str, int]:
+        """Collect garbage: unreferenced and orphaned blobs (here and in ``artifacts``), then shrink the
+        store (``vacuum``) so deleted content leaves the file. See :func:`windowsmith.artifacts.collect_garbage`."""
+        return collect_garbage(self.store, self.artifacts, grace_seconds=grace_seconds, vacuum=vacuum)
+
     def renderer(self, fmt: str) -> Renderer:
         r = self._renderers.get(fmt)
         if r is None:
@@ -162,6 +173,13 @@ class Session:
     def state(self) -> SessionState:
         """The session's state, folded from its log."""
         return self.log.state
+
+    def refresh(self) -> int:
+        """Catch up with events other writers appended since this session last read the log (after a
+        :class:`~windowsmith.errors.ConflictError`, for example); return how many were applied.
+
+        Reads only the events after the session's current seq, so it costs what is new, not the log."""
+        return self.log.refresh()
 
     # ------------------------------------------------------------------ writing events
 
@@ -354,6 +372,7 @@ class Session:
         """Record the result of a tool call. ``output``: text, bytes, a JSON-able value, or text/image
         blocks. It is redacted, and offloaded with a compressed view when large (see :meth:`add`)."""
         self._check_result(call_id, self.state.open_calls)
+        check_json_value(output, "tool output")
         name = self.state.call_names.get(call_id)
         ing = self._ingest(output, name, call_id)
         return self._add(Message("tool", (ToolResult(call_id, ing.blocks, bool(is_error), name),)), {call_id: ing})

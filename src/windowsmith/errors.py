@@ -13,6 +13,7 @@
         ├── BudgetExceededError       a required layer cannot fit in window - reserved output
         │   └── BudgetBlockedError    the request stays over BudgetConfig.block_at after compaction and fitting
         ├── StoreError                the session store failed (corrupt log, hash mismatch, migration)
+        │   └── ConflictError         another writer appended to the session first: refresh() and retry
         ├── TokenizerError            a shipped BPE file is missing or does not match its expected hash
         └── ProviderResponseError     a provider response could not be parsed
 
@@ -93,6 +94,21 @@ class StoreError(RuntimeFailure):
     """The session store failed: corrupt log, hash mismatch, failed migration."""
 
 
+class ConflictError(StoreError):
+    """Another writer appended to the session since this one last read it (its head moved on).
+
+    Nothing was written. Catch up with ``Session.refresh()`` (or re-read ``store.head()``) and retry
+    the call; a subclass of :class:`StoreError`, so code catching that keeps working.
+    """
+
+    def __init__(self, message: str, *, session_id: str = "", head: str | None = None,
+                 expected: str | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.head = head
+        self.expected = expected
+
+
 class TokenizerError(RuntimeFailure):
     """A shipped tokenizer file is missing or corrupt."""
 
@@ -105,6 +121,7 @@ __all__ = [
     "BudgetBlockedError",
     "BudgetExceededError",
     "ConfigError",
+    "ConflictError",
     "InvalidMessageError",
     "InvalidToolSchemaError",
     "ProviderResponseError",

@@ -26,6 +26,13 @@ class SessionLog:
     def state(self) -> SessionState:
         return self._state
 
+    def refresh(self) -> int:
+        """Fold the events other writers appended after this state's seq; returns how many."""
+        events = self.store.events(self.session_id, since_seq=self._state.seq + 1)
+        for ev in events:
+            self._state.apply(ev)
+        return len(events)
+
     def append_event(self, kind: str, data: Mapping[str, Any]) -> None:
         """Append one event (optimistically, after the state's head) and fold it into the state."""
         ev = self.store.append(self.session_id, kind, dict(data), expected_parent=self._state.head)

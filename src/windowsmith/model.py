@@ -29,6 +29,42 @@ Role = Literal["user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "tool")
 
 
+#: The deepest nesting of lists and objects accepted in tool arguments, tool output and trace files.
+#: Deeper values would overflow Python's recursion limit in JSON encoding and redaction; real tool
+#: output (ASTs, API responses) stays far below it.
+MAX_JSON_DEPTH = 200
+
+#: Python refuses to turn an int of more digits than this into text (``sys.get_int_max_str_digits``).
+_MAX_INT_BITS = 14_000  # ~4,214 decimal digits, under the 4,300-digit default
+
+
+def check_json_value(value: Any, where: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Raise :class:`InvalidMessageError` if ``value`` nests lists/dicts deeper than ``max_depth`` or
+    holds an integer too long to write as JSON text. Iterative, so it cannot overflow the stack itself."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, Mapping):
+            children: Any = v.values()
+        elif isinstance(v, list | tuple):
+            children = v
+        elif isinstance(v, int) and not isinstance(v, bool):
+            if v.bit_length() > _MAX_INT_BITS:
+                raise InvalidMessageError(
+                    f"{where} holds an integer of about {int(v.bit_length() * 0.30103):,} digits, more than "
+                    "JSON text can carry here (4,300); pass it as a string"
+                )
+            continue
+        else:
+            continue
+        if depth > max_depth:
+            raise InvalidMessageError(
+                f"{where} is nested more than {max_depth} levels deep (lists/objects inside each other); "
+                "flatten it or pass it as text (json.dumps) instead"
+            )
+        stack.extend((c, depth + 1) for c in children)
+
+
 def clean_text(value: Any, where: str) -> tuple[str, bool]:
     """Return ``value`` as valid UTF-8 text and whether it had to be repaired.
 
@@ -101,6 +137,9 @@ class ToolCall:
     arguments: Mapping[str, Any]
     kind: Literal["tool_call"] = field(default="tool_call", init=False)
 
+    def __post_init__(self) -> None:
+        check_json_value(self.arguments, f"the arguments of tool call {self.id!r}")
+
     @cached_property
     def arguments_json(self) -> str:
         return json.dumps(self.arguments, ensure_ascii=False, sort_keys=False, separators=(",", ":"))
@@ -141,6 +180,9 @@ class Thinking:
     data: Mapping[str, Any]
     text: str = ""  # readable text when the provider gives it (for counting and display)
     kind: Literal["thinking"] = field(default="thinking", init=False)
+
+    def __post_init__(self) -> None:
+        check_json_value(self.data, f"the data of a thinking block ({self.provider or 'no provider'})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "thinking", "provider": self.provider, "data": dict(self.data), "text": self.text}
@@ -202,9 +244,13 @@ def parse_arguments(raw: str, where: str = "tool call") -> dict[str, Any]:
         return {}
     try:
         v = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # invalid JSON, an int too long to parse, nesting too deep
         return {"_raw": raw}
     if not isinstance(v, dict):
+        return {"_raw": raw}
+    try:
+        check_json_value(v, where)
+    except InvalidMessageError:
         return {"_raw": raw}
     return v
 
@@ -442,6 +488,7 @@ __all__ = [
     "block_from_dict",
     "blocks_from_content",
     "clean_text",
+    "check_json_value",
     "parse_arguments",
     "validate_tool_schema",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 from .costs import call_cost
 from .engine import Engine, Pack
 from .request import NeutralRequest
+from .store.base import MAX_SESSION_ID, check_session_id
 
 
 @dataclass
@@ -90,13 +91,18 @@ def replay_trace(
     session_id: str | None = None,
     fmt: str | None = None,
     on_turn: Callable[[TurnReport], None] | None = None,
-    fresh: bool = True,
+    replace: bool = False,
     calibrate: bool = False,
 ) -> ReplayResult:
-    """Replay ``trace`` (a :class:`windowsmith.traces.Trace`) into a session of ``engine``."""
-    sid = session_id or f"replay-{trace.id}"
-    if fresh and engine.store.get_session(sid) is not None:
-        engine.store.delete_session(sid)
+    """Replay ``trace`` (a :class:`windowsmith.traces.Trace`) into a new session of ``engine``.
+
+    ``session_id``: the session to create; when it is taken, the replay goes to the first free
+    ``<id>-2``, ``<id>-3``, … (the result's ``session_id`` says which), unless ``replace=True``,
+    which deletes the existing session first. Default id: ``replay-<trace id>``. A replay never
+    appends to an existing session."""
+    if session_id is None:  # derived from the trace id: made a valid session id
+        session_id = "".join(c if c.isprintable() else "_" for c in f"replay-{trace.id}")[:MAX_SESSION_ID].strip()
+    sid = free_session_id(engine, session_id, replace=replace)
     s = engine.session(sid)
     if trace.system:
         s.system(trace.system)
@@ -150,4 +156,23 @@ def replay_trace(
     return result
 
 
-__all__ = ["ReplayResult", "TurnReport", "replay_trace"]
+def free_session_id(engine: Engine, base: str, *, replace: bool = False) -> str:
+    """``base`` if no session has it (or ``replace``: after deleting that session), else the first free
+    ``base-2``, ``base-3``, … (``base`` shortened to keep the id within ``MAX_SESSION_ID``)."""
+    store = engine.store
+    check_session_id(base)
+    if store.get_session(base) is None:
+        return base
+    if replace:
+        engine.delete_session(base)
+        return base
+    n = 2
+    while True:
+        suffix = f"-{n}"
+        sid = base[: MAX_SESSION_ID - len(suffix)] + suffix
+        if store.get_session(sid) is None:
+            return sid
+        n += 1
+
+
+__all__ = ["ReplayResult", "TurnReport", "free_session_id", "replay_trace"]

@@ -21,15 +21,18 @@ backends only write prepared rows. Errors follow :mod:`windowsmith.errors`: a ba
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Self, TypeVar
 
-from ..errors import InvalidMessageError, StoreError, UsageError
+from ..errors import ConflictError, InvalidMessageError, StoreError, UsageError
 from ..hashing import HASH_SCHEME, canonical_json, chain_hash
 from ..model import EVENT_KINDS, Event
+
+_SHA_IN_TEXT = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 
 #: Highest U+ code point; ``prefix <= id < prefix + _MAX_CHAR`` selects the ids starting with prefix.
 _MAX_CHAR = "\U0010ffff"
@@ -60,9 +63,34 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+#: The longest session id any store accepts (characters). Every backend and artifact store takes the
+#: same ids: a folder store keeps one as a file name (255 bytes on most file systems).
+MAX_SESSION_ID = 200
+
+
 def check_session_id(session_id: Any) -> str:
+    """``session_id`` if it is a valid session id, else ``UsageError`` saying why.
+
+    Valid everywhere (SQLite, PostgreSQL, folder and object artifact stores): a non-empty string of
+    at most :data:`MAX_SESSION_ID` printable characters (no control characters such as NUL or newline,
+    no lone surrogates, no leading or trailing whitespace)."""
     if not isinstance(session_id, str) or not session_id:
-        raise UsageError(f"a session id must be a non-empty string, got {session_id!r}")
+        raise UsageError(f"a session id must be a non-empty string, got {session_id!r:.80}")
+    if len(session_id) > MAX_SESSION_ID:
+        raise UsageError(
+            f"session id {session_id[:40]!r}... is {len(session_id)} characters; the limit is {MAX_SESSION_ID}: "
+            "use a shorter id (a hash of a long key, for example)"
+        )
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in session_id):
+        raise UsageError(f"session id {session_id!r:.80} contains a lone surrogate; pass valid Unicode text")
+    if not session_id.isprintable():
+        bad = next(c for c in session_id if not c.isprintable())
+        raise UsageError(
+            f"session id {session_id!r:.80} contains the non-printable character {bad!r} (U+{ord(bad):04X}); "
+            "session ids must be printable text (no NUL, newline, tab or other control characters)"
+        )
+    if session_id != session_id.strip():
+        raise UsageError(f"session id {session_id!r:.80} starts or ends with whitespace; strip it")
     return session_id
 
 
@@ -108,10 +136,12 @@ def prepare_events(items: Sequence[tuple[str, Mapping[str, Any]]], parent: str |
     return out
 
 
-def moved_on(session_id: str, head: str | None, expected: str | None) -> StoreError:
-    return StoreError(
-        f"session {session_id!r} moved on: head is {head}, expected {expected}; "
-        "reload the session (store.head()) and rebuild before appending"
+def moved_on(session_id: str, head: str | None, expected: str | None) -> ConflictError:
+    return ConflictError(
+        f"session {session_id!r} moved on: head is {head}, expected {expected} (ConflictError: another "
+        "writer appended first; nothing was written); catch up with session.refresh() (or re-read "
+        "store.head()) and retry the call",
+        session_id=session_id, head=head, expected=expected,
     )
 
 
@@ -322,6 +352,57 @@ class Store(ABC):
     def gc_blobs(self) -> int:
         """Delete every blob no session references; return how many were deleted."""
 
+    def named_artifacts(self, session_id: str) -> set[str]:
+        """Every sha256 the session's events name (``artifact://<sha>`` in text, bare shas in
+        compaction records): the blobs the session really uses."""
+        named: set[str] = set()
+        for e in self.events(session_id):
+            named.update(_SHA_IN_TEXT.findall(canonical_json(e.data)))
+        return named
+
+    @abstractmethod
+    def _stale_refs(self, cutoff: datetime) -> list[tuple[str, str]]:
+        """(sha, session id) of the blob references recorded (or last re-recorded) before ``cutoff``."""
+
+    @abstractmethod
+    def _drop_refs(self, pairs: Sequence[tuple[str, str]], cutoff: datetime) -> int:
+        """Delete the references in ``pairs`` that are still older than ``cutoff``; return how many."""
+
+    @abstractmethod
+    def vacuum(self) -> None:
+        """Give the space of deleted rows back (SQLite: ``VACUUM`` and a WAL checkpoint, so deleted
+        content is gone from the file; PostgreSQL: ``VACUUM`` of the store's tables)."""
+
+    @abstractmethod
+    def size_bytes(self) -> int:
+        """Bytes the store takes on disk (SQLite: the file and its WAL; PostgreSQL: its tables)."""
+
+    def gc(self, *, grace_seconds: float = 3600.0, vacuum: bool = True) -> dict[str, int]:
+        """Collect garbage: drop blob references no event of their session names (an append that lost
+        a race, or a process killed between storing a blob and appending the event that names it),
+        then every blob no session references, then (``vacuum``) shrink the store.
+
+        References younger than ``grace_seconds`` are kept: an append may be on its way. Returns
+        ``{"refs_dropped", "blobs_deleted", "bytes_before", "bytes_after"}``."""
+        if not isinstance(grace_seconds, int | float) or isinstance(grace_seconds, bool) or grace_seconds < 0:
+            raise UsageError(f"grace_seconds must be a number of seconds >= 0, got {grace_seconds!r}")
+        before = self.size_bytes()
+        cutoff = now_utc() - timedelta(seconds=grace_seconds)
+        stale = self._stale_refs(cutoff)
+        named: dict[str, set[str]] = {}
+        orphans: list[tuple[str, str]] = []
+        for sha, sid in stale:
+            if sid not in named:
+                named[sid] = self.named_artifacts(sid)
+            if sha not in named[sid]:
+                orphans.append((sha, sid))
+        dropped = self._drop_refs(orphans, cutoff) if orphans else 0
+        deleted = self.gc_blobs()
+        if vacuum:
+            self.vacuum()
+        return {"refs_dropped": dropped, "blobs_deleted": deleted, "bytes_before": before,
+                "bytes_after": self.size_bytes()}
+
     # -- key-value --------------------------------------------------------------------------------
 
     @abstractmethod
@@ -363,8 +444,8 @@ def check_blob(sha: str, raw: bytes, where: str) -> bytes:
 
 
 def check_pack_args(pack_id: Any, session_id: Any, seq: Any, manifest: Any) -> str:
-    if not isinstance(pack_id, str) or not pack_id:
-        raise UsageError(f"a pack id must be a non-empty string, got {pack_id!r}")
+    if not isinstance(pack_id, str) or not pack_id or "\x00" in pack_id:
+        raise UsageError(f"a pack id must be a non-empty string without NUL characters, got {pack_id!r:.80}")
     check_session_id(session_id)
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < -1:
         raise UsageError(f"a pack's seq must be the int seq of the last event it covers (-1 for none), got {seq!r}")
@@ -377,6 +458,8 @@ def check_kv_args(scope: Any, key: Any) -> None:
     for name, v in (("scope", scope), ("key", key)):
         if not isinstance(v, str) or not v:
             raise UsageError(f"a kv {name} must be a non-empty string, got {v!r}")
+        if "\x00" in v:  # PostgreSQL text cannot hold NUL: refuse it on every backend alike
+            raise UsageError(f"a kv {name} must not contain NUL characters, got {v!r:.80}")
 
 
 def pack_prefix_upper(prefix: str) -> str:

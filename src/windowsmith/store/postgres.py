@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, UsageError
@@ -124,6 +125,15 @@ def m004_kv(cur: psycopg.Cursor[Any]) -> None:
     )
 
 
+@migration
+def m005_blob_ref_time(cur: psycopg.Cursor[Any]) -> None:
+    # when each reference was (last) recorded: GC keeps young ones, an append naming them may be on its way
+    cur.execute("ALTER TABLE blob_refs ADD COLUMN created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()")
+
+
+_TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv")
+
+
 def _psycopg() -> Any:
     try:
         import psycopg
@@ -149,16 +159,43 @@ RETURNING seq
 """
 
 
+def split_schema(dsn: str) -> tuple[str, str | None]:
+    """``(dsn without it, schema)`` for a ``postgresql://`` URL with a ``schema=`` query parameter
+    (``postgresql://host/db?schema=agents``); libpq does not know the parameter, so it is removed.
+    Other DSNs come back unchanged with None."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    if not isinstance(dsn, str) or not dsn.startswith(("postgresql://", "postgres://")):
+        return dsn, None
+    parts = urlsplit(dsn)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [v for k, v in params if k == "schema"]
+    if not schemas:
+        return dsn, None
+    if len(schemas) > 1 or not schemas[0]:
+        raise UsageError(f"give one non-empty schema= in the store URL, got {schemas!r}")
+    rest = urlencode([(k, v) for k, v in params if k != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schemas[0]
+
+
 class PostgresStore(Store):
     """A :class:`~windowsmith.store.Store` in a PostgreSQL database.
 
     ``dsn``: a ``postgresql://`` URL or a libpq connection string. ``schema``: keep the tables in
-    this schema (created if missing) instead of the connection's default ``search_path``.
+    this schema (created if missing) instead of the connection's default ``search_path``; a URL can
+    name it too, as ``postgresql://host/db?schema=agents`` (what ``--store`` takes on the command line).
+    ``create=False``: open an existing store only (no schema or tables are created; ``UsageError``).
     """
 
-    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10) -> None:
+    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10, create: bool = True) -> None:
         pg = _psycopg()
         self._pg = pg
+        dsn, url_schema = split_schema(dsn)
+        if schema is not None and url_schema is not None and schema != url_schema:
+            raise UsageError(f"schema={schema!r} and the URL's schema={url_schema!r} disagree; give one of them")
+        schema = schema if schema is not None else url_schema
+        if schema is not None and (not isinstance(schema, str) or not schema.strip() or "\x00" in schema):
+            raise UsageError(f"schema= must be a non-empty name or None, got {schema!r}")
         self.dsn = dsn
         self.schema = schema
         self._lock = threading.RLock()
@@ -173,12 +210,12 @@ class PostgresStore(Store):
         self._conn = conn
         try:
             if schema is not None:
-                from psycopg import sql
-
-                if not schema:
-                    raise UsageError("schema= must be a non-empty name or None")
-                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-                conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+                self._use_schema(schema, create=create)
+            if not create and not self._read("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,))[0][0]:
+                raise UsageError(
+                    f"no windowsmith store at {self._where()}: the database{' schema' if schema else ''} has no "
+                    "windowsmith tables; check --store for a typo (a URL names its schema with ?schema=NAME)"
+                )
             self._migrate()
         except BaseException as e:
             conn.close()
@@ -186,6 +223,24 @@ class PostgresStore(Store):
             if isinstance(e, pg.Error):
                 raise StoreError(f"cannot open the PostgreSQL store at {self._where()}: {str(e).strip()}") from None
             raise
+
+    def _use_schema(self, schema: str, *, create: bool = True) -> None:
+        """Create ``schema`` if missing (once, however many workers open it at the same moment: ``CREATE
+        SCHEMA IF NOT EXISTS`` alone races on the catalog's unique index) and put it on the search path."""
+        from psycopg import sql
+
+        exists = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+        if not self._read(exists, (schema,)):  # creating needs a privilege that using does not
+            if not create:
+                raise UsageError(
+                    f"no windowsmith store at {self._where()}: there is no schema {schema!r}; "
+                    "check --store for a typo"
+                )
+            with self._tx() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || %s))", (_ADVISORY_KEY, schema))
+                if not cur.execute(exists, (schema,)).fetchone():
+                    cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        self._db.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
 
     def _where(self) -> str:
         try:
@@ -392,7 +447,8 @@ class PostgresStore(Store):
                 )
                 if session_id is not None:
                     cur.execute(
-                        "INSERT INTO blob_refs (sha, session_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                        "INSERT INTO blob_refs (sha, session_id) VALUES (%s, %s) ON CONFLICT (sha, session_id) "
+                        "DO UPDATE SET created_at = clock_timestamp()",
                         (sha, session_id),
                     )
         except StoreError as e:
@@ -416,6 +472,35 @@ class PostgresStore(Store):
             cur.execute("LOCK TABLE blobs IN EXCLUSIVE MODE")
             cur.execute("DELETE FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.sha = b.sha)")
             return cur.rowcount
+
+    def _stale_refs(self, cutoff: datetime) -> list[tuple[str, str]]:
+        rows = self._read("SELECT sha, session_id FROM blob_refs WHERE created_at < %s ORDER BY session_id, sha",
+                          (cutoff,))
+        return [(r[0], r[1]) for r in rows]
+
+    def _drop_refs(self, pairs: Sequence[tuple[str, str]], cutoff: datetime) -> int:
+        with self._tx() as cur:
+            cur.execute(
+                "DELETE FROM blob_refs r USING unnest(%s::text[], %s::text[]) AS p(sha, sid) "
+                "WHERE r.sha = p.sha AND r.session_id = p.sid AND r.created_at < %s",
+                ([p[0] for p in pairs], [p[1] for p in pairs], cutoff),
+            )
+            return cur.rowcount
+
+    def vacuum(self) -> None:
+        # plain VACUUM (no exclusive lock, workers keep running): dead rows become reusable space and are
+        # no longer visible; VACUUM FULL, which also returns the space to the OS, is left to the operator
+        with self._lock, self._errors():
+            self._db.execute("VACUUM " + ", ".join(_TABLES))
+
+    def size_bytes(self) -> int:
+        rows = self._read(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+            "AND c.relname = ANY(%s)",
+            (list(_TABLES),),
+        )
+        return int(rows[0][0])
 
     # -- key-value --------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -122,6 +122,30 @@ def m004_kv(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m005_blob_ref_time(conn: sqlite3.Connection) -> None:
+    # when each reference was (last) recorded: GC keeps young ones, an append naming them may be on its way
+    conn.execute("ALTER TABLE blob_refs ADD COLUMN created_at TEXT NOT NULL DEFAULT ''")
+
+
+_WRITABLE_HINT = (
+    "the store needs a writable folder: pass --store (or Engine(store=...)) with a path on a writable "
+    "file system, or set WINDOWSMITH_HOME to one"
+)
+
+
+def _open_error(path: str, e: BaseException) -> str:
+    """What went wrong opening the SQLite file at ``path``, and what to do about it."""
+    text = str(e)
+    low = text.lower()
+    if "not a database" in low or "malformed" in low or "encrypted" in low:
+        return (f"{path} is not a windowsmith store (SQLite says: {text}); check --store, "
+                "or move the file away to start a new store there")
+    if "readonly" in low or "read-only" in low or "unable to open" in low or "disk i/o" in low:
+        return f"cannot open the SQLite store at {path} for writing (SQLite says: {text}); {_WRITABLE_HINT}"
+    return f"cannot open the SQLite store at {path}: {text}"
+
+
 def _ts() -> str:
     return now_utc().isoformat(timespec="microseconds")
 
@@ -129,34 +153,58 @@ def _ts() -> str:
 class SQLiteStore(Store):
     """A :class:`~windowsmith.store.Store` in one SQLite file (``":memory:"`` for a throwaway one)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, create: bool = True) -> None:
+        """Open (``create=True``: create if missing, with its folder) the SQLite file at ``path``.
+        ``create=False`` opens an existing store only and raises ``UsageError`` if there is none, so a
+        typo in a path never leaves an empty database behind."""
         self.path = str(path)
         self._lock = threading.RLock()
         memory = self.path == ":memory:" or self.path.startswith("file::memory:")
-        if not memory:
+        if not memory and not create and not Path(self.path).is_file():
+            what = "is a folder, not a store file" if Path(self.path).is_dir() else "does not exist"
+            raise UsageError(
+                f"no windowsmith store at {self.path}: the path {what}; check --store for a typo "
+                "(the default is ./.windowsmith/windowsmith.db, or $WINDOWSMITH_HOME/windowsmith.db)"
+            )
+        if not memory and create:
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
-                raise StoreError(f"cannot create the folder for the store at {self.path}: {e}") from None
+                raise StoreError(
+                    f"cannot create the folder for the store at {self.path}: {e.strerror or e}; "
+                    f"{_WRITABLE_HINT}"
+                ) from None
         try:
-            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+            target = self.path if memory or create else Path(self.path).resolve().as_uri() + "?mode=rw"
+            conn = sqlite3.connect(target, timeout=busy_timeout, isolation_level=None, check_same_thread=False,
+                                   uri=not (memory or create))
         except sqlite3.Error as e:
-            raise StoreError(f"cannot open the SQLite store at {self.path}: {e}") from None
+            raise StoreError(_open_error(self.path, e)) from None
         self._conn: sqlite3.Connection | None = conn
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if not create and not memory and not conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
+            ).fetchone():
+                raise UsageError(
+                    f"{self.path} is not a windowsmith store (a SQLite file without windowsmith's tables); "
+                    "check --store, or create a store there by running a command that writes (demo, replay)"
+                )
             if not memory:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise StoreError(f"the SQLite store at {self.path} cannot use WAL mode (got {mode})")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")  # deleted content is zeroed, not left in free pages
             self._migrate()
         except BaseException as e:
             conn.close()
             self._conn = None
-            if isinstance(e, sqlite3.DatabaseError):
-                raise StoreError(f"cannot open the SQLite store at {self.path}: {e}") from None
+            if isinstance(e, sqlite3.Error):
+                raise StoreError(_open_error(self.path, e)) from None
+            if isinstance(e, StoreError) and isinstance(e.__cause__, sqlite3.Error):
+                raise StoreError(_open_error(self.path, e.__cause__)) from None
             raise
 
     @staticmethod
@@ -372,7 +420,11 @@ class SQLiteStore(Store):
             )
             if session_id is not None:
                 try:
-                    db.execute("INSERT OR IGNORE INTO blob_refs (sha, session_id) VALUES (?, ?)", (sha, session_id))
+                    db.execute(
+                        "INSERT INTO blob_refs (sha, session_id, created_at) VALUES (?, ?, ?) "
+                        "ON CONFLICT (sha, session_id) DO UPDATE SET created_at = excluded.created_at",
+                        (sha, session_id, _ts()),
+                    )
                 except sqlite3.IntegrityError:
                     raise unknown_session(session_id) from None
         return sha
@@ -389,6 +441,38 @@ class SQLiteStore(Store):
             return db.execute(
                 "DELETE FROM blobs WHERE NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.sha = blobs.sha)"
             ).rowcount
+
+    def _stale_refs(self, cutoff: datetime) -> list[tuple[str, str]]:
+        rows = self._read("SELECT sha, session_id FROM blob_refs WHERE created_at < ? ORDER BY session_id, sha",
+                          (cutoff.isoformat(timespec="microseconds"),))
+        return [(r[0], r[1]) for r in rows]
+
+    def _drop_refs(self, pairs: Sequence[tuple[str, str]], cutoff: datetime) -> int:
+        with self._write() as db:
+            return sum(
+                db.execute("DELETE FROM blob_refs WHERE sha = ? AND session_id = ? AND created_at < ?",
+                           (sha, sid, cutoff.isoformat(timespec="microseconds"))).rowcount
+                for sha, sid in pairs
+            )
+
+    def vacuum(self) -> None:
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("VACUUM")
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as e:
+                raise StoreError(
+                    f"VACUUM of the SQLite store at {self.path} failed: {e}; it needs free disk space about the "
+                    "size of the file, and no other process writing (retry when it is idle)"
+                ) from None
+
+    def size_bytes(self) -> int:
+        memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        if memory:
+            page_count, page_size = (self._read(f"PRAGMA {p}")[0][0] for p in ("page_count", "page_size"))
+            return int(page_count * page_size)
+        return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
 
     # -- key-value --------------------------------------------------------------------------------
 

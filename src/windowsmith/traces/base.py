@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import InvalidMessageError, InvalidToolSchemaError, TraceFormatError
 from ..model import (
+    MAX_JSON_DEPTH,
     Image,
     Message,
     Text,
@@ -27,6 +28,7 @@ from ..model import (
     ToolResult,
     ToolSpec,
     Usage,
+    check_json_value,
     clean_text,
     parse_arguments,
 )
@@ -101,6 +103,25 @@ class Document:
     notes: list[str] = field(default_factory=list)  # file-level repairs (bad bytes, truncated last line)
 
 
+def _loads(text: str, p: Path, where: str) -> Any:
+    """``json.loads`` whose non-syntax failures (nesting deeper than Python can parse, integers too long
+    to convert) become a :class:`TraceFormatError` naming the file; syntax errors propagate."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise fail(p, where, f"nested too deeply to parse (more than {MAX_JSON_DEPTH} levels of lists/objects "
+                             "inside each other); this is not a trace a recorder writes: check the file") from None
+    except ValueError as e:  # Python's limit on integer digits
+        raise fail(p, where, f"a number is too long to read ({e}); quote it as a string") from None
+    try:
+        check_json_value(value, "the document")
+    except InvalidMessageError as e:
+        raise fail(p, where, str(e).replace("the document ", "it ", 1)) from None
+    return value
+
+
 def read_document(path: str | Path) -> Document:
     """Read ``path`` as bytes, decode UTF-8 with replacement, and parse it as JSON or JSONL."""
     p = Path(path)
@@ -120,14 +141,14 @@ def read_document(path: str | Path) -> Document:
     if not text.strip():
         raise fail(p, "", "the file is empty")
     try:
-        return Document(p, "json", value=json.loads(text), notes=notes)
+        return Document(p, "json", value=_loads(text, p, ""), notes=notes)
     except json.JSONDecodeError as whole_err:
         lines = text.split("\n")
         numbered = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip()]
         first_ok = False
         if len(numbered) >= 2:
             try:
-                json.loads(numbered[0][1])
+                _loads(numbered[0][1], p, f"line {numbered[0][0]}")
                 first_ok = True
             except json.JSONDecodeError:
                 first_ok = False
@@ -141,7 +162,7 @@ def read_document(path: str | Path) -> Document:
         records: list[tuple[int, Any]] = []
         for k, (lineno, ln) in enumerate(numbered):
             try:
-                records.append((lineno, json.loads(ln)))
+                records.append((lineno, _loads(ln, p, f"line {lineno}")))
             except json.JSONDecodeError as e:
                 if k == len(numbered) - 1:
                     notes.append(
