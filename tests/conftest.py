@@ -48,3 +48,15 @@ def traces_dir() -> Path:
     if not DATA.is_dir():
         pytest.skip("shared trace data not available (../shared/data/traces)")
     return DATA
+
+
+#: a model of the provider each request format goes to (a Claude engine rendering for OpenAI or Gemini
+#: must name the model the request is for: ``build(fmt, model=model_for(fmt))``)
+FORMAT_MODEL = {"anthropic": "claude-haiku-4-5", "openai-chat": "gpt-4.1", "openai-responses": "gpt-4.1", "gemini": "gemini-2.5-pro"}
+
+
+def model_for(fmt: str) -> str:
+    return FORMAT_MODEL[fmt]
+
+#: skip a test that reads the shared traces when they are not next to the checkout
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import needs_data
 from windowsmith.bench.identifiers import action_identifiers, extract_identifiers
 from windowsmith.bench.metrics import prepare, recall, sanitize
 from windowsmith.bench.peers import (
@@ -411,6 +412,7 @@ def test_bad_trace_benches_without_a_traceback(tmp_path):
     assert all(row["failed_runs"] == 0 and row["over_window_calls"] == 0 for row in res["rows"])
 
 
+@needs_data
 def test_cli_bench_on_two_small_shared_files(tmp_path):
     files = [DATA / "swe-agent" / "trajectories__demonstrations__function_calling_simple.traj",
              DATA / "swe-agent" / "trajectories__demonstrations__human_thought__swe-bench-HumanEvalFix-python__lcb__"
@@ -442,6 +444,7 @@ def test_bench_on_only_malformed_input_fails_with_a_message(tmp_path):
     assert "0.00" not in r.output  # no table of zeros
 
 
+@needs_data
 def test_multi_worker_bench_leaves_no_store_behind(tmp_path, monkeypatch):
     import tempfile
 
@@ -458,6 +461,7 @@ def test_multi_worker_bench_leaves_no_store_behind(tmp_path, monkeypatch):
         tempfile.tempdir = None
 
 
+@needs_data
 def test_split_is_deterministic_and_halves_the_runs():
     from windowsmith.bench.metrics import split_of
     from windowsmith.bench.run import collect_runs
@@ -473,6 +477,7 @@ def test_split_is_deterministic_and_halves_the_runs():
     assert len(lim) == 2 * 3 and all(split_of(r[2]) == "validation" for r in lim)
 
 
+@needs_data
 def test_token_count_section_honours_limit_runs_and_the_trace_model():
     from windowsmith.bench.billing import token_count_by_file
 
@@ -483,6 +488,7 @@ def test_token_count_section_honours_limit_runs_and_the_trace_model():
     assert one[0]["model"] == "gpt-4o" and one[0]["model_from_trace"]
 
 
+@needs_data
 def test_tables_fit_80_columns_and_plain_progress_lines():
     from rich.console import Console
 
@@ -506,6 +512,7 @@ def test_tables_fit_80_columns_and_plain_progress_lines():
     assert lines == ["bench: 3/5 runs, 12 s", "bench: 5/5 runs, 20 s"]
 
 
+@needs_data
 def test_cli_bench_rejects_unknown_strategy(tmp_path):
     r = CliRunner().invoke(main, ["bench", str(DATA / "swe-agent"), "--strategies", "full,magic"])
     assert r.exit_code == 2 and "magic" in r.output
@@ -522,6 +529,7 @@ def test_cli_replay_html(tmp_path):
     assert "<svg" in text and "cumulative" in text
 
 
+@needs_data
 def test_tau2_dual_control_trace_counts_like_the_billed_prompts():
     """The agent never saw the user simulator's own tool calls: leaving them out makes the count follow
     the billed prompt_tokens (median offset error <= 0.5%, p95 <= 2%)."""

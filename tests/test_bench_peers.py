@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from conftest import needs_data
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.peers import (
     LANGCHAIN_SUMMARY_PREFIX,
@@ -81,6 +82,7 @@ def from_strands(d: dict[str, Any]) -> Message:
     return Message(role, tuple(blocks))
 
 
+@needs_data
 @pytest.mark.parametrize("per_turn", [False, True])
 def test_strands_sliding_window_matches_the_real_manager(per_turn):
     swc = pytest.importorskip("strands.agent.conversation_manager.sliding_window_conversation_manager")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import needs_data
 from windowsmith.bench.html import bench_html
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.peers import StrandsSlidingWindow, SweAgentLastNObservations
@@ -146,6 +147,7 @@ def test_sliding_window_that_moves_every_call_has_no_steady_call(gpt):
     assert row["rewrite_share"] == 1.0 and row["prefix_reuse"] is None and row["prefix_reuse_prev"] is None
 
 
+@needs_data
 def test_full_history_on_a_real_trace_at_the_model_window_never_rewrites():
     cfg = BenchConfig.make(SONNET, None)
     from windowsmith.traces import load_traces

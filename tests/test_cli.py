@@ -7,7 +7,7 @@ import sqlite3
 
 from click.testing import CliRunner
 
-from conftest import DATA
+from conftest import DATA, needs_data
 from windowsmith.cli import main
 
 
@@ -79,6 +79,7 @@ def test_verify_detects_tampering(tmp_path):
     assert r.exit_code == 2 and "seq" in r.output
 
 
+@needs_data
 def test_replay_a_shared_trace_with_a_small_window(tmp_path):
     r = run("replay", str(DATA / "mini-swe-agent" / "django__django-11119.traj.json"), "--window", "16000",
             "--store", str(tmp_path / "ws.db"), "--json")

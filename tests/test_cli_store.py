@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import windowsmith as ws
+from conftest import needs_data
 from windowsmith.cli import main
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
@@ -72,6 +73,7 @@ def test_a_store_on_a_read_only_file_system_says_what_to_do(tmp_path: Path) -> N
         assert "needs a writable folder: pass --store (or Engine(store=...))" in r.output
 
 
+@needs_data
 def test_demo_and_replay_never_overwrite_a_session(tmp_path: Path) -> None:
     db = str(tmp_path / "ws.db")
     assert run("demo", "--store", db, "--json").exit_code == 0
@@ -97,6 +99,7 @@ def test_demo_and_replay_never_overwrite_a_session(tmp_path: Path) -> None:
         assert len(st.list_sessions()) == 5
 
 
+@needs_data
 def test_delete_and_gc_commands(tmp_path: Path) -> None:
     db = tmp_path / "ws.db"
     assert run("replay", str(MINI), "--store", str(db), "--json", "--session", "big").exit_code == 0
@@ -125,6 +128,7 @@ def _check_width(output: str, width: int) -> None:
     assert "…" not in output  # no truncated cell such as "8,…"
 
 
+@needs_data
 def test_tables_are_readable_at_80_columns(tmp_path: Path) -> None:
     db = str(tmp_path / "ws.db")
     r = run("replay", str(MINI), "--window", "16000", "--store", db, "--session", "s")

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import windowsmith as ws
+from conftest import model_for
 from windowsmith.compaction import (
     COMPACT_CONTEXT_TOOL,
     CompactionConfig,
@@ -116,7 +117,7 @@ def test_folds_never_nest(engine):
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 def test_folded_history_renders_valid_structure_for_every_format(engine, fmt):
     s = long_session(engine, sid=f"r-{fmt}", turns=26)
-    pack = s.build(fmt)
+    pack = s.build(fmt, model=model_for(fmt))
     assert records(s, "mask")
     req = pack.request
     if fmt == "anthropic":
@@ -531,8 +532,8 @@ def test_usage_note_in_the_tail_when_over_80_percent(tmp_path):
         s.tools([COMPACT_CONTEXT_TOOL])
         s.user("start")
         s.assistant("word " * 7300)
-        pack = s.build("openai-chat")
+        pack = s.build("openai-chat", model="gpt-4.1")
         assert pack.neutral.tail and "## NOTE" in pack.neutral.tail and "compact_context" in pack.neutral.tail
         s2 = e.session("m", goal="g")
         s2.user("short")
-        assert "## NOTE" not in (s2.build("openai-chat").neutral.tail or "")
+        assert "## NOTE" not in (s2.build("openai-chat", model="gpt-4.1").neutral.tail or "")

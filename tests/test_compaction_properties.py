@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
+from conftest import model_for
 from windowsmith.compaction import CompactionConfig, FakeSummarizer
 
 step = st.one_of(
@@ -65,7 +66,7 @@ def test_compacted_views_fit_keep_pairs_and_stay_reconstructible(steps, window, 
                 for i in ids:
                     out = f"error: case {i} failed\n" + f"line {i}\n" * st_[1]
                     originals[i] = (out, s.tool_result(i, out).tool_results[0].text)
-            pack = s.build(fmt)
+            pack = s.build(fmt, model=model_for(fmt))
             m = pack.manifest
             assert m.tokens <= m.available, m.summary()
             msgs = pack.neutral.messages
@@ -119,5 +120,5 @@ def test_compacted_views_fit_keep_pairs_and_stay_reconstructible(steps, window, 
         # the log alone rebuilds the last pack
         with ws.Engine(model="gpt-4o", store=e.store, window=window, compaction=cfg,
                        budget=ws.BudgetConfig(reserved_output=500)) as e2:
-            again = e2.session("p").build(fmt)
+            again = e2.session("p").build(fmt, model=model_for(fmt))
         assert again.manifest.checksum == pack.manifest.checksum

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 import windowsmith as ws
+from conftest import model_for
 from windowsmith.errors import (
     BudgetBlockedError,
     BudgetExceededError,
@@ -86,8 +87,8 @@ def test_user_request_stays_verbatim_at_the_end(engine):
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 def test_every_format_builds_and_is_deterministic(engine, fmt):
     s = support_session(engine, f"s-{fmt}")
-    a = s.build(fmt)
-    b = s.build(fmt)
+    a = s.build(fmt, model=model_for(fmt))
+    b = s.build(fmt, model=model_for(fmt))
     assert a.manifest.checksum == b.manifest.checksum
     assert json.dumps(a.request, sort_keys=True) == json.dumps(b.request, sort_keys=True)
     assert a.id == b.id  # same log + config → same pack id
@@ -120,11 +121,11 @@ def test_resume_in_a_new_process_builds_identical_packs(tmp_path):
     db = tmp_path / "ws.db"
     with ws.Engine(model="gpt-4.1", store=db) as e:
         s = support_session(e)
-        first = s.build("openai-chat")
+        first = s.build("openai-chat", model="gpt-4.1")
     code = textwrap.dedent(f"""
         import json, windowsmith as ws
         with ws.Engine(model="gpt-4.1", store={str(db)!r}) as e:
-            p = e.session("ticket-42").build("openai-chat")
+            p = e.session("ticket-42").build("openai-chat", model="gpt-4.1")
             print(json.dumps({{"checksum": p.manifest.checksum, "request": p.request}}, sort_keys=True))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -212,7 +213,7 @@ def test_unanswered_call_is_repaired_when_the_conversation_moves_on(engine):
     s.user("hi")
     s.assistant("", tool_calls=[{"id": "c9", "name": "x", "arguments": {}}])
     s.user("never mind")
-    pack = s.build("openai-chat")
+    pack = s.build("openai-chat", model="gpt-4.1")
     roles = [m["role"] for m in pack.request["messages"]]
     assert roles[-3:] == ["assistant", "tool", "user"]
     assert pack.manifest.repairs and "c9" in pack.manifest.repairs[0]["what"]
@@ -320,7 +321,7 @@ def test_history_drops_oldest_units_keeps_pairs_and_first_message(tmp_path):
         for i in range(60):
             s.assistant(f"step {i}", tool_calls=[{"id": f"c{i}", "name": "run", "arguments": {"i": i}}])
             s.tool_result(f"c{i}", f"output {i} " + "lorem ipsum " * 30)
-        pack = s.build("openai-chat")
+        pack = s.build("openai-chat", model="gpt-4.1")
         msgs = pack.request["messages"]
         assert pack.tokens <= pack.manifest.available
         assert msgs[0]["content"][0]["text"] == "ORIGINAL TASK: find the bug in module x"  # pinned
@@ -342,7 +343,7 @@ def test_history_drops_oldest_units_keeps_pairs_and_first_message(tmp_path):
         trunc = [a for a in pack.manifest.actions if a["kind"] == "truncate"]
         assert trunc and trunc[0]["detail"]["dropped_units"] > 0
         # the truncation is a log record: the next build keeps the same boundary (cache stays warm)
-        again = s.build("openai-chat")
+        again = s.build("openai-chat", model="gpt-4.1")
         assert again.manifest.checksum == pack.manifest.checksum
         assert not again.manifest.actions
 
@@ -354,7 +355,7 @@ def test_memory_is_dropped_before_history(tmp_path):
         for i in range(100):
             s.remember(f"fact {i}: " + "detail " * 40)
         s.user("question " * 200)
-        pack = s.build("openai-chat")
+        pack = s.build("openai-chat", model="gpt-4.1")
         m = pack.manifest
         assert m.layers["memory"]["dropped"] > 0
         assert m.layers["history"]["dropped"] == 0

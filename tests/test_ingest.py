@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
+from conftest import model_for
 from windowsmith.ingest.pipeline import IngestConfig
 from windowsmith.result_tools import RESULT_TOOLS
 
@@ -82,7 +83,7 @@ def test_secrets_never_reach_store_artifact_manifest_or_request(engine, tmp_path
     env = f"GITHUB_TOKEN={SECRET}\nAWS_ACCESS_KEY_ID={AWS}\nDEBUG=true\n" + "filler line\n" * 20000
     s.tool_result("c1", env)
     s.user(f"also my token is {SECRET}")
-    pack = s.build("openai-chat")
+    pack = s.build("openai-chat", model="gpt-4.1")
     blob = json.dumps(pack.request) + json.dumps(pack.manifest.to_dict())
     assert SECRET not in blob and AWS not in blob
     assert pack.manifest.redactions.get("github_token", 0) >= 1
@@ -119,7 +120,7 @@ def test_task_and_tool_definition_secrets_never_reach_store_or_request(tmp_path,
     s.user("go")
     s.check(f"old token {SECRET} revoked")  # the caller still names the item by its original text
     assert s.state.task.acceptance[0][1] is True
-    pack = s.build(fmt)
+    pack = s.build(fmt, model=model_for(fmt))
     request = json.dumps(pack.request)
     counts = pack.manifest.redactions
     assert counts["aws_access_key_id"] == 2 and counts["github_token"] == 1  # goal + enum; acceptance
@@ -333,7 +334,7 @@ def test_retrieval_tools_work_through_every_renderer(engine, fmt):
     ref = "artifact://" + REF.search(s.tool_result("c1", pytest_log()).tool_results[0].text).group(1)
     s.assistant("", tool_calls=[{"id": "c2", "name": "search_result", "arguments": {"ref": ref, "pattern": "FAILED"}}])
     s.tool_result("c2", s.result_tools("search_result", {"ref": ref, "pattern": "FAILED"}))
-    req = s.build(fmt).request
+    req = s.build(fmt, model=model_for(fmt)).request
     dumped = json.dumps(req)
     assert "read_result" in dumped and "search_result" in dumped and "test_refund_twice FAILED" in dumped
 

@@ -17,7 +17,7 @@ import json
 import pytest
 
 import windowsmith as ws
-from conftest import DATA
+from conftest import DATA, needs_data
 from windowsmith.traces import load_traces
 
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available")
@@ -100,6 +100,7 @@ def _replay_packs(engine: ws.Engine, trace, fmt: str, sid: str):
     return packs
 
 
+@needs_data
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 @pytest.mark.parametrize(("path", "indices"), CASES)
 def test_cache_prefix_is_byte_identical_between_turns(tmp_path, fmt, path, indices):
@@ -128,6 +129,7 @@ def test_cache_prefix_is_byte_identical_between_turns(tmp_path, fmt, path, indic
                         assert prev.request["prompt_cache_key"] == cur.request["prompt_cache_key"]
 
 
+@needs_data
 @pytest.mark.parametrize(("path", "indices"), CASES[:4])
 def test_prefix_holds_between_compactions_on_small_windows(tmp_path, path, indices):
     traces = load_traces(DATA / path)
@@ -144,6 +146,7 @@ def test_prefix_holds_between_compactions_on_small_windows(tmp_path, path, indic
         assert boundaries <= max(1, len(packs) // 3), "compaction is batched: the prefix breaks rarely"
 
 
+@needs_data
 def test_replaying_the_same_log_is_deterministic(tmp_path):
     trace = load_traces(DATA / "tau-bench/gpt-4o-airline.json")[3]
     sums = []

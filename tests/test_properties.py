@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
+from conftest import model_for
 
 step = st.one_of(
     st.tuples(st.just("user"), st.integers(1, 400)),
@@ -41,10 +42,10 @@ def test_every_pack_fits_and_keeps_pairs(steps, window, fmt):
                 s.assistant("", tool_calls=[{"id": i, "name": "run", "arguments": {"k": i}} for i in ids])
                 for i in ids:
                     s.tool_result(i, "line of output\n" * st_[1])
-            pack = s.build(fmt)
+            pack = s.build(fmt, model=model_for(fmt))
             m = pack.manifest
             assert m.tokens <= e.budget.block_tokens(m.available), m.summary()  # block_at is a ceiling
-            assert s.build(fmt).manifest.checksum == m.checksum
+            assert s.build(fmt, model=model_for(fmt)).manifest.checksum == m.checksum
             msgs = pack.neutral.messages
             for i, msg in enumerate(msgs):
                 if msg.role == "tool":

@@ -17,10 +17,11 @@ def python_blocks() -> list[str]:
     return [m.group(2) for m in re.finditer(r"```python([^\n]*)\n(.*?)```", text, re.S) if "no-test" not in m.group(1)]
 
 
-def test_readme_python_examples_run(tmp_path, capsys):
+def test_readme_python_examples_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the examples write their stores in the working directory, as a user's would
     blocks = python_blocks()
     assert len(blocks) >= 3
-    ns: dict = {"tmp_path": tmp_path}
+    ns: dict = {}
     for block in blocks:
         exec(compile(block, str(README), "exec"), ns)
     ns["engine"].close()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from conftest import DATA
 from windowsmith.model import Message, Text, ToolCall, ToolResult
 from windowsmith.traces import (
     FORMATS,
@@ -18,10 +18,6 @@ from windowsmith.traces import (
     iter_trace_files,
     load_traces,
 )
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
-if not DATA.is_dir():  # the tree may be checked out elsewhere next to shared/
-    DATA = Path("/work/shared/data/traces")
 
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available")
 

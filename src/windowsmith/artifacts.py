@@ -103,6 +103,23 @@ class ArtifactStore(ABC):
         sha = parse_ref(ref) if ref.startswith("artifact://") else _check_sha(ref)
         return session_id in self.refs(sha)
 
+    def scoped(self, session_id: str) -> SessionArtifacts:
+        """A read-only view of the blobs ``session_id`` references (what every reader on behalf of a
+        session goes through: a reference found in text is not a permission)."""
+        return SessionArtifacts(self, session_id)
+
+
+class SessionArtifacts:
+    """Read-only view of an :class:`ArtifactStore` limited to the blobs one session references:
+    ``get`` answers None for any other blob, as if it did not exist."""
+
+    def __init__(self, store: ArtifactStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+
+    def get(self, sha: str) -> bytes | None:
+        return self.store.get(sha) if self.store.references(sha, self.session_id) else None
+
 
 class EmbeddedArtifacts(ArtifactStore):
     """Blobs inside the session store (the default)."""
@@ -450,6 +467,7 @@ __all__ = [
     "EmbeddedArtifacts",
     "FileArtifacts",
     "ObjectArtifacts",
+    "SessionArtifacts",
     "artifact_uri",
     "collect_garbage",
     "parse_ref",

@@ -50,6 +50,34 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
+#: the provider that serves each request format (registry ``provider`` values)
+FORMAT_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai", "gemini": "gemini"}
+
+
+def request_model(engine: Engine, fmt: str, model: str | None) -> str:
+    """The model name a request in ``fmt`` carries: ``model`` if given, else the engine's.
+
+    A request names a model of the provider it is rendered for: rendering a Claude engine's session as
+    ``openai-chat`` needs ``model=`` (budget, tokenizer and prices stay the engine model's)."""
+    serves = FORMAT_PROVIDER[fmt]
+    if model is None:
+        if engine.spec.provider != serves:
+            raise ConfigError(
+                f"the engine's model {engine.model!r} is served by {engine.spec.provider}, but the request is "
+                f"rendered for {serves} ({fmt}); name the model it goes to, e.g. build({fmt!r}, model='...')"
+            )
+        return engine.model
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"model must be a non-empty model name, got {model!r}")
+    known = engine.registry.find(model)
+    if known is not None and known.provider != serves:
+        raise ConfigError(
+            f"model {model!r} is served by {known.provider}, not {serves}: render the request as "
+            f"{known.default_format!r}, or name a {serves} model"
+        )
+    return model
+
+
 @dataclass(frozen=True)
 class Pack:
     """A built request: ``request`` goes to the provider SDK as ``**kwargs``."""
@@ -133,10 +161,11 @@ class Builder:
 
     # ------------------------------------------------------------------ the pipeline
 
-    def build(self, fmt: str, breaker: Breaker) -> Pack:
+    def build(self, fmt: str, breaker: Breaker, model: str | None = None) -> Pack:
         """Build the request in format ``fmt`` (see ``Session.build``)."""
         eng = self.engine
         spec = eng.spec
+        model_name = request_model(eng, fmt, model)
         state = self.state
         if state.open_calls:
             raise UsageError(
@@ -162,7 +191,7 @@ class Builder:
             asm = self._assemble(counter, budget)  # the pack must be what the log (with the truncation record) builds
         asm.actions[:0] = actions
         req = asm.request
-        req = replace(req, model=eng.model, cache=plan_cache(req, spec.max_breakpoints))
+        req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
         rendered = eng.renderer(fmt).render(req)
         window = eng.window or spec.context_window
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)

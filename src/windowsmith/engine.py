@@ -16,6 +16,7 @@ same packs byte for byte.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from .compaction.base import Reference, Summarizer
 from .compaction.config import Breaker, CompactionConfig, CompactionResult
 from .compaction.pipeline import Compactor
 from .compaction.references import reconstruct
-from .errors import ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
+from .errors import ConfigError, InvalidMessageError, ModelRetiredWarning, UnmatchedToolResultError, UsageError
 from .ingest.messages import redact_message, redact_spec
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
 from .ingest.redact import has_candidate, redact
@@ -39,6 +40,7 @@ from .manifest import Manifest
 from .model import (
     Block,
     Message,
+    Text,
     ToolCall,
     ToolResult,
     ToolSpec,
@@ -93,6 +95,11 @@ class Engine:
         self.registry = registry if isinstance(registry, Registry) else load_registry(registry)
         self.spec: ModelSpec = self.registry.get(model)
         self.model = model
+        if self.spec.retired():
+            successor = f"; switch to {self.spec.successor!r}" if self.spec.successor else ""
+            warnings.warn(ModelRetiredWarning(
+                f"model {model!r} was retired by its provider on {self.spec.retires}: requests for it will be "
+                f"refused{successor} (Engine(model=...))"), stacklevel=2)
         self.budget = budget or BudgetConfig()
         if window is not None and (not isinstance(window, int) or window <= 0):
             raise ConfigError(f"window must be a positive number of tokens, got {window!r}")
@@ -156,6 +163,17 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _without_blank_text(msg: Message) -> Message:
+    """``msg`` without empty or whitespace-only text blocks (providers reject them), or an
+    InvalidMessageError when nothing else is left."""
+    blocks = tuple(b for b in msg.content if not (isinstance(b, Text) and not b.text.strip()))
+    if not blocks:
+        raise InvalidMessageError(
+            f"the {msg.role} message is empty or whitespace only, which providers reject; "
+            "send non-blank text (or leave the message out)")
+    return msg if len(blocks) == len(msg.content) else Message(msg.role, blocks)
 
 
 class Session:
@@ -311,6 +329,7 @@ class Session:
                     }))
             msg = Message("tool", tuple(results))
         else:
+            msg = _without_blank_text(msg)
             if msg.role == "assistant":
                 seen = set(self.state.call_names)
                 for c in msg.tool_calls:
@@ -398,8 +417,11 @@ class Session:
         """The pack the last ``build()`` returned (what ``record(response)`` parses against by default)."""
         return self._builder.last_pack
 
-    def build(self, provider: str | None = None) -> Pack:
-        """Build the request for the next model call.
+    def build(self, provider: str | None = None, *, model: str | None = None) -> Pack:
+        """Build the request for the next model call, in the format of ``provider`` (default: the
+        engine's, else its model's), naming ``model`` (default: the engine's model; required when the
+        request goes to another provider than the engine model's, e.g. ``build("openai-chat",
+        model="gpt-4.1")`` on a Claude engine — budget, tokenizer and prices stay the engine model's).
 
         Compaction that is due (see :class:`CompactionConfig`) runs first, cheapest stage first, and
         is appended to the log; the pack is then assembled from the log as it stands, so replaying the
@@ -409,7 +431,7 @@ class Session:
         required layers alone are over it, raises :class:`BudgetBlockedError` before anything is written
         (no compaction record, no pack).
         """
-        return self._builder.build(self._builder.format(provider), Breaker())
+        return self._builder.build(self._builder.format(provider), Breaker(), model)
 
     # ------------------------------------------------------------------ compaction
 
@@ -426,7 +448,8 @@ class Session:
         return self._builder.compact(self._builder.format(provider), Breaker(), harder=harder,
                                      reason=reason or "compaction requested")
 
-    def call(self, send: Callable[[dict[str, Any]], Any], provider: str | None = None, *, record: bool = True) -> Any:
+    def call(self, send: Callable[[dict[str, Any]], Any], provider: str | None = None, *, record: bool = True,
+             model: str | None = None) -> Any:
         """Build, send with ``send(request_kwargs)``, record the response, and return it.
 
         If the provider rejects the request as too long (:func:`windowsmith.render.is_context_overflow`
@@ -436,7 +459,7 @@ class Session:
         builder = self._builder
         fmt = builder.format(provider)
         breaker = Breaker()
-        pack = builder.build(fmt, breaker)
+        pack = builder.build(fmt, breaker, model)
         try:
             response = send(pack.request)
         except Exception as exc:
@@ -444,7 +467,7 @@ class Session:
                 raise
             builder.compact(fmt, breaker, harder=True, reason=f"the provider rejected {pack.tokens:,} tokens as too "
                             f"long ({type(exc).__name__})")
-            pack = builder.build(fmt, breaker)
+            pack = builder.build(fmt, breaker, model)
             response = send(pack.request)
         if record:
             self.record(response, pack=pack)
@@ -462,11 +485,12 @@ class Session:
 
     def reconstruct(self, budget_tokens: int, *, kinds: Sequence[str] | None = None,
                     content_provider: Callable[[str], str | None] | None = None) -> str:
-        """Rebuild detail for the latest summary's best references within ``budget_tokens``."""
+        """Rebuild detail for the latest summary's best references within ``budget_tokens``. Artifacts are
+        read only if this session references them (a reference quoted in text is no permission)."""
         refs = [Reference.from_dict(r) for r in (self.state.summary or {}).get("refs", [])]
         if kinds is not None:
             refs = [r for r in refs if r.kind in kinds]
-        return reconstruct(refs, budget_tokens, content_provider, self.engine.artifacts).text
+        return reconstruct(refs, budget_tokens, content_provider, self.engine.artifacts.scoped(self.id)).text
 
     # ------------------------------------------------------------------ recording responses
 

@@ -17,6 +17,9 @@
         ├── TokenizerError            a shipped BPE file is missing or does not match its expected hash
         └── ProviderResponseError     a provider response could not be parsed
 
+    ModelRetiredWarning (a UserWarning, not an error): the engine's model is past its provider's
+    retirement date; the message names the successor.
+
 Every message says what was wrong and how to fix it.
 """
 
@@ -117,6 +120,11 @@ class ProviderResponseError(RuntimeFailure):
     """A provider response could not be parsed into a message and usage."""
 
 
+class ModelRetiredWarning(UserWarning):
+    """The model is past the retirement date its provider announced (``retires`` in the registry):
+    requests for it will be refused. The message names the successor to switch to."""
+
+
 __all__ = [
     "BudgetBlockedError",
     "BudgetExceededError",
@@ -124,6 +132,7 @@ __all__ = [
     "ConflictError",
     "InvalidMessageError",
     "InvalidToolSchemaError",
+    "ModelRetiredWarning",
     "ProviderResponseError",
     "RuntimeFailure",
     "StoreError",
@@ -135,3 +144,4 @@ __all__ = [
     "UsageError",
     "WindowsmithError",
 ]
+

@@ -69,7 +69,9 @@ def clean_text(value: Any, where: str) -> tuple[str, bool]:
     """Return ``value`` as valid UTF-8 text and whether it had to be repaired.
 
     Bytes are decoded as UTF-8 with invalid sequences replaced (U+FFFD); strings carrying lone
-    surrogates (from ``surrogateescape`` decoding) are repaired the same way.
+    surrogates are repaired the same way: bytes smuggled by ``surrogateescape`` decoding are decoded
+    as UTF-8 with replacement, any other lone surrogate becomes U+FFFD. (One rule for every text the
+    session takes: messages, tool output, JSON values.)
     """
     if isinstance(value, bytes | bytearray | memoryview):
         raw = bytes(value)
@@ -82,9 +84,24 @@ def clean_text(value: Any, where: str) -> tuple[str, bool]:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        fixed = value.encode("utf-8", "surrogateescape" if _only_escapes(value) else "replace")
-        return fixed.decode("utf-8", "replace"), True
+        if _only_escapes(value):
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), True
+        return _LONE_SURROGATE.sub("\ufffd", value), True
     return value, False
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean_strings(value: Any) -> Any:
+    """``value`` (a JSON value) with every string and key repaired by :func:`clean_text`."""
+    if isinstance(value, str):
+        return clean_text(value, "text")[0]
+    if isinstance(value, Mapping):
+        return {_clean_strings(k): _clean_strings(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean_strings(v) for v in value]
+    return value
 
 
 def _only_escapes(value: str) -> bool:
@@ -139,6 +156,11 @@ class ToolCall:
 
     def __post_init__(self) -> None:
         check_json_value(self.arguments, f"the arguments of tool call {self.id!r}")
+        try:
+            self.arguments_json.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: repaired as in clean_text, like every other text
+            object.__setattr__(self, "arguments", _clean_strings(self.arguments))
+            self.__dict__.pop("arguments_json", None)
 
     @cached_property
     def arguments_json(self) -> str:

@@ -35,6 +35,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -116,6 +117,14 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     sources: Mapping[str, Source] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     status: str | None = field(default=None, compare=False)
+    #: the provider's retirement date (the model stops answering), if announced
+    retires: date | None = field(default=None, compare=False)
+    #: the model the provider names as its replacement
+    successor: str | None = field(default=None, compare=False)
+
+    def retired(self, today: date | None = None) -> bool:
+        """True when the provider's announced retirement date has passed."""
+        return self.retires is not None and (today or date.today()) >= self.retires
 
     def cost(
         self,
@@ -192,6 +201,8 @@ class _ModelIn(BaseModel):
     min_cacheable_prefix: int = Field(default=0, ge=0)
     max_breakpoints: int = Field(default=0, ge=0)
     status: str | None = None
+    retires: date | None = None
+    successor: str | None = None
     sources: dict[str, _SourceIn] = Field(default_factory=dict)
 
 
@@ -243,6 +254,8 @@ def _validate(raw: Mapping[str, Any], origin: str) -> ModelSpec:
         aliases=tuple(a.strip().lower() for a in m.aliases),
         sources=MappingProxyType({k: Source(**v.model_dump()) for k, v in m.sources.items()}),
         status=m.status,
+        retires=m.retires,
+        successor=m.successor,
     )
 
 
@@ -267,6 +280,8 @@ def _spec_to_raw(spec: ModelSpec) -> dict[str, Any]:
         "min_cacheable_prefix": spec.min_cacheable_prefix,
         "max_breakpoints": spec.max_breakpoints,
         "status": spec.status,
+        "retires": None if spec.retires is None else spec.retires.isoformat(),
+        "successor": spec.successor,
         "sources": {k: asdict(v) for k, v in spec.sources.items()},
     }
 
@@ -472,6 +487,10 @@ class Registry:
             if hit is not None:
                 return hit
         raise UnknownModelError(self._unknown_message(name))
+
+    def find(self, name: str) -> ModelSpec | None:
+        """Like :meth:`get`, but None for a model the registry does not know."""
+        return self.get(name) if name in self else None
 
     def _lookup(self, key: str) -> ModelSpec | None:
         if key in self._specs:

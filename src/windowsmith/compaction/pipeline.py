@@ -83,6 +83,10 @@ class Compactor:
             size = run_mask(p, self.planner, size)
         turns = self.planner.turn_numbers(port.state)
         size = run_emergency(p, turns, size, failed=failed, summarized_before=summarized_before)
+        if "emergency" in p.result.stages and "mask" not in p.result.stages:
+            # the same for the view an emergency truncation left: a resumed process that builds again with
+            # no new events must find nothing due, or it would append a mask the live build did not
+            size = run_mask(p, self.planner, size)
         p.result.tokens_after = size
         return p.result
 

@@ -139,7 +139,8 @@ def _normalize(output: Any, where: str) -> tuple[list[Text | Image], bytes | Non
             blocks.append(blk)
         return blocks, None
     try:
-        return [Text(json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str))], None
+        text, _ = clean_text(json.dumps(output, ensure_ascii=False, separators=(",", ":"), default=str), where)
+        return [Text(text)], None
     except (TypeError, ValueError) as e:
         raise InvalidMessageError(f"{where} is not text, bytes, blocks or JSON-serializable: {e}") from None
 

@@ -71,7 +71,10 @@ class AnthropicRenderer(UnitRenderer):
             elif isinstance(b, ToolCall):
                 blocks.append({"type": "tool_use", "id": b.id, "name": b.name, "input": dict(b.arguments)})
             elif isinstance(b, ToolResult):
-                r: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.call_id, "content": _blocks(b.content)}
+                r: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.call_id}
+                content = _blocks(b.content)
+                if content != [{"type": "text", "text": ""}]:  # an empty text block is refused; no content is not
+                    r["content"] = content
                 if b.is_error:
                     r["is_error"] = True
                 blocks.append(r)
