@@ -18,6 +18,8 @@ from rich.table import Table
 
 from .errors import WindowsmithError
 
+#: the model the commands use when --model is not given: a current one (see the registry's `retires` dates)
+DEFAULT_MODEL = "claude-sonnet-5-5"
 STORE_HELP = "Session store: a SQLite file path or a postgresql:// URL (default ./.windowsmith/windowsmith.db)."
 
 
@@ -182,7 +184,7 @@ def _print_replay(result: Any, console: Console) -> None:
 
 
 @main.command()
-@click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model whose window and prices to use.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model whose window and prices to use.")
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the per-turn report as JSON.")
 @click.option("--replace", is_flag=True, help="Replace an existing 'demo' session instead of writing to demo-2, demo-3, ...")
@@ -207,7 +209,7 @@ def demo(model: str, store: str | None, as_json: bool, replace: bool) -> None:
 @click.argument("trace_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "trace_format", default=None, help="Trace format (detected when omitted).")
 @click.option("--index", default=0, show_default=True, help="Which run of a multi-run trace file.")
-@click.option("--model", default="claude-sonnet-4-5", show_default=True)
+@click.option("--model", default=DEFAULT_MODEL, show_default=True)
 @click.option("--window", type=int, default=None, help="Override the model's context window (tokens).")
 @click.option("--provider", "fmt", default=None, help="Request format: anthropic, openai-chat, openai-responses, gemini.")
 @click.option("--store", default=None, help=STORE_HELP)
@@ -364,7 +366,7 @@ def verify(session_id: str, store: str | None) -> None:
 
 @main.command()
 @click.argument("session_id")
-@click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model whose window and prices to use.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model whose window and prices to use.")
 @click.option("--window", type=int, default=None, help="Override the model's context window (tokens).")
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--reason", default=None, help="Why (recorded in the compaction record).")
