@@ -67,6 +67,7 @@ class Assembly:
     tokens: int
     history: Item | None
     refs: list[str]
+    guidance: dict[str, Any] = field(default_factory=dict)  # layer name → its report (Layer.report)
 
 
 def measure(item: Item, counter: TokenCounter) -> int:
@@ -93,7 +94,7 @@ def render_tail(items: Sequence[Item]) -> str | None:
     parts = []
     for h in order:
         texts = by_header[h]
-        body = "\n".join(texts) if h in ("TASK", "STEP", "ACCEPTANCE") else "\n".join(f"- {t}" for t in texts)
+        body = "\n".join(texts) if h in ("TASK", "STEP", "ACCEPTANCE", "FOCUS") else "\n".join(f"- {t}" for t in texts)
         parts.append(f"## {h}\n{body}")
     return "\n\n".join(parts)
 
@@ -110,9 +111,13 @@ def assemble(
 ) -> Assembly:
     ctx = BuildContext(state=state, counter=counter, window=budget.window, available=budget.available)
     gathered: list[tuple[Item, int]] = []
+    guidance: dict[str, Any] = {}
     for layer in layers:
         for it in layer.items(ctx):
             gathered.append((it, measure(it, counter)))
+        rep = layer.report()
+        if rep is not None:
+            guidance[layer.name] = rep
 
     usage: dict[str, LayerUsage] = {}
     for it, _n in gathered:
@@ -215,7 +220,7 @@ def assemble(
         max_output_tokens=budget.reserved_output,
         cache_key=cache_key,
     )
-    return Assembly(req, budget, usage, actions, total, history, refs)
+    return Assembly(req, budget, usage, actions, total, history, refs, guidance)
 
 
 def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:

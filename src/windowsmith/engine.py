@@ -28,6 +28,7 @@ from .compaction.config import Breaker, CompactionConfig, CompactionResult
 from .compaction.pipeline import Compactor
 from .compaction.references import reconstruct
 from .errors import ConfigError, InvalidMessageError, UnmatchedToolResultError, UsageError
+from .guidance.repair import repair_message
 from .ingest.messages import redact_message, redact_spec
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
 from .ingest.redact import has_candidate, redact
@@ -293,6 +294,9 @@ class Session:
                     }))
             msg = Message("tool", tuple(results))
         else:
+            if msg.role == "assistant" and msg.tool_calls and self.engine.ingest.repair_arguments:
+                msg, repairs = repair_message(msg, self.state.tools, self._redact_text)
+                extra.extend(("meta", r) for r in repairs)
             if msg.role == "assistant":
                 seen = set(self.state.call_names)
                 for c in msg.tool_calls:

@@ -199,6 +199,8 @@ class SessionState:
             self._apply_compaction(rec)
         elif kind == "meta" and d.get("type") == "note":
             self.notes.setdefault(d["layer"], []).append(dict(d))
+        elif kind == "meta" and d.get("type") == "repair":
+            self.repairs.append(Repair(event.seq, str(d.get("what", "repair"))))
         elif kind == "meta" and d.get("type") == "lesson":
             self.lessons.append({**d, "seq": event.seq})
         self.head = event.hash

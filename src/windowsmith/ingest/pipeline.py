@@ -47,6 +47,7 @@ class IngestConfig:
     offload_fraction: float = 0.25
     floor_fraction: float = 0.10  # of the whole available budget: the threshold never goes lower
     redact: bool = True
+    repair_arguments: bool = True  # repair tool-call arguments (JSON + the tool's schema), each repair logged
 
     def __post_init__(self) -> None:
         if self.offload_tokens is not None and self.offload_tokens < 64:

@@ -30,7 +30,8 @@ PHASES: tuple[str, ...] = ("stable", "session", "dynamic")
 SLOTS: tuple[str, ...] = ("tools", "system", "session", "history", "tail")
 
 #: Standard tail section headers, in the order they are rendered.
-TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "ACCEPTANCE", "EVIDENCE", "MEMORY", "KNOWLEDGE", "NOTE")
+TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "ACCEPTANCE", "EVIDENCE", "MEMORY", "KNOWLEDGE", "FAILURES", "NOTE",
+                                 "FOCUS")
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,10 @@ class Layer(ABC):
     @abstractmethod
     def items(self, ctx: BuildContext) -> Iterable[Item]:
         """Yield this layer's items for the next request."""
+
+    def report(self) -> dict[str, Any] | None:
+        """What the last ``items`` call decided, for the manifest's ``guidance`` (None: nothing to say)."""
+        return None
 
 
 def shrink_text(item: Item, cap: int, counter: TokenCounter) -> Item | None:
