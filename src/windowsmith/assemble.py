@@ -210,6 +210,10 @@ def assemble(
         elif it.slot == "tail":
             tail_items.append(it)
     tail_items.sort(key=lambda it: (TAIL_HEADERS.index(it.header) if it.header in TAIL_HEADERS else 99, it.order))
+    tool_items = [it for it, _ in kept if it.slot == "tools"]
+    deferred = tuple(it.content.name for it in tool_items if it.meta.get("deferred"))  # type: ignore[union-attr]
+    scoped = [it for it in tool_items if "allowed" in it.meta]
+    allowed = tuple(it.content.name for it in scoped if it.meta["allowed"]) if scoped else None  # type: ignore[union-attr]
     req = NeutralRequest(
         model=model,
         system=tuple(system),
@@ -219,6 +223,8 @@ def assemble(
         tail=render_tail(tail_items),
         max_output_tokens=budget.reserved_output,
         cache_key=cache_key,
+        deferred=deferred,
+        allowed_tools=allowed,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance)
 
