@@ -94,7 +94,7 @@ def render_tail(items: Sequence[Item]) -> str | None:
     parts = []
     for h in order:
         texts = by_header[h]
-        body = "\n".join(texts) if h in ("TASK", "STEP", "ACCEPTANCE", "FOCUS") else "\n".join(f"- {t}" for t in texts)
+        body = "\n".join(texts) if h in ("TASK", "STEP", "ACCEPTANCE", "CODEMAP", "FOCUS") else "\n".join(f"- {t}" for t in texts)
         parts.append(f"## {h}\n{body}")
     return "\n\n".join(parts)
 
