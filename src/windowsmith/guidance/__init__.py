@@ -16,17 +16,22 @@ from ..layers.builtin import default_layers
 from .failures import CATEGORIES, FailuresLayer, FailureTracker, classify
 from .recitation import RecitationLayer
 from .repair import ArgumentRepair, repair_arguments
+from .variation import TAIL_STYLES, TailStyle, VariationLayer, compact_json
 
 
-def guided_layers(low_water: float = 0.7, *, failures: bool = True, recitation: bool = True) -> list[Layer]:
-    """The default layers plus the failure evidence and recitation layers (``Engine(layers=guided_layers)``)."""
+def guided_layers(low_water: float = 0.7, *, failures: bool = True, recitation: bool = True,
+                  variation: bool = False) -> list[Layer]:
+    """The default layers plus the failure evidence and recitation layers (``Engine(layers=guided_layers)``);
+    ``variation=True`` also rotates the tail's format and the guidance phrasing turn by turn."""
     layers = default_layers(low_water)
     if failures:
-        layers.append(FailuresLayer())
+        layers.append(FailuresLayer(vary=variation))
     if recitation:
-        layers.append(RecitationLayer())
+        layers.append(RecitationLayer(vary=variation))
+    if variation:
+        layers.append(VariationLayer())
     return layers
 
 
-__all__ = ["CATEGORIES", "ArgumentRepair", "FailureTracker", "FailuresLayer", "RecitationLayer", "classify",
-           "guided_layers", "repair_arguments"]
+__all__ = ["CATEGORIES", "TAIL_STYLES", "ArgumentRepair", "FailureTracker", "FailuresLayer", "RecitationLayer",
+           "TailStyle", "VariationLayer", "classify", "compact_json", "guided_layers", "repair_arguments"]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..layers.base import BuildContext, Item, Layer
 from ..model import Message, Text
+from .variation import REPEATED_PHRASES
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -180,6 +181,11 @@ class FailureTracker:
             self._observe(m)
         return self
 
+    @property
+    def turns(self) -> int:
+        """Assistant messages seen."""
+        return self._turn
+
     def _observe(self, m: Message) -> None:
         if m.role == "assistant":
             self._turn += 1
@@ -228,8 +234,9 @@ class FailureTracker:
             by.setdefault(f.signature, []).append(f)
         return {s: v for s, v in by.items() if s and len({f.action.key for f in v}) > 1}
 
-    def section(self, max_lines: int = 8) -> list[str]:
-        """The lines of the FAILURES section: repeats first, then cascades and patterns, then the newest."""
+    def section(self, max_lines: int = 8, variant: int = 0) -> list[str]:
+        """The lines of the FAILURES section: repeats first, then cascades and patterns, then the newest.
+        ``variant`` picks the phrasing of repeated failures (:data:`~.variation.REPEATED_PHRASES`)."""
         if not self.failures:
             return []
         lines: list[str] = []
@@ -238,8 +245,9 @@ class FailureTracker:
         for key, fs in sorted(reps.items(), key=lambda kv: (-len(kv[1]), -kv[1][-1].action.turn)):
             last = fs[-1]
             turns = ", ".join(str(f.action.turn) for f in fs[-4:])
-            lines.append(f"REPEATED {len(fs)} times: {last.action.describe()} → {last.category}: {last.signature} "
-                         f"(turns {turns}); it will fail again unchanged, change the approach")
+            phrase = REPEATED_PHRASES[variant % len(REPEATED_PHRASES)]
+            lines.append(phrase.format(n=len(fs), action=last.action.describe(), category=last.category,
+                                       signature=last.signature, turns=turns))
             shown.add(key)
         if len(self.streak) >= 3 and len({f.action.key for f in self.streak}) > 1:  # not one action repeated
             first = self.streak[0]
@@ -280,15 +288,16 @@ class FailuresLayer(Layer):
 
     name = "failures"
 
-    def __init__(self, max_lines: int = 8, budget_tokens: int = 600) -> None:
+    def __init__(self, max_lines: int = 8, budget_tokens: int = 600, *, vary: bool = False) -> None:
         self.max_lines = max_lines
+        self.vary = vary
         self.budget_tokens = budget_tokens
         self.tracker = FailureTracker()
         self._report: dict[str, Any] | None = None
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:
         self.tracker.update(ctx.state)
-        lines = self.tracker.section(self.max_lines)
+        lines = self.tracker.section(self.max_lines, self.tracker.turns if self.vary else 0)
         while lines and ctx.counter.text("\n".join(lines)) > self.budget_tokens:
             lines.pop()  # the least important line goes first
         self._report = {**self.tracker.report(), "lines": len(lines)}

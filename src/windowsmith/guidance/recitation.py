@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..layers.base import BuildContext, Item, Layer
 from ..model import Message
+from .variation import FOCUS_PHRASES
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -72,7 +73,7 @@ class RecitationLayer(Layer):
     name = "recitation"
 
     def __init__(self, base_period: int = 8, grow_every: int = 16, window: int = 4, drift_below: float = 0.05,
-                 budget_tokens: int = 400) -> None:
+                 budget_tokens: int = 400, *, vary: bool = False) -> None:
         if base_period < 1 or grow_every < 1 or window < 1 or not 0 <= drift_below <= 1:
             raise ValueError("base_period, grow_every and window must be >= 1 and drift_below in [0, 1]")
         self.base_period = base_period
@@ -80,6 +81,7 @@ class RecitationLayer(Layer):
         self.window = window
         self.drift_below = drift_below
         self.budget_tokens = budget_tokens
+        self.vary = vary
         self._turns = 0
         self._seen = 0
         self._recent: list[str] = []
@@ -134,13 +136,14 @@ class RecitationLayer(Layer):
         if reason is None or not task.declared:
             return
         lines = []
+        goal_p, step_p, open_p = FOCUS_PHRASES[turns % len(FOCUS_PHRASES) if self.vary else 0]
         if task.goal:
-            lines.append(f"Goal: {task.goal}")
+            lines.append(goal_p.format(task.goal))
         if task.step:
-            lines.append(f"Current step: {task.step}")
+            lines.append(step_p.format(task.step))
         open_items = [a for a, done in task.acceptance if not done]
         if open_items:
-            lines.append("Still open: " + "; ".join(open_items))
+            lines.append(open_p.format("; ".join(open_items)))
         if drifting:
             lines.append(f"Drift: the last {self.window} actions ({', '.join(off) or 'no shared terms'}) share "
                          f"{overlap:.0%} of their terms with the goal and plan; return to the current step.")

@@ -92,6 +92,10 @@ class Layer(ABC):
         """What the last ``items`` call decided, for the manifest's ``guidance`` (None: nothing to say)."""
         return None
 
+    def tail_style(self) -> Any:
+        """A ``TailStyle`` (header and bullet format) for the tail of this request, or None (the default)."""
+        return None
+
 
 def shrink_text(item: Item, cap: int, counter: TokenCounter) -> Item | None:
     """Shrink a text item to ``cap`` tokens by head + tail elision, or None if nothing useful fits."""
