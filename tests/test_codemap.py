@@ -177,3 +177,22 @@ def test_cli_map(tmp_path):
     assert json.loads(r.output)["update"] == {"files": 7, "parsed": 7, "touched": 0, "removed": 0}
     r = CliRunner().invoke(main, ["map", str(root), "--focus", "missing.py"])
     assert r.exit_code != 0 and "not source files" in r.output
+
+
+def test_layer_renders_again_only_when_files_or_focus_change(make_engine, tmp_path, monkeypatch):
+    root = _repo(tmp_path)
+    layer = CodeMapLayer(root, budget_tokens=200)
+    calls = []
+    real = layer.map.render
+    monkeypatch.setattr(layer.map, "render", lambda *a, **k: calls.append(a) or real(*a, **k))
+    s = make_engine(layers=lambda: [*default_layers(), layer]).session("r", goal="fix pkg/api.py")
+    s.user("go")
+    first = s.build().neutral.tail
+    s.assistant("looking")
+    s.user("and?")
+    assert s.build().neutral.tail.endswith(first.split("## CODEMAP\n", 1)[1]) and len(calls) == 1
+    (root / "pkg/api.py").write_text("def handle(req, retries=3):\n    return req\n")
+    s.assistant("edited")
+    s.user("done?")
+    tail = s.build().neutral.tail
+    assert len(calls) == 2 and "def handle(req, retries=3)" in tail

@@ -38,6 +38,7 @@ class CodeMapLayer(Layer):
         self.recent = recent
         self.max_names = max_names
         self._report: dict[str, Any] | None = None
+        self._last: tuple[tuple[Any, ...], str] | None = None  # (focus key, map text): no re-render when unchanged
 
     def _texts(self, messages: Iterable[Message]) -> tuple[list[str], list[str]]:
         """(all text of the messages, the paths their edit-like tool calls name)."""
@@ -91,7 +92,12 @@ class CodeMapLayer(Layer):
         files, edited, names = self.focus(ctx)
         # the import chain follows the edited files when there are any, else every focus file
         chain_from = edited or files
-        text = self.map.render(self.budget_tokens, chain_from, names)
+        key = (tuple(chain_from), tuple(names), self.budget_tokens)
+        if self._last is not None and self._last[0] == key and not stats.parsed and not stats.removed:
+            text = self._last[1]
+        else:
+            text = self.map.render(self.budget_tokens, chain_from, names)
+            self._last = (key, text)
         self._report = {"files": stats.files, "parsed": stats.parsed, "focus_files": files, "edited": edited,
                         "focus_names": names, "budget_tokens": self.budget_tokens}
         if not text:
