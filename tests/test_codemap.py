@@ -196,3 +196,19 @@ def test_layer_renders_again_only_when_files_or_focus_change(make_engine, tmp_pa
     s.user("done?")
     tail = s.build().neutral.tail
     assert len(calls) == 2 and "def handle(req, retries=3)" in tail
+
+
+def test_cli_map_without_the_extra_names_it(tmp_path, monkeypatch):
+    real = parse_mod.importlib.import_module
+
+    def fake(name, *a):
+        if name.startswith("tree_sitter"):
+            raise ImportError(name)
+        return real(name, *a)
+
+    parse_mod._language.cache_clear()
+    monkeypatch.setattr(parse_mod.importlib, "import_module", fake)
+    r = CliRunner().invoke(main, ["map", str(_repo(tmp_path))])
+    monkeypatch.undo()
+    parse_mod._language.cache_clear()
+    assert r.exit_code != 0 and "pip install 'windowsmith[codemap]'" in r.output

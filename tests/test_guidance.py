@@ -306,3 +306,19 @@ def test_guidance_changes_nothing_but_the_tail(tmp_path_factory, steps):
         a, b = s.build().neutral, guided.session("p").build().neutral
     assert (a.tools, a.system, a.session, a.messages) == (b.tools, b.system, b.session, b.messages)
     assert b.tail.startswith(a.tail)
+
+
+def test_broken_arguments_in_a_provider_response_are_repaired_when_recorded(make_engine):
+    s = make_engine(model="gpt-4.1").session("resp")
+    s.tools([BASH])
+    s.user("list files")
+    pack = s.build("openai-chat")
+    s.record({"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "gpt-4.1",
+              "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                  "role": "assistant", "content": None, "tool_calls": [{
+                      "id": "call_1", "type": "function",
+                      "function": {"name": "bash", "arguments": '{"command": "ls -la", "timeout": "10",}'}}]}}],
+              "usage": {"prompt_tokens": 50, "completion_tokens": 9, "total_tokens": 59}}, pack=pack)
+    assert dict(s.messages[-1].tool_calls[0].arguments) == {"command": "ls -la", "timeout": 10}
+    (rep,) = s.state.repairs
+    assert "call_1" in rep.what and "invalid JSON repaired" in rep.what
