@@ -18,7 +18,11 @@ def python_blocks() -> list[str]:
 
 
 def test_readme_python_examples_run(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the examples write their stores in the working directory, as a user's would
+    # the examples write their stores in the working directory, as a user's would, and read the repository's
+    # benchmark data and source by their paths in a checkout
+    for name in ("benchmarks", "src"):
+        (tmp_path / name).symlink_to(README.parent / name)
+    monkeypatch.chdir(tmp_path)
     blocks = python_blocks()
     assert len(blocks) >= 3
     ns: dict = {}

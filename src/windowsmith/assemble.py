@@ -67,6 +67,7 @@ class Assembly:
     tokens: int
     history: Item | None
     refs: list[str]
+    guidance: dict[str, Any] = field(default_factory=dict)  # layer name → its report (Layer.report)
 
 
 def measure(item: Item, counter: TokenCounter) -> int:
@@ -82,19 +83,21 @@ def measure(item: Item, counter: TokenCounter) -> int:
     return sum(counter.message(m) for m in c)
 
 
-def render_tail(items: Sequence[Item]) -> str | None:
-    """The dynamic tail text: sections in the standard header order, items in order within each."""
+def render_tail(items: Sequence[Item], style: Any = None) -> str | None:
+    """The dynamic tail text: sections in the standard header order, items in order within each.
+    ``style`` (a ``TailStyle``: header format and bullet) comes from a layer's ``tail_style()``."""
     if not items:
         return None
     by_header: dict[str, list[str]] = {}
     for it in items:
         by_header.setdefault(it.header or "NOTE", []).append(str(it.content))
     order = [h for h in TAIL_HEADERS if h in by_header] + sorted(h for h in by_header if h not in TAIL_HEADERS)
+    header, bullet = (style.header, style.bullet) if style is not None else ("## {}", "- ")
     parts = []
     for h in order:
         texts = by_header[h]
-        body = "\n".join(texts) if h in ("TASK", "STEP", "ACCEPTANCE") else "\n".join(f"- {t}" for t in texts)
-        parts.append(f"## {h}\n{body}")
+        body = "\n".join(texts) if h in ("TASK", "STEP", "ACCEPTANCE", "CODEMAP", "FOCUS") else "\n".join(f"{bullet}{t}" for t in texts)
+        parts.append(f"{header.format(h)}\n{body}")
     return "\n\n".join(parts)
 
 
@@ -110,9 +113,15 @@ def assemble(
 ) -> Assembly:
     ctx = BuildContext(state=state, counter=counter, window=budget.window, available=budget.available)
     gathered: list[tuple[Item, int]] = []
+    guidance: dict[str, Any] = {}
+    style = None
     for layer in layers:
         for it in layer.items(ctx):
             gathered.append((it, measure(it, counter)))
+        rep = layer.report()
+        if rep is not None:
+            guidance[layer.name] = rep
+        style = style or layer.tail_style()
 
     usage: dict[str, LayerUsage] = {}
     for it, _n in gathered:
@@ -205,17 +214,23 @@ def assemble(
         elif it.slot == "tail":
             tail_items.append(it)
     tail_items.sort(key=lambda it: (TAIL_HEADERS.index(it.header) if it.header in TAIL_HEADERS else 99, it.order))
+    tool_items = [it for it, _ in kept if it.slot == "tools"]
+    deferred = tuple(it.content.name for it in tool_items if it.meta.get("deferred"))  # type: ignore[union-attr]
+    scoped = [it for it in tool_items if "allowed" in it.meta]
+    allowed = tuple(it.content.name for it in scoped if it.meta["allowed"]) if scoped else None  # type: ignore[union-attr]
     req = NeutralRequest(
         model=model,
         system=tuple(system),
         session=tuple(session),
         tools=tuple(tools),
         messages=messages,
-        tail=render_tail(tail_items),
+        tail=render_tail(tail_items, style),
         max_output_tokens=budget.reserved_output,
         cache_key=cache_key,
+        deferred=deferred,
+        allowed_tools=allowed,
     )
-    return Assembly(req, budget, usage, actions, total, history, refs)
+    return Assembly(req, budget, usage, actions, total, history, refs, guidance)
 
 
 def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:

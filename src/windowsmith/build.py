@@ -330,6 +330,7 @@ class Builder:
             warnings=warnings,
             calibration=counter.calibration.ratio,
             messages=len(req.messages),
+            guidance=asm.guidance,
         )
 
     def _short_parts(self, parts: tuple[str, ...]) -> str:

@@ -16,6 +16,7 @@ from rich.console import Console, JustifyMethod
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .codemap import CodeMap
 from .errors import WindowsmithError
 
 #: the model the commands use when --model is not given: a current one (see the registry's `retires` dates)
@@ -416,6 +417,29 @@ def gc(store: str | None, grace_seconds: float, no_vacuum: bool) -> None:
         r = collect_garbage(st, grace_seconds=grace_seconds, vacuum=not no_vacuum)
     click.echo(f"dropped {r['refs_dropped']:,} orphan reference(s), deleted {r['blobs_deleted']:,} blob(s); "
                f"store {r['bytes_before']:,} → {r['bytes_after']:,} bytes")
+
+
+@main.command("map")
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--budget", type=click.IntRange(min=16), default=1024, show_default=True, help="Token budget of the map.")
+@click.option("--focus", multiple=True, help="A file being worked on (repeatable): ranked first, its imports followed.")
+@click.option("--name", "names", multiple=True, help="An identifier of interest (repeatable).")
+@click.option("--cache", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Keep parsed files here; the next run re-parses only changed files (mtime + hash).")
+@click.option("--json", "as_json", is_flag=True, help="Print the map and the update counts as JSON.")
+def map_cmd(path: Path, budget: int, focus: tuple[str, ...], names: tuple[str, ...], cache: Path | None,
+            as_json: bool) -> None:
+    """Print a budgeted map of the code under PATH (needs windowsmith[codemap]): files with their key
+    definitions (line: signature), ranked by PageRank over references and imports, personalized to --focus."""
+    try:
+        cm = CodeMap(path, cache=cache)
+        text = cm.render(budget, focus, names)
+    except WindowsmithError as e:
+        _fail(e)
+    if as_json:
+        click.echo(json.dumps({"map": text, "update": cm.last_update.to_dict()}, indent=1))
+    else:
+        click.echo(text)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,6 +29,8 @@ from .compaction.config import Breaker, CompactionConfig, CompactionResult
 from .compaction.pipeline import Compactor
 from .compaction.references import reconstruct
 from .errors import ConfigError, InvalidMessageError, ModelRetiredWarning, UnmatchedToolResultError, UsageError
+from .guidance.repair import repair_message
+from .guidance.tools import DeferredToolsLayer, ToolPolicy, describe_found, load_event, select
 from .ingest.messages import redact_message, redact_spec
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
 from .ingest.redact import has_candidate, redact
@@ -330,6 +332,9 @@ class Session:
             msg = Message("tool", tuple(results))
         else:
             msg = _without_blank_text(msg)
+            if msg.role == "assistant" and msg.tool_calls and self.engine.ingest.repair_arguments:
+                msg, repairs = repair_message(msg, self.state.tools, self._redact_text)
+                extra.extend(("meta", r) for r in repairs)
             if msg.role == "assistant":
                 seen = set(self.state.call_names)
                 for c in msg.tool_calls:
@@ -395,6 +400,34 @@ class Session:
         name = self.state.call_names.get(call_id)
         ing = self._ingest(output, name, call_id)
         return self._add(Message("tool", (ToolResult(call_id, ing.blocks, bool(is_error), name),)), {call_id: ing})
+
+    def tool_search(self, query: str, limit: int = 5, **_: Any) -> str:
+        """Handler of the ``tool_search`` tool (``windowsmith.guidance.tools``): finds deferred tools matching
+        ``query``, logs a ``tools_loaded`` event (the next build sends them) and returns their descriptions."""
+        if not isinstance(query, str) or not query.strip():
+            return "error: tool_search needs a non-empty query, e.g. tool_search(query='create issue')"
+        limit = max(1, min(10, limit if isinstance(limit, int) else 5))
+        event, found = load_event(self.state, query, limit, self._tool_policy())
+        if event["names"]:
+            self._append("meta", event)
+        return describe_found(found, query)
+
+    def scope_tools(self, tools: Sequence[str] | None, *, step: str | None = None) -> None:
+        """Restrict the tools of a step (default: the current one) to ``tools`` (names or ``"tag:x"``); None
+        lifts it. The tool list stays (cache-safe): the request's tool choice says what is allowed."""
+        if tools is not None and (isinstance(tools, str) or not all(isinstance(t, str) for t in tools)):
+            raise UsageError("scope_tools takes a list of tool names or 'tag:x', e.g. ['get_order', 'tag:billing']")
+        policy = self._tool_policy()
+        if tools:
+            unknown = [t for t in tools if not select(self.state.tools, [t], policy.tags)]
+            if unknown:
+                raise UsageError(f"scope_tools: {unknown} match no declared tool; declare them with tools() first "
+                                 f"(declared: {[t.name for t in self.state.tools]})")
+        self._append("meta", {"type": "tool_scope", "step": self.state.task.step if step is None else step,
+                              "tools": list(tools) if tools else None})
+
+    def _tool_policy(self) -> ToolPolicy:
+        return next((la.policy for la in self._builder.layers if isinstance(la, DeferredToolsLayer)), ToolPolicy())
 
     @property
     def result_tools(self) -> ResultTools:

@@ -37,6 +37,7 @@ class Manifest:
     warnings: list[str] = field(default_factory=list)
     calibration: float = 1.0
     messages: int = 0
+    guidance: dict[str, Any] = field(default_factory=dict)  # guidance layers' reports (recitation, failures, ...)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -61,6 +61,8 @@ class NeutralRequest:
     max_output_tokens: int
     cache_key: str
     cache: CachePlan = field(default_factory=CachePlan)
+    deferred: tuple[str, ...] = ()  # tools sent with the provider's deferred loading (see guidance/tools.py)
+    allowed_tools: tuple[str, ...] | None = None  # the step's tool scope (tool_choice/allowed tools), or None
 
     @property
     def system_text(self) -> str:

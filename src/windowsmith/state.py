@@ -161,6 +161,7 @@ class SessionState:
     lessons: list[dict[str, Any]] = field(default_factory=list)  # memory candidates with provenance
     transcript: str | None = None  # sha of the newest compacted-span transcript (each links the one before)
     rewrites: int = 0  # bumps when units already in the view are rewritten (mask, summary)
+    tool_events: list[dict[str, Any]] = field(default_factory=list)  # tools_loaded / tool_scope meta events
     _summary_message: Message | None = None
 
     # ------------------------------------------------------------------ folding events
@@ -199,6 +200,10 @@ class SessionState:
             self._apply_compaction(rec)
         elif kind == "meta" and d.get("type") == "note":
             self.notes.setdefault(d["layer"], []).append(dict(d))
+        elif kind == "meta" and d.get("type") in ("tools_loaded", "tool_scope"):
+            self.tool_events.append({**d, "seq": event.seq})
+        elif kind == "meta" and d.get("type") == "repair":
+            self.repairs.append(Repair(event.seq, str(d.get("what", "repair"))))
         elif kind == "meta" and d.get("type") == "lesson":
             self.lessons.append({**d, "seq": event.seq})
         self.head = event.hash

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..artifacts import ArtifactStore, artifact_uri
 from ..errors import ConfigError, InvalidMessageError
+from ..guidance.variation import compact_json
 from ..model import Image, Text, block_from_dict, clean_text
 from ..refs import binary_stub, offload_footer
 from .compress import compress, detect_kind
@@ -50,6 +51,8 @@ class IngestConfig:
     offload_fraction: float = 0.25
     floor_fraction: float = 0.10  # of the whole available budget: the threshold never goes lower
     redact: bool = True
+    repair_arguments: bool = True  # repair tool-call arguments (JSON + the tool's schema), each repair logged
+    compact_json: bool = False  # JSON text results go in without insignificant whitespace (guidance/variation.py)
 
     def __post_init__(self) -> None:
         if self.offload_tokens is not None and self.offload_tokens < 64:
@@ -188,6 +191,8 @@ def ingest_result(
                 text = r.text
                 for k, v in r.counts.items():
                     redactions[k] = redactions.get(k, 0) + v
+            if cfg.compact_json:
+                text = compact_json(text) or text
             texts.append(text)
             out.append(Text(text))
         elif cfg.redact:

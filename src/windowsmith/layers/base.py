@@ -30,7 +30,9 @@ PHASES: tuple[str, ...] = ("stable", "session", "dynamic")
 SLOTS: tuple[str, ...] = ("tools", "system", "session", "history", "tail")
 
 #: Standard tail section headers, in the order they are rendered.
-TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "ACCEPTANCE", "EVIDENCE", "MEMORY", "KNOWLEDGE", "NOTE")
+TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "TOOLS", "ACCEPTANCE", "EVIDENCE", "MEMORY", "KNOWLEDGE", "CODEMAP", "FAILURES",
+                                 "NOTE",
+                                 "FOCUS")
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,14 @@ class Layer(ABC):
     @abstractmethod
     def items(self, ctx: BuildContext) -> Iterable[Item]:
         """Yield this layer's items for the next request."""
+
+    def report(self) -> dict[str, Any] | None:
+        """What the last ``items`` call decided, for the manifest's ``guidance`` (None: nothing to say)."""
+        return None
+
+    def tail_style(self) -> Any:
+        """A ``TailStyle`` (header and bullet format) for the tail of this request, or None (the default)."""
+        return None
 
 
 def shrink_text(item: Item, cap: int, counter: TokenCounter) -> Item | None:

@@ -95,6 +95,18 @@ class UnitRenderer(Renderer):
     ) -> dict[str, Any]:
         """Assemble the request dict; ``marks`` says where breakpoints go (see ``render``)."""
 
+    def defer_tool(self, rendered: Any) -> Any:
+        """A tool definition marked for the provider's deferred loading (formats that have it override)."""
+        raise ConfigError(f"the {self.format} format has no native deferred tool loading; use "
+                          "ToolPolicy(native=False) (a tool_search function) for it")
+
+    def search_tool(self) -> Any:
+        """The provider's own tool-search tool, sent after the tools when some are deferred."""
+        raise ConfigError(f"the {self.format} format has no native tool search")
+
+    def _deferred_tool(self, tool: ToolSpec) -> Any:
+        return self.defer_tool(self.render_tool(tool))
+
     def message_extra(self, message: Message, req: NeutralRequest, ctx: Any) -> tuple[Any, ...]:
         """Extra memo-key parts a message's rendering depends on (Gemini: tool names)."""
         return ()
@@ -120,8 +132,16 @@ class UnitRenderer(Renderer):
         prefix = 0
 
         tools: list[Any] = []
+        deferred = set(req.deferred)
         for tool in req.tools:
-            value, digest = self.memo.get(("tool", tool.canonical), partial(self.render_tool, tool))
+            if tool.name in deferred:
+                value, digest = self.memo.get(("tool-deferred", tool.canonical), partial(self._deferred_tool, tool))
+            else:
+                value, digest = self.memo.get(("tool", tool.canonical), partial(self.render_tool, tool))
+            tools.append(value)
+            parts.append(digest)
+        if deferred:
+            value, digest = self.memo.get(("tool-search",), self.search_tool)
             tools.append(value)
             parts.append(digest)
         if plan.tools and tools:

@@ -20,6 +20,9 @@ from ._common import UnitRenderer, as_int, expect, to_plain
 from .base import ParsedResponse
 
 EPHEMERAL = {"type": "ephemeral"}
+TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+#: server-side tool search blocks of a response: kept (opaque) so the tools they loaded stay loaded
+_SEARCH_BLOCKS = ("server_tool_use", "tool_search_tool_result")
 _THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
@@ -56,6 +59,12 @@ class AnthropicRenderer(UnitRenderer):
 
     def render_system(self, kind: str, text: str) -> dict[str, Any]:
         return {"type": "text", "text": text}
+
+    def defer_tool(self, rendered: dict[str, Any]) -> dict[str, Any]:
+        return {**rendered, "defer_loading": True}
+
+    def search_tool(self) -> dict[str, Any]:
+        return dict(TOOL_SEARCH)
 
     def render_tail(self, text: str) -> list[dict[str, Any]]:
         return [{"role": "user", "content": [{"type": "text", "text": text}]}]
@@ -131,6 +140,8 @@ class AnthropicRenderer(UnitRenderer):
                 blocks.append(Thinking(provider="anthropic", data=data, text=data["thinking"]))
             elif t == "redacted_thinking":
                 blocks.append(Thinking(provider="anthropic", data={"type": "redacted_thinking", "data": expect(b, "data", str, where)}))
+            elif t in _SEARCH_BLOCKS and (t != "server_tool_use" or str(b.get("name", "")).startswith("tool_search")):
+                blocks.append(Thinking(provider="anthropic", data=dict(b)))
             elif not isinstance(t, str):
                 raise ProviderResponseError(f"{where} has no 'type'; is this an Anthropic Messages response?")
             # server-side tool blocks (web search etc.) are not part of the neutral model: skipped

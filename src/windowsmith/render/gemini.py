@@ -121,6 +121,9 @@ class GeminiRenderer(UnitRenderer):
             config["system_instruction"] = {"parts": system}
         if tools:
             config["tools"] = [{"function_declarations": tools}]
+            if req.allowed_tools is not None:
+                config["tool_config"] = {"function_calling_config": {
+                    "mode": "VALIDATED", "allowed_function_names": list(req.allowed_tools)}}
         config["max_output_tokens"] = req.max_output_tokens
         return {"model": req.model, "contents": messages, "config": config}
 

@@ -80,6 +80,9 @@ class OpenAIChatRenderer(UnitRenderer):
         out: dict[str, Any] = {"model": req.model, "messages": [*system, *messages]}
         if tools:
             out["tools"] = tools
+        if req.allowed_tools is not None:
+            out["tool_choice"] = {"type": "allowed_tools", "allowed_tools": {
+                "mode": "auto", "tools": [{"type": "function", "function": {"name": n}} for n in req.allowed_tools]}}
         out["max_completion_tokens"] = req.max_output_tokens
         if req.cache_key:
             out["prompt_cache_key"] = req.cache_key

@@ -44,6 +44,12 @@ class OpenAIResponsesRenderer(UnitRenderer):
             d["description"] = tool.description
         return d
 
+    def defer_tool(self, rendered: dict[str, Any]) -> dict[str, Any]:
+        return {**rendered, "defer_loading": True}
+
+    def search_tool(self) -> dict[str, Any]:
+        return {"type": "tool_search"}
+
     def render_system(self, kind: str, text: str) -> dict[str, Any]:
         return {"type": "message", "role": "system", "content": text}
 
@@ -82,6 +88,10 @@ class OpenAIResponsesRenderer(UnitRenderer):
         out: dict[str, Any] = {"model": req.model, "input": [*system, *messages]}
         if tools:
             out["tools"] = tools
+        if req.allowed_tools is not None:
+            out["tool_choice"] = {"type": "allowed_tools", "mode": "auto",
+                                  "tools": [{"type": "function", "name": n} for n in req.allowed_tools]
+                                  + ([{"type": "tool_search"}] if req.deferred else [])}
         out["max_output_tokens"] = req.max_output_tokens
         if req.cache_key:
             out["prompt_cache_key"] = req.cache_key
@@ -111,6 +121,8 @@ class OpenAIResponsesRenderer(UnitRenderer):
                 data = {k: v for k, v in item.items() if v is not None}
                 summary = "\n".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
                 blocks.append(Thinking(provider="openai", data=data, text=summary))
+            elif t in ("tool_search_call", "tool_search_output"):  # kept (opaque): they hold the loaded tools
+                blocks.append(Thinking(provider="openai", data={k: v for k, v in item.items() if v is not None}))
             elif not isinstance(t, str):
                 raise ProviderResponseError(f"{where} has no 'type'; is this an OpenAI Responses response?")
         usage = d.get("usage") or {}
