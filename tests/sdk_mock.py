@@ -104,16 +104,17 @@ def chat_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def responses_reply(text: str = "Reading calc.py first.", calls: list[tuple[str, str, dict[str, Any]]] | None = None, *,
-                    usage: dict[str, Any] | None = None) -> dict[str, Any]:
+                    usage: dict[str, Any] | None = None, n: int = 1) -> dict[str, Any]:
+    """``n`` numbers the output item ids (``rs_<n>``, ``msg_<n>``): item ids are unique in a conversation."""
     output: list[dict[str, Any]] = [
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Check add()."}],
+        {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": "Check add()."}],
          "encrypted_content": "ZW5j"},
     ]
     if text:
-        output.append({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        output.append({"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
                        "content": [{"type": "output_text", "text": text, "annotations": []}]})
     for k, (cid, name, args) in enumerate(calls if calls is not None else [("call_1", "read_file", {"path": "calc.py"})]):
-        output.append({"type": "function_call", "id": f"fc_{k}", "call_id": cid, "name": name,
+        output.append({"type": "function_call", "id": f"fc_{n}_{k}", "call_id": cid, "name": name,
                        "arguments": json.dumps(args), "status": "completed"})
     return {
         "id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-test", "status": "completed",

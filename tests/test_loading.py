@@ -165,3 +165,21 @@ def test_sdk_objects_load_like_dicts(engine: ws.Engine) -> None:
     contents = [gtypes.Content.model_validate(c) for c in HISTORIES["gemini"]]
     s = engine.load("objs", contents, "gemini")
     assert len(s.messages) == 5 and s.messages[1].tool_calls[0].id == "c1"
+
+
+def test_overlap_mode_skips_what_the_log_already_has(engine: ws.Engine) -> None:
+    chat = HISTORIES["openai-chat"]
+    s = engine.load("ov", chat[:3], "openai-chat")  # ... assistant with open call c1
+    r = s.load(chat[2:5], "openai-chat", overlap=True)  # repeats the assistant turn, adds result + reply
+    assert [m.role for m in r.appended] == ["tool", "assistant"]
+    r = s.load(chat[4:], "openai-chat", overlap=True)  # repeats the reply, adds the new user message
+    assert [m.role for m in r.appended] == ["user"]
+    assert s.load(chat[5:], "openai-chat", overlap=True).appended == ()
+    # the same text again later is a new message, not an overlap, once something came in between
+    s.assistant("ok")
+    assert [m.text for m in s.load([{"role": "user", "content": "Fix it then."}], "openai-chat",
+                                   overlap=True).appended] == ["Fix it then."]
+    # compared redacted, as the log stores it
+    secret = "my key is sk-ant-api03-" + "a" * 80
+    s.load([{"role": "assistant", "content": secret}], "openai-chat", overlap=True)
+    assert s.load([{"role": "assistant", "content": secret}], "openai-chat", overlap=True).appended == ()

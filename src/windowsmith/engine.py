@@ -38,7 +38,7 @@ from .ingest.redact import has_candidate, redact
 from .layers.base import Layer
 from .layers.builtin import default_layers
 from .layers.evidence import StepTracker
-from .loading import LOAD_FORMATS, convert, new_messages
+from .loading import LOAD_FORMATS, convert, new_messages, overlapping_new
 from .log import SessionLog
 from .manifest import Manifest
 from .model import (
@@ -375,7 +375,7 @@ class Session:
         return self._add(Message("tool", (ToolResult(call_id, ing.blocks, bool(is_error), name),)), {call_id: ing})
 
     def load(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
-             system: str | None = None) -> LoadResult:
+             system: str | None = None, overlap: bool = False) -> LoadResult:
         """Load a provider-native history: ``format`` is ``openai-chat`` (chat messages), ``openai-responses``
         (Responses items), ``anthropic`` (Messages API messages) or ``gemini`` (contents); dicts or SDK objects.
 
@@ -385,11 +385,21 @@ class Session:
         message goes through :meth:`add` (redaction, offload of large tool results); each repair the
         conversion made is recorded once in the log (manifests list it). A history that does not continue
         the log raises :class:`UsageError` before anything is written.
+
+        ``overlap=True``: ``messages`` is not the whole history but a window of it that may repeat the
+        log's newest messages (a framework saving one turn's items): the longest run of the log's newest
+        messages it starts with is skipped (user and assistant messages compared by their redacted text,
+        tool results by call id) and the rest appended.
         """
         if format not in LOAD_FORMATS:
             raise UsageError(f"unknown message format {format!r}; use one of {', '.join(LOAD_FORMATS)}")
         loaded = convert(messages, format, tools=tools, system=system)
-        new = new_messages(self.state.messages, loaded.messages, format)
+        if overlap:
+            incoming = [redact_message(m) if self.engine.ingest.redact and m.role != "tool" else m
+                        for m in loaded.messages]
+            new = overlapping_new(self.state.messages, incoming)
+        else:
+            new = new_messages(self.state.messages, loaded.messages, format)
         seen = set(self.state.call_names)
         for m in new:
             for c in m.tool_calls:
@@ -592,10 +602,11 @@ class Session:
         return await self._offload(self.record, response, **kwargs)  # type: ignore[no-any-return]
 
     async def aload(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
-                    system: str | None = None) -> LoadResult:
+                    system: str | None = None, overlap: bool = False) -> LoadResult:
         """:meth:`load` without blocking the event loop."""
         async with self._async_lock():
-            return await self._offload(self.load, messages, format, tools=tools, system=system)  # type: ignore[no-any-return]
+            return await self._offload(self.load, messages, format, tools=tools, system=system,  # type: ignore[no-any-return]
+                                       overlap=overlap)
 
     async def aadd(self, message: Message | Mapping[str, Any]) -> Message:
         """:meth:`add` without blocking the event loop."""

@@ -243,4 +243,37 @@ def new_messages(logged: Sequence[Message], incoming: Sequence[Message], format:
     return out
 
 
-__all__ = ["LOAD_FORMATS", "Loaded", "convert", "gemini_contents", "new_messages"]
+def _text_key(m: Message) -> tuple[Any, ...]:
+    images = sum(1 for b in m.content if isinstance(b, Image))
+    return (m.role, tuple(c.id for c in m.tool_calls), m.text, images)
+
+
+def overlapping_new(logged: Sequence[Message], incoming: Sequence[Message]) -> list[Message]:
+    """The messages of ``incoming`` (a window of the conversation that may repeat the log's newest
+    messages) that the log does not have: the longest run of the log's newest groups that ``incoming``
+    starts with is skipped. User and assistant messages are compared by text too (pass ``incoming``
+    redacted the way the log is), tool results by call id; results missing from the log's last tool
+    group are kept."""
+    def key(g: tuple[tuple[Any, ...], list[int]], msgs: Sequence[Message]) -> tuple[Any, ...]:
+        return g[0] if g[0][0] == "tool" else _text_key(msgs[g[1][0]])
+
+    have = [key(g, logged) for g in _groups(logged)]
+    got_groups = _groups(incoming)
+    got = [key(g, incoming) for g in got_groups]
+    for j in range(min(len(have), len(got)), 0, -1):
+        head, last = have[len(have) - j:], got[:j]
+        if head[:-1] != last[:-1]:
+            continue
+        a, b = head[-1], last[-1]
+        if a == b or (a[0] == "tool" == b[0] and a[1] <= b[1]):
+            out: list[Message] = []
+            if a != b:  # the log's last tool group is missing some results
+                for i in got_groups[j - 1][1]:
+                    rest = tuple(r for r in incoming[i].tool_results if r.call_id not in a[1])
+                    if rest:
+                        out.append(Message("tool", rest))
+            return out + [incoming[i] for _, idx in got_groups[j:] for i in idx]
+    return list(incoming)
+
+
+__all__ = ["LOAD_FORMATS", "Loaded", "convert", "gemini_contents", "new_messages", "overlapping_new"]
