@@ -15,6 +15,7 @@ from google.genai import types as gtypes
 
 import windowsmith as ws
 from sdk_mock import MockModel, anthropic_reply, chat_reply, gemini_reply, responses_reply
+from test_store_postgres import schema  # noqa: F401  (the fixture)
 from windowsmith.model import Message, Usage
 
 REPLIES = {"anthropic": anthropic_reply(), "openai-chat": chat_reply(), "openai-responses": responses_reply(),
@@ -193,3 +194,32 @@ def test_unsupported_stream_shapes_name_the_workaround(make_engine: Callable[...
     with pytest.raises(ws.UsageError, match=r"inside its `with` block"):
         a.record(client.messages.stream(**pack.request))
     assert not s.state.usages and not a.state.usages
+
+
+@pytest.mark.postgres
+def test_async_sessions_on_postgres_run_concurrently_and_stay_consistent(schema: str) -> None:  # noqa: F811
+    from test_store_postgres import PG_DSN
+    from windowsmith.store.postgres import PostgresStore
+
+    replies = [anthropic_reply(f"answer {i}", [], thinking=False) for i in range(6)]
+    mock = MockModel("anthropic", replies)
+    client = anthropic.AsyncAnthropic(api_key="t", http_client=mock.async_client(), max_retries=0)
+    store = PostgresStore(PG_DSN, schema=schema)
+    engine = ws.Engine("claude-sonnet-5-5", store=store)
+    sessions = [engine.session(f"pg-{k}") for k in range(2)]
+    for s in sessions:
+        s.user("hello")
+
+    async def send(req: dict[str, Any]) -> Any:
+        await asyncio.sleep(0)
+        return await client.messages.create(**req)
+
+    async def run() -> None:
+        await asyncio.gather(*(s.acall(send) for s in sessions for _ in range(3)))
+
+    asyncio.run(run())
+    for s in sessions:
+        again = ws.Engine("claude-sonnet-5-5", store=store).session(s.id)  # what the store holds
+        assert [m.role for m in again.messages] == ["user", "assistant", "assistant", "assistant"]
+        assert len(again.state.usages) == 3 and again.state.head == s.state.head
+    store.close()

@@ -412,10 +412,9 @@ class Session:
         if loaded.tools:
             self.tools(loaded.tools)
         known = {r.what for r in self.state.repairs}
-        fresh = [r for r in dict.fromkeys(loaded.repairs) if r not in known]
+        fresh = [w for w in dict.fromkeys(f"load {format}: {r}" for r in loaded.repairs) if w not in known]
         if fresh:
-            self.log.append_many([("meta", {"type": "repair", "what": f"load {format}: {r}"}) for r in fresh
-                                  if f"load {format}: {r}" not in known])
+            self.log.append_many([("meta", {"type": "repair", "what": w}) for w in fresh])
         added = tuple(self.add(m) for m in new)
         return LoadResult(added, tuple(loaded.repairs))
 
