@@ -183,3 +183,16 @@ def test_overlap_mode_skips_what_the_log_already_has(engine: ws.Engine) -> None:
     secret = "my key is sk-ant-api03-" + "a" * 80
     s.load([{"role": "assistant", "content": secret}], "openai-chat", overlap=True)
     assert s.load([{"role": "assistant", "content": secret}], "openai-chat", overlap=True).appended == ()
+
+
+def test_hosted_tool_items_are_kept_as_assistant_text(engine: ws.Engine) -> None:
+    items = [
+        {"type": "message", "role": "user", "content": "latest python?"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"query": "python release"}},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "3.14"}]},
+    ]
+    s = engine.load("hosted", items, "openai-responses")
+    assert [m.role for m in s.messages] == ["user", "assistant"]
+    assert '[web_search_call] {"id": "ws_1"' in s.messages[1].text and s.messages[1].text.endswith("3.14")
+    assert any("web_search_call item kept as assistant text" in r.what for r in s.state.repairs)
+    assert s.load(items, "openai-responses").appended == ()

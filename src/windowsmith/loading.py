@@ -65,6 +65,9 @@ def convert(messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None
         specs = tuple(t if isinstance(t, ToolSpec) else ToolSpec.from_dict(t) for t in tools or ())
         return Loaded(system, specs, msgs_n, ())
     items = [_plain(m, format) for m in messages]
+    pre: list[str] = []
+    if format == "openai-responses":
+        items = [_hosted_as_text(it, i, pre) for i, it in enumerate(items)]
     ctx = Ctx(Path("<messages>"), "", "load")
     b = Builder(close_open=False)
     repairs: list[str] = []
@@ -79,7 +82,22 @@ def convert(messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None
         trace = importer(items, ctx, [], "load", builder=b)[0]
         found, msgs, more = [trace.system], trace.messages, list(trace.repairs)
     texts = [t for t in (system, *found) if t]
-    return Loaded("\n\n".join(texts) or None, tool_list, tuple(msgs), (*repairs, *more))
+    return Loaded("\n\n".join(texts) or None, tool_list, tuple(msgs), (*repairs, *pre, *more))
+
+
+_RESPONSES_ITEMS = frozenset({"message", "reasoning", "function_call", "custom_tool_call", "function_call_output",
+                              "custom_tool_call_output", "item_reference"})
+
+
+def _hosted_as_text(item: Any, i: int, repairs: list[str]) -> Any:
+    """A Responses item the neutral model has no block for (a hosted tool's call and result: web or file
+    search, code interpreter, …) becomes assistant text holding its JSON, so the model still sees it."""
+    if not isinstance(item, Mapping) or item.get("type", "message" if "role" in item else None) in _RESPONSES_ITEMS:
+        return item
+    kind = item.get("type")
+    repairs.append(f"[{i}]: {kind} item kept as assistant text (no neutral block for hosted tool items)")
+    text = f"[{kind}] " + json.dumps({k: v for k, v in item.items() if k != "type"}, ensure_ascii=False, default=str)
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
 
 
 # -- Gemini contents --------------------------------------------------------------------------------
