@@ -62,7 +62,7 @@ def anthropic_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
         if i == 0:
             events.append({"type": "ping"})
     events.append({"type": "message_delta", "delta": {"stop_reason": reply["stop_reason"], "stop_sequence": None},
-                   "usage": {"output_tokens": u["output_tokens"]}})
+                   "usage": dict(u)})  # the API repeats the cumulative usage here (input and cache too)
     events.append({"type": "message_stop"})
     return events
 

@@ -14,6 +14,7 @@ pytest.importorskip("google.adk", reason="needs the adk extra: pip install 'wind
 
 from google import genai
 from google.adk.agents import LlmAgent
+from google.adk.agents.run_config import RunConfig, StreamingMode
 from google.adk.models import Gemini
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -46,7 +47,8 @@ def _text(e: Any) -> str:
     return "".join(p.text or "" for p in (e.content.parts if e.content else []) if not p.thought)
 
 
-def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine]) -> None:
+@pytest.mark.parametrize("streaming", [False, True])
+def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine], streaming: bool) -> None:
     mock = MockModel("gemini", _script())
     session = make_engine("gemini-2.5-flash", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000)).session("adk")
     cb = WindowsmithCallbacks(session)
@@ -62,7 +64,8 @@ def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engin
         finals = []
         for text in ("Read m0..m7 and find the bug.", "Are you sure?"):
             events = [e async for e in runner.run_async(
-                user_id="u", session_id="s1", new_message=gtypes.Content(role="user", parts=[gtypes.Part(text=text)]))]
+                user_id="u", session_id="s1", new_message=gtypes.Content(role="user", parts=[gtypes.Part(text=text)]),
+                run_config=RunConfig(streaming_mode=StreamingMode.SSE if streaming else StreamingMode.NONE))]
             finals.append(_text(events[-1]))
         await runner.close()
         return finals
@@ -70,6 +73,7 @@ def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engin
     finals = asyncio.run(run())
     assert finals == ["The bug is in m3.py.", "Yes: f3 adds 3."]
     assert len(mock.bodies) == N_TURNS + 2 == len(cb.packs)
+    assert all(("streamGenerateContent" in u) == streaming for u in mock.urls)
     for body, pack in zip(mock.bodies, cb.packs, strict=True):
         sent = [gtypes.Content.model_validate(c).model_dump(mode="json", exclude_none=True) for c in body["contents"]]
         want = [gtypes.Content.model_validate(c).model_dump(mode="json", exclude_none=True)

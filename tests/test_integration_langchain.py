@@ -61,7 +61,7 @@ def _norm(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _check_run(mock: MockModel, session: ws.Session, mw: WindowsmithMiddleware, result: dict[str, Any]) -> None:
     assert len(mock.bodies) == N_TURNS + 1
-    assert result["messages"][-1].content == "All modules read: the bug is in m3.py."
+    assert result["messages"][-1].text == "All modules read: the bug is in m3.py."
     # LangChain's state keeps everything; windowsmith's log has the same conversation
     assert len([m for m in result["messages"] if isinstance(m, ToolMessage)]) == N_TURNS
     assert [c.id for m in session.messages for c in m.tool_calls] == [f"toolu_{i}" for i in range(N_TURNS)]
@@ -105,6 +105,19 @@ def test_langchain_agent_async(make_engine: Callable[..., ws.Engine]) -> None:
     agent = create_agent(_model(mock), [read_file], system_prompt="You review Python modules.", middleware=[mw])
     result = asyncio.run(agent.ainvoke({"messages": [HumanMessage("Read m0..m7 and find the bug.")]}))
     _check_run(mock, session, mw, result)
+
+
+def test_langchain_agent_streaming(make_engine: Callable[..., ws.Engine]) -> None:
+    mock = MockModel("anthropic", _anthropic_script())
+    session = make_engine("claude-sonnet-5-5", window=6_000,
+                          budget=ws.BudgetConfig(reserved_output=1_000)).session("lc-stream")
+    mw = WindowsmithMiddleware(session)
+    model = _model(mock)
+    model.streaming = True
+    agent = create_agent(model, [read_file], system_prompt="You review Python modules.", middleware=[mw])
+    chunks = list(agent.stream({"messages": [HumanMessage("Read m0..m7 and find the bug.")]}, stream_mode="values"))
+    assert all(b.get("stream") is True for b in mock.bodies)  # the model really streamed
+    _check_run(mock, session, mw, chunks[-1])
 
 
 def test_langchain_openai_model_gets_the_chat_pack(make_engine: Callable[..., ws.Engine]) -> None:

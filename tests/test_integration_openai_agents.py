@@ -39,7 +39,8 @@ def _script() -> list[dict[str, Any]]:
     return replies
 
 
-def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., ws.Engine]) -> None:
+@pytest.mark.parametrize("streamed", [False, True])
+def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., ws.Engine], streamed: bool) -> None:
     mock = MockModel("openai-responses", _script())
     session = make_engine("gpt-4.1", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000)).session("oa")
     memory = WindowsmithSession(session)
@@ -47,16 +48,23 @@ def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., 
         api_key="test", http_client=mock.async_client(), max_retries=0))
     agent = Agent(name="reviewer", instructions="You review Python modules.", tools=[read_file], model=model)
 
+    async def turn(text: str) -> Any:
+        options: dict[str, Any] = {"session": memory, "max_turns": 20, "hooks": memory.hooks,
+                                   "run_config": memory.run_config(tracing_disabled=True)}
+        if not streamed:
+            return await Runner.run(agent, text, **options)
+        result = Runner.run_streamed(agent, text, **options)
+        async for _ in result.stream_events():
+            pass
+        return result
+
     async def run() -> tuple[Any, Any]:
-        first = await Runner.run(agent, "Read m0..m7 and find the bug.", session=memory, max_turns=20,
-                                 run_config=memory.run_config(tracing_disabled=True), hooks=memory.hooks)
-        second = await Runner.run(agent, "Are you sure?", session=memory, max_turns=5,
-                                  run_config=memory.run_config(tracing_disabled=True), hooks=memory.hooks)
-        return first, second
+        return await turn("Read m0..m7 and find the bug."), await turn("Are you sure?")
 
     first, second = asyncio.run(run())
     assert first.final_output == "The bug is in m3.py." and second.final_output == "Yes: f3 adds 3."
     assert len(mock.bodies) == N_TURNS + 2 == len(memory.packs)
+    assert all(bool(b.get("stream")) == streamed for b in mock.bodies)
     # every request carried windowsmith's pack as its input, and no separate instructions
     for body, pack in zip(mock.bodies, memory.packs, strict=True):
         assert body["input"] == pack.request["input"]

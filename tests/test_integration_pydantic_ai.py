@@ -97,6 +97,26 @@ def test_pydantic_ai_async_run(make_engine: Callable[..., ws.Engine]) -> None:
     _check(mock, session, cap)
 
 
+def test_pydantic_ai_run_stream(make_engine: Callable[..., ws.Engine]) -> None:
+    replies = [anthropic_reply("", [(f"toolu_{i}", "read_file", {"path": f"m{i}.py"})], thinking=False)
+               for i in range(3)]
+    replies.append(anthropic_reply("The bug is in m1.py.", [], thinking=False))
+    mock = MockModel("anthropic", replies)
+    session = make_engine("claude-sonnet-5-5").session("pai-stream")
+    cap = WindowsmithCapability(session)
+
+    async def run() -> str:
+        async with _agent(mock, cap).run_stream("Read m0..m2.") as result:
+            return await result.get_output()
+
+    assert asyncio.run(run()) == "The bug is in m1.py."
+    assert all(b.get("stream") is True for b in mock.bodies) and len(mock.bodies) == 4 == len(cap.packs)
+    assert [c.id for m in session.messages for c in m.tool_calls] == ["toolu_0", "toolu_1", "toolu_2"]
+    assert session.messages[-1].text == "The bug is in m1.py."
+    u = session.state.usages[-1][1]
+    assert (u.input_tokens, u.cache_read_tokens, u.output_tokens) == (812, 1536, 57)
+
+
 def test_capability_checks_its_argument() -> None:
     with pytest.raises(ws.UsageError, match="takes a windowsmith Session"):
         WindowsmithCapability("s")  # type: ignore[arg-type]

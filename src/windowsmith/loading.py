@@ -48,6 +48,14 @@ class Loaded:
 def _plain(v: Any, fmt: str) -> Any:
     if isinstance(v, Mapping | str):
         return dict(v) if isinstance(v, Mapping) else v
+    dump = getattr(v, "model_dump", None)
+    if callable(dump):  # every field that has a value, set at construction or later (not exclude_unset)
+        try:
+            out = dump(mode="json", by_alias=fmt != "gemini", exclude_none=True, warnings=False)
+        except TypeError:
+            out = None
+        if isinstance(out, dict):
+            return out
     return to_plain(v, what=f"a {fmt} message", by_alias=fmt != "gemini")
 
 
