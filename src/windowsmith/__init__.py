@@ -22,7 +22,7 @@ from .compaction import (
     Summarizer,
     Summary,
 )
-from .engine import Engine, Session
+from .engine import Engine, LoadResult, Session
 from .errors import (
     BudgetBlockedError,
     BudgetExceededError,
@@ -73,6 +73,7 @@ __all__ = [
     "InvalidToolSchemaError",
     "Item",
     "Layer",
+    "LoadResult",
     "Manifest",
     "Message",
     "ModelRetiredWarning",

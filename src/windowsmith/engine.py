@@ -16,8 +16,12 @@ same packs byte for byte.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ from .ingest.redact import has_candidate, redact
 from .layers.base import Layer
 from .layers.builtin import default_layers
 from .layers.evidence import StepTracker
+from .loading import LOAD_FORMATS, convert, new_messages, overlapping_new
 from .log import SessionLog
 from .manifest import Manifest
 from .model import (
@@ -55,6 +60,7 @@ from .model import (
 from .registry import ModelSpec, Registry, load_registry
 from .render import get_renderer, is_context_overflow
 from .render.base import Renderer
+from .render.stream import aresolve, resolve
 from .result_tools import ResultTools
 from .state import SessionState
 from .store import Store, open_store
@@ -136,6 +142,14 @@ class Engine:
             s.task(goal=goal, acceptance=acceptance, step=step, required=task_required)
         return s
 
+    def load(self, session_id: str, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
+             system: str | None = None) -> Session:
+        """Open (or create) a session and load a provider-native history into it: ``format`` is one of
+        ``openai-chat``, ``openai-responses``, ``anthropic``, ``gemini`` (see :meth:`Session.load`)."""
+        s = self.session(session_id)
+        s.load(messages, format, tools=tools, system=system)
+        return s
+
     def sessions(self) -> list[str]:
         return [r.id for r in self.store.list_sessions()]
 
@@ -188,6 +202,8 @@ class Session:
         self.log = SessionLog(engine.store, engine.artifacts, session_id)
         self._builder = Builder(engine, self.log, engine._layers_factory())
         self._steps = StepTracker()
+        self._thread_lock = threading.RLock()  # one async operation of this session at a time
+        self._alock: asyncio.Lock | None = None
 
     @property
     def state(self) -> SessionState:
@@ -428,6 +444,49 @@ class Session:
 
     def _tool_policy(self) -> ToolPolicy:
         return next((la.policy for la in self._builder.layers if isinstance(la, DeferredToolsLayer)), ToolPolicy())
+    def load(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
+             system: str | None = None, overlap: bool = False) -> LoadResult:
+        """Load a provider-native history: ``format`` is ``openai-chat`` (chat messages), ``openai-responses``
+        (Responses items), ``anthropic`` (Messages API messages) or ``gemini`` (contents); dicts or SDK objects.
+
+        Appends only the messages past the log's end (matched by position, role and tool-call ids), so a
+        framework can hand over its whole history before every call. System messages found in the list
+        and ``system`` set the system prompt; ``tools`` (any provider's shape) declare the tools. Each
+        message goes through :meth:`add` (redaction, offload of large tool results); each repair the
+        conversion made is recorded once in the log (manifests list it). A history that does not continue
+        the log raises :class:`UsageError` before anything is written.
+
+        ``overlap=True``: ``messages`` is not the whole history but a window of it that may repeat the
+        log's newest messages (a framework saving one turn's items): the longest run of the log's newest
+        messages it starts with is skipped (user and assistant messages compared by their redacted text,
+        tool results by call id) and the rest appended.
+        """
+        if format not in LOAD_FORMATS:
+            raise UsageError(f"unknown message format {format!r}; use one of {', '.join(LOAD_FORMATS)}")
+        loaded = convert(messages, format, tools=tools, system=system)
+        if overlap:
+            incoming = [redact_message(m) if self.engine.ingest.redact and m.role != "tool" else m
+                        for m in loaded.messages]
+            new = overlapping_new(self.state.messages, incoming)
+        else:
+            new = new_messages(self.state.messages, loaded.messages, format)
+        seen = set(self.state.call_names)
+        for m in new:
+            for c in m.tool_calls:
+                if c.id in seen:
+                    raise InvalidMessageError(f"tool call id {c.id!r} of the {format} history was already used in this "
+                                              "session; ids must be unique (load the history into a new session)")
+                seen.add(c.id)
+        if loaded.system:
+            self.system(loaded.system)
+        if loaded.tools:
+            self.tools(loaded.tools)
+        known = {r.what for r in self.state.repairs}
+        fresh = [w for w in dict.fromkeys(f"load {format}: {r}" for r in loaded.repairs) if w not in known]
+        if fresh:
+            self.log.append_many([("meta", {"type": "repair", "what": w}) for w in fresh])
+        added = tuple(self.add(m) for m in new)
+        return LoadResult(added, tuple(loaded.repairs))
 
     @property
     def result_tools(self) -> ResultTools:
@@ -489,19 +548,21 @@ class Session:
         recognizes each SDK's error), compact harder and retry once; a per-call circuit breaker makes
         sure no compaction stage runs twice and nothing loops. A second overflow is raised as is.
         """
+        if _is_async_callable(send):
+            raise UsageError(f"send {getattr(send, '__name__', send)!r} is async: use `await session.acall(send)`; "
+                             "call() needs a synchronous send (e.g. a sync SDK client)")
         builder = self._builder
         fmt = builder.format(provider)
         breaker = Breaker()
         pack = builder.build(fmt, breaker, model)
         try:
-            response = send(pack.request)
+            response = _check_sync(send(pack.request))
         except Exception as exc:
             if not is_context_overflow(exc):
                 raise
-            builder.compact(fmt, breaker, harder=True, reason=f"the provider rejected {pack.tokens:,} tokens as too "
-                            f"long ({type(exc).__name__})")
+            builder.compact(fmt, breaker, harder=True, reason=_overflow_reason(pack, exc))
             pack = builder.build(fmt, breaker, model)
-            response = send(pack.request)
+            response = _check_sync(send(pack.request))
         if record:
             self.record(response, pack=pack)
         return response
@@ -530,11 +591,16 @@ class Session:
     def record(self, response: Any = None, *, message: Message | None = None, usage: Usage | Mapping[str, int] | None = None,
                pack: Pack | None = None) -> Message | None:
         """Record a provider response (parsed with the format of the pack it answers), or a neutral
-        ``message`` and/or ``usage``. Billed usage calibrates later token counts."""
+        ``message`` and/or ``usage``. Billed usage calibrates later token counts.
+
+        ``response``: the SDK's response object or dict, its stream (not yet iterated), the stream's final
+        message, or the list of events/chunks collected while iterating (see ``windowsmith.render.stream``);
+        a streamed response records the same message and usage as the non-streamed one."""
         pack = pack or self.last_pack
         if response is not None:
             if pack is None:
                 raise UsageError("record(response) needs the pack it answers; call build() first or pass pack=")
+            response = resolve(pack.format, response)  # streams, final messages, event lists
             parsed = self.engine.renderer(pack.format).parse_response(response)
             message, usage = parsed.message, parsed.usage
         msg = None
@@ -549,6 +615,83 @@ class Session:
                 self.store.set_kv("calibration", self._builder.calibration_key(pack.format), cal.to_dict())
         return msg
 
+    # ------------------------------------------------------------------ async
+
+    def _async_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._alock is None or self.__dict__.get("_alock_loop") is not loop:
+            self._alock = asyncio.Lock()
+            self.__dict__["_alock_loop"] = loop
+        return self._alock
+
+    async def _offload(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn`` (store I/O, assembling, rendering) in a worker thread, one at a time per session."""
+        def run() -> Any:
+            with self._thread_lock:
+                return fn(*args, **kwargs)
+        return await asyncio.to_thread(run)
+
+    async def abuild(self, provider: str | None = None, *, model: str | None = None) -> Pack:
+        """:meth:`build` without blocking the event loop (the work runs in a worker thread)."""
+        async with self._async_lock():
+            return await self._offload(self.build, provider, model=model)
+
+    async def acall(self, send: Callable[[dict[str, Any]], Awaitable[Any] | Any], provider: str | None = None, *,
+                    record: bool = True, model: str | None = None) -> Any:
+        """:meth:`call` for async clients: ``send(request_kwargs)`` may return an awaitable (e.g.
+        ``lambda req: client.messages.create(**req)`` on ``AsyncAnthropic``). Calls on one session run one
+        after the other (build → send → record), so each builds on the previous one's recorded response."""
+        async with self._async_lock():
+            builder = self._builder
+            fmt = builder.format(provider)
+            breaker = Breaker()
+            pack = await self._offload(builder.build, fmt, breaker, model)
+            try:
+                response = await _maybe_await(send(pack.request))
+            except Exception as exc:
+                if not is_context_overflow(exc):
+                    raise
+                await self._offload(builder.compact, fmt, breaker, harder=True, reason=_overflow_reason(pack, exc))
+                pack = await self._offload(builder.build, fmt, breaker, model)
+                response = await _maybe_await(send(pack.request))
+            if record:
+                await self._arecord(response, pack=pack)
+            return response
+
+    async def arecord(self, response: Any = None, *, message: Message | None = None,
+                      usage: Usage | Mapping[str, int] | None = None, pack: Pack | None = None) -> Message | None:
+        """:meth:`record` for async SDKs: also takes an ``AsyncStream``, an async iterator of events, an
+        async stream (its final message is awaited) or a coroutine returning a response."""
+        async with self._async_lock():
+            return await self._arecord(response, message=message, usage=usage, pack=pack)
+
+    async def _arecord(self, response: Any, **kwargs: Any) -> Message | None:
+        if response is not None:
+            pack = kwargs.get("pack") or self.last_pack
+            if pack is None:
+                if inspect.iscoroutine(response):
+                    response.close()
+                raise UsageError("arecord(response) needs the pack it answers; call abuild() first or pass pack=")
+            response = await aresolve(pack.format, response)
+        return await self._offload(self.record, response, **kwargs)  # type: ignore[no-any-return]
+
+    async def aload(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
+                    system: str | None = None, overlap: bool = False) -> LoadResult:
+        """:meth:`load` without blocking the event loop."""
+        async with self._async_lock():
+            return await self._offload(self.load, messages, format, tools=tools, system=system,  # type: ignore[no-any-return]
+                                       overlap=overlap)
+
+    async def aadd(self, message: Message | Mapping[str, Any]) -> Message:
+        """:meth:`add` without blocking the event loop."""
+        async with self._async_lock():
+            return await self._offload(self.add, message)  # type: ignore[no-any-return]
+
+    async def atool_result(self, call_id: str, output: Any, *, is_error: bool = False) -> Message:
+        """:meth:`tool_result` without blocking the event loop."""
+        async with self._async_lock():
+            return await self._offload(self.tool_result, call_id, output, is_error=is_error)  # type: ignore[no-any-return]
+
     # ------------------------------------------------------------------ reading
 
     @property
@@ -560,4 +703,33 @@ class Session:
         return [Manifest.from_dict(m) for m in self.store.list_packs(self.id)]
 
 
-__all__ = ["Engine", "Pack", "Session"]
+@dataclass(frozen=True)
+class LoadResult:
+    """What :meth:`Session.load` did: the messages it appended (as stored) and the conversion's repairs."""
+
+    appended: tuple[Message, ...]
+    repairs: tuple[str, ...]
+
+
+def _is_async_callable(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+def _check_sync(response: Any) -> Any:
+    if inspect.isawaitable(response):
+        if inspect.iscoroutine(response):
+            response.close()  # never awaited: close it so no warning fires later
+        raise UsageError(f"send returned an awaitable ({type(response).__name__}), so the client is async: use "
+                         "`await session.acall(send)`; call() needs a synchronous send")
+    return response
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _overflow_reason(pack: Pack, exc: BaseException) -> str:
+    return f"the provider rejected {pack.tokens:,} tokens as too long ({type(exc).__name__})"
+
+
+__all__ = ["Engine", "LoadResult", "Pack", "Session"]

@@ -206,6 +206,8 @@ class SessionState:
             self.repairs.append(Repair(event.seq, str(d.get("what", "repair"))))
         elif kind == "meta" and d.get("type") == "lesson":
             self.lessons.append({**d, "seq": event.seq})
+        elif kind == "meta" and d.get("type") == "repair":  # a repair made while loading a history
+            self.repairs.append(Repair(event.seq, str(d.get("what", ""))))
         self.head = event.hash
         self.seq = event.seq
 

@@ -355,7 +355,8 @@ class Builder:
     ``tool`` message holding exactly one result per call, in call order; call ids are unique.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, close_open: bool = True) -> None:
+        self.close_open = close_open  # False: see finish()
         self.messages: list[Message] = []
         self.billed: dict[int, Usage] = {}
         self.repairs: list[str] = []
@@ -463,6 +464,15 @@ class Builder:
             self.messages.append(msg)
 
     def finish(self) -> tuple[tuple[Message, ...], dict[int, Usage], list[str]]:
+        """The messages, billed usage by message index, and repairs. With ``close_open=False`` (a live
+        conversation handed over mid-turn): the last assistant message's calls without a result stay
+        open, and the results it has so far follow it in one ``tool`` message."""
+        if not self.close_open and self._open:
+            got = [self._results[c.id] for c in self._open if c.id in self._results]
+            if got:
+                self.messages.append(Message("tool", tuple(got)))
+            self.messages.extend(self._deferred)
+            self._open, self._results, self._deferred = [], {}, []
         self._flush()
         return tuple(self.messages), dict(self.billed), list(self.repairs)
 

@@ -107,8 +107,8 @@ def import_chat_messages(b: Builder, msgs: list[Any], ctx: Ctx) -> list[str]:
     return system
 
 
-def import_openai_chat(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
-    b = Builder()
+def import_openai_chat(value: Any, ctx: Ctx, notes: list[str], trace_id: str, builder: Builder | None = None) -> list[Trace]:
+    b = builder or Builder()
     tools_raw = None
     meta: dict[str, Any] = {}
     if isinstance(value, dict):
@@ -143,8 +143,8 @@ def import_openai_chat(value: Any, ctx: Ctx, notes: list[str], trace_id: str) ->
 # ---------------------------------------------------------------------------------------------------
 
 
-def import_openai_responses(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
-    b = Builder()
+def import_openai_responses(value: Any, ctx: Ctx, notes: list[str], trace_id: str, builder: Builder | None = None) -> list[Trace]:
+    b = builder or Builder()
     meta: dict[str, Any] = {}
     system: list[str] = []
     tools_raw = None
@@ -262,8 +262,8 @@ def _anthropic_blocks(b: Builder, content: Any, where: str) -> list[Text | Image
     return out
 
 
-def import_anthropic_messages(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
-    b = Builder()
+def import_anthropic_messages(value: Any, ctx: Ctx, notes: list[str], trace_id: str, builder: Builder | None = None) -> list[Trace]:
+    b = builder or Builder()
     meta: dict[str, Any] = {}
     system: list[str] = []
     tools_raw = None

@@ -1,0 +1,201 @@
+"""pydantic-ai: a capability that lets windowsmith own the window (``windowsmith[pydantic-ai]``).
+
+    from pydantic_ai import Agent
+    from windowsmith.integrations.pydantic_ai import WindowsmithCapability
+
+    agent = Agent(model, tools=[...], instructions="...", capabilities=[WindowsmithCapability(session)])
+    agent.run_sync("...")            # or: await agent.run("...")
+
+Capabilities are pydantic-ai's extension point for history in the installed version (2.x; a history
+processor runs as the ``ProcessHistory`` capability). Before every model request
+(``before_model_request``) the run's messages are mapped to windowsmith's and the new ones appended to
+the session's log; the request then carries the session's pack, mapped back to pydantic-ai messages
+(request-only: the run's own history is untouched): instructions become the pack's system prompt, thinking
+parts are passed back, and the pack's message breakpoint becomes a ``CachePoint`` (Anthropic models also
+get ``anthropic_cache_instructions`` / ``anthropic_cache_tool_definitions``). ``after_model_request``
+records the ``ModelResponse`` and its usage. The hooks are async; ``run_sync`` drives them the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engine import Session
+from ..errors import UsageError
+from ..model import Image, Message, Text, Thinking, Usage
+from ..traces.base import Builder, image_from_url
+from . import require
+
+_caps = require("pydantic_ai.capabilities", "pydantic-ai", "windowsmith.integrations.pydantic_ai")
+_m = require("pydantic_ai.messages", "pydantic-ai", "windowsmith.integrations.pydantic_ai")
+
+FORMAT = "anthropic"  # the richest pack: thinking, images and breakpoints map onto pydantic-ai parts
+
+
+def _user_content(content: Any) -> list[Text | Image]:
+    items = [content] if isinstance(content, str) else list(content)
+    out: list[Text | Image] = []
+    for c in items:
+        if isinstance(c, str):
+            out.append(Text(c))
+        elif isinstance(c, _m.ImageUrl):
+            out.append(image_from_url(c.url))
+        elif isinstance(c, _m.BinaryContent) and c.is_image:
+            out.append(Image(data=base64.b64encode(c.data).decode(), media_type=c.media_type))
+        elif isinstance(c, _m.CachePoint):
+            continue  # windowsmith places its own breakpoints
+        else:
+            out.append(Text(json.dumps(getattr(c, "__dict__", str(c)), default=str)))
+    return out
+
+
+def _as_text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
+
+
+def to_neutral(messages: Sequence[Any]) -> tuple[list[Message], str | None, list[str]]:
+    """pydantic-ai ``ModelRequest``/``ModelResponse`` messages as neutral messages, the system prompt
+    parts among them, and the repairs made. A call with no return yet stays open."""
+    b = Builder(close_open=False)
+    system: list[str] = []
+    for i, msg in enumerate(messages):
+        w = f"messages[{i}]"
+        if isinstance(msg, _m.ModelResponse):
+            texts: list[Text | Image] = []
+            calls: list[tuple[Any, Any, Any]] = []
+            thinking: list[Thinking] = []
+            for p in msg.parts:
+                if isinstance(p, _m.TextPart):
+                    texts.append(Text(p.content))
+                elif isinstance(p, _m.ToolCallPart):
+                    calls.append((p.tool_call_id, p.tool_name, p.args))
+                elif isinstance(p, _m.ThinkingPart):
+                    if p.provider_name == "anthropic" and p.signature:
+                        data = {"type": "thinking", "thinking": p.content, "signature": p.signature}
+                        thinking.append(Thinking(provider="anthropic", data=data, text=p.content))
+                    else:
+                        thinking.append(Thinking(provider="pydantic-ai", data={"content": p.content}, text=p.content))
+            b.assistant(texts, calls, w, thinking=thinking)
+            continue
+        for p in getattr(msg, "parts", ()):
+            if isinstance(p, _m.SystemPromptPart):
+                system.append(p.content)
+            elif isinstance(p, _m.UserPromptPart):
+                b.user(_user_content(p.content), w)
+            elif isinstance(p, _m.ToolReturnPart):
+                b.tool_result(p.tool_call_id, _as_text(p.content), w, name=p.tool_name,
+                              is_error=p.outcome in ("failed", "denied"))
+            elif isinstance(p, _m.RetryPromptPart):
+                text = p.model_response()
+                if p.tool_name:
+                    b.tool_result(p.tool_call_id, text, w, name=p.tool_name, is_error=True)
+                else:
+                    b.user(text, w)
+    msgs, _, repairs = b.finish()
+    return list(msgs), "\n\n".join(s for s in system if s) or None, repairs
+
+
+def _block_content(block: dict[str, Any]) -> Any:
+    if block["type"] == "text":
+        return block["text"]
+    src = block["source"]
+    if src["type"] == "url":
+        return _m.ImageUrl(url=src["url"])
+    return _m.BinaryContent(data=base64.b64decode(src["data"]), media_type=src["media_type"])
+
+
+def from_pack(request: dict[str, Any]) -> list[Any]:
+    """An Anthropic-format pack as pydantic-ai messages."""
+    out: list[Any] = []
+    system = [_m.SystemPromptPart(content=b["text"]) for b in request.get("system", [])]
+    names: dict[str, str] = {}
+    for m in request["messages"]:
+        if m["role"] == "assistant":
+            parts: list[Any] = []
+            for b in m["content"]:
+                if b["type"] == "thinking":
+                    parts.append(_m.ThinkingPart(content=b["thinking"], signature=b["signature"], provider_name="anthropic"))
+                elif b["type"] == "redacted_thinking":
+                    parts.append(_m.ThinkingPart(content="", signature=b["data"], id="redacted_thinking",
+                                                 provider_name="anthropic"))
+                elif b["type"] == "text":
+                    parts.append(_m.TextPart(content=b["text"]))
+                elif b["type"] == "tool_use":
+                    names[b["id"]] = b["name"]
+                    parts.append(_m.ToolCallPart(tool_name=b["name"], args=b["input"], tool_call_id=b["id"]))
+            out.append(_m.ModelResponse(parts=parts))
+            continue
+        req_parts: list[Any] = [*system]
+        system = []
+        user: list[Any] = []
+        for b in m["content"]:
+            if b["type"] == "tool_result":
+                text = "\n".join(x.get("text", "") for x in b["content"] if x.get("type") == "text")
+                req_parts.append(_m.ToolReturnPart(tool_name=names.get(b["tool_use_id"], "unknown"), content=text,
+                                                   tool_call_id=b["tool_use_id"],
+                                                   outcome="failed" if b.get("is_error") else "success"))
+            else:
+                user.append(_block_content(b))
+                if "cache_control" in b:
+                    user.append(_m.CachePoint())
+        if user:
+            req_parts.append(_m.UserPromptPart(content=user))
+        out.append(_m.ModelRequest(parts=req_parts))
+    return out
+
+
+def usage_of(usage: Any) -> Usage:
+    """pydantic-ai ``RequestUsage`` (input tokens include cache reads and writes) as billed usage."""
+    read, write = int(usage.cache_read_tokens or 0), int(usage.cache_write_tokens or 0)
+    return Usage(input_tokens=max(0, int(usage.input_tokens or 0) - read - write),
+                 output_tokens=int(usage.output_tokens or 0), cache_read_tokens=read, cache_write_tokens=write)
+
+
+@dataclass
+class WindowsmithCapability(_caps.AbstractCapability):  # type: ignore[misc, name-defined]
+    """Let a windowsmith session own the context window of a pydantic-ai agent."""
+
+    session: Session
+    packs: list[Any] = field(default_factory=list)  # the packs sent, newest last
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.session, Session):
+            raise UsageError(f"WindowsmithCapability(session) takes a windowsmith Session, got {type(self.session).__name__}")
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None  # holds a live session: not part of an agent spec
+
+    async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
+        params = request_context.model_request_parameters
+        msgs, found, _ = to_neutral(request_context.messages)
+        instructions = "\n\n".join(p.content for p in params.instruction_parts or [])
+        system = "\n\n".join(t for t in (instructions, found) if t) or None
+        tools = [{"name": t.name, "description": t.description or "", "parameters": t.parameters_json_schema}
+                 for t in params.function_tools]
+        await self.session.aload(msgs, "neutral", tools=tools or None, system=system)
+        # the anthropic pack only carries the messages; pydantic-ai sends them with its own model
+        pack = await self.session.abuild(FORMAT, model="pydantic-ai")
+        self.packs.append(pack)
+        request_context.messages = from_pack(pack.request)
+        request_context.model_request_parameters = dataclasses.replace(params, instruction_parts=None)
+        if "anthropic" in type(request_context.model).__module__:
+            request_context.model_settings = {**(request_context.model_settings or {}),
+                                              "anthropic_cache_instructions": True,
+                                              "anthropic_cache_tool_definitions": True}
+        return request_context
+
+    async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
+        msgs, _, _ = to_neutral([response])
+        message = msgs[0] if msgs else None
+        await self.session.arecord(message=message, usage=usage_of(response.usage),
+                                   pack=self.packs[-1] if self.packs else None)
+        return response
+
+
+__all__ = ["WindowsmithCapability", "from_pack", "to_neutral", "usage_of"]

@@ -1,0 +1,99 @@
+"""Google ADK (LlmAgent + Runner) with WindowsmithCallbacks driving a multi-turn tool-using agent against
+a mock Gemini transport: the contents that reach the transport are windowsmith's pack (budgeted,
+compacting at a small window), and usage is recorded from ADK's responses."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+pytest.importorskip("google.adk", reason="needs the adk extra: pip install 'windowsmith[adk]'")
+
+from google import genai
+from google.adk.agents import LlmAgent
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.models import Gemini
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.genai import types as gtypes
+
+import windowsmith as ws
+from sdk_mock import MockModel, gemini_reply
+from windowsmith.integrations.adk import WindowsmithCallbacks
+
+N_TURNS = 8
+FILE_BODY = "\n".join(f"def f{i}(x):\n    return x + {i}  # helper {i} of the module" for i in range(120))
+
+
+def read_file(path: str) -> str:
+    """Read a file of the repository."""
+    return f"# {path}\n{FILE_BODY}"
+
+
+def _script() -> list[dict[str, Any]]:
+    usage = {"promptTokenCount": 3000, "cachedContentTokenCount": 2048, "candidatesTokenCount": 30,
+             "thoughtsTokenCount": 10, "totalTokenCount": 3040}
+    replies = [gemini_reply(f"Reading m{i}.py.", [("read_file", {"path": f"m{i}.py"})], usage=usage)
+               for i in range(N_TURNS)]
+    replies.append(gemini_reply("The bug is in m3.py.", [], usage=usage))
+    replies.append(gemini_reply("Yes: f3 adds 3.", [], usage=usage))
+    return replies
+
+
+def _text(e: Any) -> str:
+    return "".join(p.text or "" for p in (e.content.parts if e.content else []) if not p.thought)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine], streaming: bool) -> None:
+    mock = MockModel("gemini", _script())
+    session = make_engine("gemini-2.5-flash", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000)).session("adk")
+    cb = WindowsmithCallbacks(session)
+    client = genai.Client(api_key="test", http_options=gtypes.HttpOptions(httpx_async_client=mock.async_client()))
+    agent = LlmAgent(name="reviewer", model=Gemini(model="gemini-2.5-flash", client=client),
+                     instruction="You review Python modules.", tools=[read_file],
+                     before_model_callback=cb.before_model_callback, after_model_callback=cb.after_model_callback)
+    service = InMemorySessionService()
+    runner = Runner(agent=agent, app_name="review", session_service=service)
+
+    async def run() -> list[str]:
+        await service.create_session(app_name="review", user_id="u", session_id="s1")
+        finals = []
+        for text in ("Read m0..m7 and find the bug.", "Are you sure?"):
+            events = [e async for e in runner.run_async(
+                user_id="u", session_id="s1", new_message=gtypes.Content(role="user", parts=[gtypes.Part(text=text)]),
+                run_config=RunConfig(streaming_mode=StreamingMode.SSE if streaming else StreamingMode.NONE))]
+            finals.append(_text(events[-1]))
+        await runner.close()
+        return finals
+
+    finals = asyncio.run(run())
+    assert finals == ["The bug is in m3.py.", "Yes: f3 adds 3."]
+    assert len(mock.bodies) == N_TURNS + 2 == len(cb.packs)
+    assert all(("streamGenerateContent" in u) == streaming for u in mock.urls)
+    for body, pack in zip(mock.bodies, cb.packs, strict=True):
+        sent = [gtypes.Content.model_validate(c).model_dump(mode="json", exclude_none=True) for c in body["contents"]]
+        want = [gtypes.Content.model_validate(c).model_dump(mode="json", exclude_none=True)
+                for c in pack.request["contents"]]
+        assert sent == want  # the contents ADK sent are the pack's
+        assert body["systemInstruction"]["parts"][0]["text"].startswith("You review Python modules.")
+        assert pack.tokens <= pack.manifest.available
+    kinds = {a["kind"] for p in cb.packs for a in p.manifest.actions}
+    assert kinds & {"mask", "summary", "truncate"}, kinds
+    # ADK strips its call ids before the model call: the log numbers them by position, stable across
+    # calls, and paired each with its response, once
+    calls = [c for m in session.messages for c in m.tool_calls]
+    assert [c.id for c in calls] == [f"gemini_call_{i + 1}" for i in range(N_TURNS)]
+    assert sum(len(m.tool_results) for m in session.messages) == N_TURNS
+    assert [m.text for m in session.messages if m.role == "user"] == ["Read m0..m7 and find the bug.", "Are you sure?"]
+    assert session.messages[-1].text == "Yes: f3 adds 3."
+    assert len(session.state.usages) == N_TURNS + 2
+    assert session.state.usages[-1][1] == ws.Usage(input_tokens=952, output_tokens=40, cache_read_tokens=2048)
+
+
+def test_callbacks_check_their_argument() -> None:
+    with pytest.raises(ws.UsageError, match="Session or a function"):
+        WindowsmithCallbacks("s")  # type: ignore[arg-type]

@@ -1,0 +1,99 @@
+"""OpenAI Agents SDK (Runner + WindowsmithSession) driving a multi-turn tool-using agent against a mock
+Responses transport: the model gets windowsmith's pack (budgeted, compacting at a small window), the
+history is the session's log, usage is recorded from the SDK's responses."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import openai
+import pytest
+
+pytest.importorskip("agents", reason="needs the openai-agents extra: pip install 'windowsmith[openai-agents]'")
+
+from agents import Agent, OpenAIResponsesModel, Runner, function_tool
+
+import windowsmith as ws
+from sdk_mock import MockModel, responses_reply
+from windowsmith.integrations.openai_agents import WindowsmithSession
+
+N_TURNS = 8
+FILE_BODY = "\n".join(f"def f{i}(x):\n    return x + {i}  # helper {i} of the module" for i in range(120))
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read a file of the repository."""
+    return f"# {path}\n{FILE_BODY}"
+
+
+def _script() -> list[dict[str, Any]]:
+    usage = {"input_tokens": 3000, "input_tokens_details": {"cached_tokens": 2048}, "output_tokens": 30,
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 3030}
+    replies = [responses_reply("" if i else "Reading the modules.", [(f"call_{i}", "read_file", {"path": f"m{i}.py"})],
+                               usage=usage, n=i) for i in range(N_TURNS)]
+    replies.append(responses_reply("The bug is in m3.py.", [], usage=usage, n=N_TURNS))
+    replies.append(responses_reply("Yes: f3 adds 3.", [], usage=usage, n=N_TURNS + 1))
+    return replies
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., ws.Engine], streamed: bool) -> None:
+    mock = MockModel("openai-responses", _script())
+    session = make_engine("gpt-4.1", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000)).session("oa")
+    memory = WindowsmithSession(session)
+    model = OpenAIResponsesModel(model="gpt-4.1", openai_client=openai.AsyncOpenAI(
+        api_key="test", http_client=mock.async_client(), max_retries=0))
+    agent = Agent(name="reviewer", instructions="You review Python modules.", tools=[read_file], model=model)
+
+    async def turn(text: str) -> Any:
+        options: dict[str, Any] = {"session": memory, "max_turns": 20, "hooks": memory.hooks,
+                                   "run_config": memory.run_config(tracing_disabled=True)}
+        if not streamed:
+            return await Runner.run(agent, text, **options)
+        result = Runner.run_streamed(agent, text, **options)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    async def run() -> tuple[Any, Any]:
+        return await turn("Read m0..m7 and find the bug."), await turn("Are you sure?")
+
+    first, second = asyncio.run(run())
+    assert first.final_output == "The bug is in m3.py." and second.final_output == "Yes: f3 adds 3."
+    assert len(mock.bodies) == N_TURNS + 2 == len(memory.packs)
+    assert all(bool(b.get("stream")) == streamed for b in mock.bodies)
+    # every request carried windowsmith's pack as its input, and no separate instructions
+    for body, pack in zip(mock.bodies, memory.packs, strict=True):
+        assert body["input"] == pack.request["input"]
+        assert "instructions" not in body or body["instructions"] is None
+        assert body["input"][0] == {"type": "message", "role": "system", "content": "You review Python modules."}
+        assert pack.tokens <= pack.manifest.available
+    kinds = {a["kind"] for p in memory.packs for a in p.manifest.actions}
+    assert kinds & {"mask", "summary", "truncate"}, kinds
+    assert any("artifact://" in str(b["input"]) for b in mock.bodies)  # large results offloaded
+    # the log holds the whole conversation once, in order
+    calls = [c.id for m in session.messages for c in m.tool_calls]
+    assert calls == [f"call_{i}" for i in range(N_TURNS)]
+    texts = [m.text for m in session.messages if m.role == "user"]
+    assert texts == ["Read m0..m7 and find the bug.", "Are you sure?"]
+    assert session.messages[-1].text == "Yes: f3 adds 3."
+    # usage recorded from the SDK's responses, one per model call
+    assert len(session.state.usages) == N_TURNS + 2
+    assert session.state.usages[-1][1] == ws.Usage(input_tokens=952, output_tokens=30, cache_read_tokens=2048)
+    # the SDK reads its history from the log
+    items = asyncio.run(memory.get_items())
+    assert sum(1 for i in items if i.get("type") == "function_call") == N_TURNS
+    assert asyncio.run(memory.get_items(limit=2))[-1]["content"] == "Yes: f3 adds 3."
+
+
+def test_the_log_is_append_only_and_arguments_are_checked(engine: ws.Engine) -> None:
+    memory = WindowsmithSession(engine.session("x"))
+    with pytest.raises(ws.UsageError, match="append-only"):
+        asyncio.run(memory.pop_item())
+    with pytest.raises(ws.UsageError, match="append-only"):
+        asyncio.run(memory.clear_session())
+    with pytest.raises(ws.UsageError, match="takes a windowsmith Session"):
+        WindowsmithSession("x")  # type: ignore[arg-type]
