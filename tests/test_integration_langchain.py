@@ -174,3 +174,18 @@ def test_missing_extra_or_bad_arguments_say_what_to_do() -> None:
         WindowsmithMiddleware("ticket-1")  # type: ignore[arg-type]
     with pytest.raises(ws.UsageError, match="'anthropic' and 'openai-chat'"):
         WindowsmithMiddleware(lambda r: None, format="gemini")  # type: ignore[arg-type, return-value]
+
+
+def test_mapping_repairs_are_recorded_in_the_log(engine: ws.Engine) -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    session = engine.session("lc-repairs")
+    model = GenericFakeChatModel(messages=iter([AIMessage("ok"), AIMessage("ok again")]))
+    agent = create_agent(model, tools=[], middleware=[WindowsmithMiddleware(session, format="anthropic")])
+    odd = HumanMessage(content=[{"type": "text", "text": "see attached"}, {"type": "file", "file_id": "f-1"}])
+    state = agent.invoke({"messages": [odd]})
+    agent.invoke({"messages": [*state["messages"], HumanMessage("and?")]})
+    whats = [r.what for r in session.state.repairs]
+    assert whats == ["load neutral: messages[0].content[1]: content block of type 'file' kept as JSON text"]
+    assert whats[0] in [r["what"] for r in session.packs()[-1].repairs]
+    assert [m.text for m in session.messages][1:] == ["ok", "and?", "ok again"]
