@@ -24,7 +24,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 import windowsmith as ws
-from sdk_mock import MockModel, anthropic_reply, chat_reply
+from sdk_mock import MockModel, anthropic_reply, assert_cache_prefix_kept, chat_reply
 from windowsmith.integrations.langchain import WindowsmithMiddleware, to_neutral
 
 N_TURNS = 8
@@ -77,6 +77,7 @@ def _check_run(mock: MockModel, session: ws.Session, mw: WindowsmithMiddleware, 
     marked = [b for m in mock.bodies[-1]["messages"] for b in m["content"] if "cache_control" in b]
     assert marked, "the message breakpoint reached the transport"
     # compaction at the small window: later requests are smaller than the log they stand for
+    assert assert_cache_prefix_kept(mw.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in mw.packs for a in p.manifest.actions}
     assert kinds & {"mask", "summary", "truncate", "drop"}, kinds
     assert len(mock.bodies[-1]["messages"]) < 2 * N_TURNS + 1
