@@ -4,6 +4,7 @@ request asks for a stream. Shared by the streaming, async and integration tests.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -224,3 +225,17 @@ class MockModel:
 
     def async_client(self) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(transport=httpx2.MockTransport(self))
+
+
+def assert_cache_prefix_kept(packs: list[Any]) -> int:
+    """Between compactions each pack's cacheable prefix (the parts up to its last breakpoint) starts the
+    next pack: an adapter re-declaring system or tools each call would break this. Returns how many
+    consecutive pairs were checked."""
+    checked = 0
+    for prev, cur in itertools.pairwise(packs):
+        if any(a["kind"] in ("mask", "summary", "emergency", "truncate") for a in cur.manifest.actions):
+            continue
+        n = prev.rendered.cache_prefix_parts
+        assert n > 0 and cur.rendered.parts[:n] == prev.rendered.parts[:n], (prev.id, cur.id)
+        checked += 1
+    return checked

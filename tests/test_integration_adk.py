@@ -21,7 +21,7 @@ from google.adk.sessions import InMemorySessionService
 from google.genai import types as gtypes
 
 import windowsmith as ws
-from sdk_mock import MockModel, gemini_reply
+from sdk_mock import MockModel, assert_cache_prefix_kept, gemini_reply
 from windowsmith.integrations.adk import WindowsmithCallbacks
 
 N_TURNS = 8
@@ -81,6 +81,7 @@ def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engin
         assert sent == want  # the contents ADK sent are the pack's
         assert body["systemInstruction"]["parts"][0]["text"].startswith("You review Python modules.")
         assert pack.tokens <= pack.manifest.available
+    assert assert_cache_prefix_kept(cb.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in cb.packs for a in p.manifest.actions}
     assert kinds & {"mask", "summary", "truncate"}, kinds
     # ADK strips its call ids before the model call: the log numbers them by position, stable across

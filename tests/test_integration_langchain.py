@@ -24,7 +24,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 import windowsmith as ws
-from sdk_mock import MockModel, anthropic_reply, chat_reply
+from sdk_mock import MockModel, anthropic_reply, assert_cache_prefix_kept, chat_reply
 from windowsmith.integrations.langchain import WindowsmithMiddleware, to_neutral
 
 N_TURNS = 8
@@ -77,6 +77,7 @@ def _check_run(mock: MockModel, session: ws.Session, mw: WindowsmithMiddleware, 
     marked = [b for m in mock.bodies[-1]["messages"] for b in m["content"] if "cache_control" in b]
     assert marked, "the message breakpoint reached the transport"
     # compaction at the small window: later requests are smaller than the log they stand for
+    assert assert_cache_prefix_kept(mw.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in mw.packs for a in p.manifest.actions}
     assert kinds & {"mask", "summary", "truncate", "drop"}, kinds
     assert len(mock.bodies[-1]["messages"]) < 2 * N_TURNS + 1
@@ -174,3 +175,18 @@ def test_missing_extra_or_bad_arguments_say_what_to_do() -> None:
         WindowsmithMiddleware("ticket-1")  # type: ignore[arg-type]
     with pytest.raises(ws.UsageError, match="'anthropic' and 'openai-chat'"):
         WindowsmithMiddleware(lambda r: None, format="gemini")  # type: ignore[arg-type, return-value]
+
+
+def test_mapping_repairs_are_recorded_in_the_log(engine: ws.Engine) -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    session = engine.session("lc-repairs")
+    model = GenericFakeChatModel(messages=iter([AIMessage("ok"), AIMessage("ok again")]))
+    agent = create_agent(model, tools=[], middleware=[WindowsmithMiddleware(session, format="anthropic")])
+    odd = HumanMessage(content=[{"type": "text", "text": "see attached"}, {"type": "file", "file_id": "f-1"}])
+    state = agent.invoke({"messages": [odd]})
+    agent.invoke({"messages": [*state["messages"], HumanMessage("and?")]})
+    whats = [r.what for r in session.state.repairs]
+    assert whats == ["load neutral: messages[0].content[1]: content block of type 'file' kept as JSON text"]
+    assert whats[0] in [r["what"] for r in session.packs()[-1].repairs]
+    assert [m.text for m in session.messages][1:] == ["ok", "and?", "ok again"]

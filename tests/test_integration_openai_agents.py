@@ -16,7 +16,7 @@ pytest.importorskip("agents", reason="needs the openai-agents extra: pip install
 from agents import Agent, OpenAIResponsesModel, Runner, function_tool
 
 import windowsmith as ws
-from sdk_mock import MockModel, responses_reply
+from sdk_mock import MockModel, assert_cache_prefix_kept, responses_reply
 from windowsmith.integrations.openai_agents import WindowsmithSession
 
 N_TURNS = 8
@@ -71,6 +71,7 @@ def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., 
         assert "instructions" not in body or body["instructions"] is None
         assert body["input"][0] == {"type": "message", "role": "system", "content": "You review Python modules."}
         assert pack.tokens <= pack.manifest.available
+    assert assert_cache_prefix_kept(memory.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in memory.packs for a in p.manifest.actions}
     assert kinds & {"mask", "summary", "truncate"}, kinds
     assert any("artifact://" in str(b["input"]) for b in mock.bodies)  # large results offloaded

@@ -19,7 +19,7 @@ from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
 from pydantic_ai.providers.anthropic import AnthropicProvider
 
 import windowsmith as ws
-from sdk_mock import MockModel, anthropic_reply
+from sdk_mock import MockModel, anthropic_reply, assert_cache_prefix_kept
 from windowsmith.integrations.pydantic_ai import WindowsmithCapability
 
 N_TURNS = 8
@@ -59,6 +59,7 @@ def _check(mock: MockModel, session: ws.Session, cap: WindowsmithCapability) -> 
                         if b["type"] in ("tool_use", "tool_result")] for m in req["messages"]]
         assert body["system"][-1].get("cache_control") and body["tools"][-1].get("cache_control")
         assert pack.tokens <= pack.manifest.available
+    assert assert_cache_prefix_kept(cap.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in cap.packs for a in p.manifest.actions}
     assert kinds & {"mask", "summary", "truncate"}, kinds
     first_thinking = [b for m in mock.bodies[1]["messages"] for b in m["content"] if b["type"] == "thinking"]

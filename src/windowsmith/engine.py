@@ -445,7 +445,7 @@ class Session:
     def _tool_policy(self) -> ToolPolicy:
         return next((la.policy for la in self._builder.layers if isinstance(la, DeferredToolsLayer)), ToolPolicy())
     def load(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
-             system: str | None = None, overlap: bool = False) -> LoadResult:
+             system: str | None = None, overlap: bool = False, repairs: Sequence[str] = ()) -> LoadResult:
         """Load a provider-native history: ``format`` is ``openai-chat`` (chat messages), ``openai-responses``
         (Responses items), ``anthropic`` (Messages API messages) or ``gemini`` (contents); dicts or SDK objects.
 
@@ -459,7 +459,8 @@ class Session:
         ``overlap=True``: ``messages`` is not the whole history but a window of it that may repeat the
         log's newest messages (a framework saving one turn's items): the longest run of the log's newest
         messages it starts with is skipped (user and assistant messages compared by their redacted text,
-        tool results by call id) and the rest appended.
+        tool results by call id) and the rest appended. ``repairs``: notes of a conversion the caller made
+        before (a framework adapter mapping its own message types), recorded like the loader's own.
         """
         if format not in LOAD_FORMATS:
             raise UsageError(f"unknown message format {format!r}; use one of {', '.join(LOAD_FORMATS)}")
@@ -482,11 +483,11 @@ class Session:
         if loaded.tools:
             self.tools(loaded.tools)
         known = {r.what for r in self.state.repairs}
-        fresh = [w for w in dict.fromkeys(f"load {format}: {r}" for r in loaded.repairs) if w not in known]
+        fresh = [w for w in dict.fromkeys(f"load {format}: {r}" for r in (*repairs, *loaded.repairs)) if w not in known]
         if fresh:
             self.log.append_many([("meta", {"type": "repair", "what": w}) for w in fresh])
         added = tuple(self.add(m) for m in new)
-        return LoadResult(added, tuple(loaded.repairs))
+        return LoadResult(added, (*repairs, *loaded.repairs))
 
     @property
     def result_tools(self) -> ResultTools:
@@ -676,11 +677,11 @@ class Session:
         return await self._offload(self.record, response, **kwargs)  # type: ignore[no-any-return]
 
     async def aload(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
-                    system: str | None = None, overlap: bool = False) -> LoadResult:
+                    system: str | None = None, overlap: bool = False, repairs: Sequence[str] = ()) -> LoadResult:
         """:meth:`load` without blocking the event loop."""
         async with self._async_lock():
             return await self._offload(self.load, messages, format, tools=tools, system=system,  # type: ignore[no-any-return]
-                                       overlap=overlap)
+                                       overlap=overlap, repairs=repairs)
 
     async def aadd(self, message: Message | Mapping[str, Any]) -> Message:
         """:meth:`add` without blocking the event loop."""

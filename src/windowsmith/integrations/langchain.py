@@ -228,17 +228,17 @@ class WindowsmithMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
             return self.format
         return "anthropic" if "anthropic" in type(request.model).__module__ else "openai-chat"
 
-    def _prepare(self, request: Any) -> tuple[Session, str, list[Message], str | None, list[dict[str, Any]]]:
+    def _prepare(self, request: Any) -> tuple[Session, str, list[Message], str | None, list[dict[str, Any]], list[str]]:
         session = self.session_for(request)
         fmt = self.format_for(request)
-        msgs, found, _ = to_neutral(request.messages)
+        msgs, found, repairs = to_neutral(request.messages)
         system = request.system_message
         texts = [found] if found else []
         if system is not None:
             parts, _ = _content(system.content, Builder(), "system_message")
             texts.insert(0, "\n".join(p.text for p in parts if isinstance(p, Text)))
         tools = [_tool_spec(t) for t in request.tools]
-        return session, fmt, msgs, "\n\n".join(t for t in texts if t) or None, tools
+        return session, fmt, msgs, "\n\n".join(t for t in texts if t) or None, tools, repairs
 
     def _override(self, request: Any, pack: Any) -> Any:
         req = pack.request
@@ -251,16 +251,16 @@ class WindowsmithMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
         return request.override(**overrides)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        session, fmt, msgs, system, tools = self._prepare(request)
-        session.load(msgs, "neutral", tools=tools or None, system=system)
+        session, fmt, msgs, system, tools, repairs = self._prepare(request)
+        session.load(msgs, "neutral", tools=tools or None, system=system, repairs=repairs)
         pack = session.build(fmt, model=model_name(request.model, f"langchain-{fmt}"))
         response = handler(self._override(request, pack))
         self._record(session, response, pack)
         return response
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        session, fmt, msgs, system, tools = self._prepare(request)
-        await session.aload(msgs, "neutral", tools=tools or None, system=system)
+        session, fmt, msgs, system, tools, repairs = self._prepare(request)
+        await session.aload(msgs, "neutral", tools=tools or None, system=system, repairs=repairs)
         pack = await session.abuild(fmt, model=model_name(request.model, f"langchain-{fmt}"))
         response = await handler(self._override(request, pack))
         ai = _ai_of(response)

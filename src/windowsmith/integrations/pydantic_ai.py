@@ -173,12 +173,12 @@ class WindowsmithCapability(_caps.AbstractCapability):  # type: ignore[misc, nam
 
     async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
         params = request_context.model_request_parameters
-        msgs, found, _ = to_neutral(request_context.messages)
+        msgs, found, repairs = to_neutral(request_context.messages)
         instructions = "\n\n".join(p.content for p in params.instruction_parts or [])
         system = "\n\n".join(t for t in (instructions, found) if t) or None
         tools = [{"name": t.name, "description": t.description or "", "parameters": t.parameters_json_schema}
                  for t in params.function_tools]
-        await self.session.aload(msgs, "neutral", tools=tools or None, system=system)
+        await self.session.aload(msgs, "neutral", tools=tools or None, system=system, repairs=repairs)
         # the anthropic pack only carries the messages; pydantic-ai sends them with its own model
         pack = await self.session.abuild(FORMAT, model="pydantic-ai")
         self.packs.append(pack)
