@@ -475,3 +475,22 @@ def _stored_manifest_bytes(store: Store, session: str) -> int:
         rows = store._read("SELECT manifest FROM packs WHERE session_id = %s", (session,))  # type: ignore[attr-defined]
     return sum(len(r[0]) for r in rows)
 
+
+
+_json_leaf = st.none() | st.booleans() | st.integers(-5, 5) | st.text("ab", max_size=40)
+_json_value = st.recursive(_json_leaf, lambda kids: st.lists(kids, max_size=40) | st.dictionaries(st.sampled_from("abcd"), kids,
+                                                                                             max_size=4), max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from("abcdef"), _json_value, max_size=6),
+       st.dictionaries(st.sampled_from("abcdef"), _json_value, max_size=6))
+def test_manifest_delta_round_trips_through_json(a: dict[str, Any], b: dict[str, Any]) -> None:
+    import json
+
+    from windowsmith.store.packs import apply_delta, manifest_delta
+
+    b2 = {**a, **b}  # mostly shared, as consecutive manifests are
+    for target in (b, b2):
+        d = json.loads(canonical_json(manifest_delta(a, target)))
+        assert apply_delta(json.loads(canonical_json(a)), d) == json.loads(canonical_json(target))

@@ -3,11 +3,12 @@
 A build's manifest repeats most of the previous one (its part digests grow by a few entries per turn).
 A pack row holds either the full manifest (``base_ord`` NULL) or a delta against the session's previous
 pack (``base_ord`` = that row's ``ord``; ``snap_ord`` = the ``ord`` of the full manifest the chain
-starts from). A delta is ``{"put": {key: value}, "prefix": {key: n}, "drop": [key]}``: keys whose
-value changed, keys whose string or list value keeps the base's first ``n`` characters or items (then
-``put`` holds the rest), keys removed. A chain is cut with a new full manifest when its deltas add up
-to more than the full manifest it starts from, so storage stays within about twice the deltas and
-reading any pack reads at most about twice one full manifest.
+starts from). A delta is ``{"put": {key: value}, "prefix": {key: n}, "sub": {key: delta}, "drop": [key]}``:
+keys whose value changed, keys whose string or list value keeps the base's first ``n`` characters or
+items (then ``put`` holds the rest), dicts changed in some of their keys (a nested delta), keys removed.
+A chain is cut with a new full manifest when its deltas add up to more than ``CHAIN_RATIO`` times the
+full manifest it starts from, so the full manifests take at most 1/``CHAIN_RATIO`` of the deltas' bytes
+and reading any pack reads at most ``CHAIN_RATIO + 1`` full manifests' worth.
 
 The backends keep the last pack they wrote per session (:class:`PackCache`); a writer that finds
 another pack after it in the table (another process wrote one) starts a new chain.
@@ -22,6 +23,8 @@ from typing import Any
 
 #: a common prefix shorter than this is not worth a ``prefix`` entry
 MIN_PREFIX = 32
+#: a chain's deltas may add up to this many times its full manifest before a new full one starts it
+CHAIN_RATIO = 4
 
 
 def _common_prefix(a: str | list[Any], b: str | list[Any]) -> int:
@@ -42,10 +45,14 @@ def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str,
     """The delta that turns ``base`` into ``new`` (see the module doc)."""
     put: dict[str, Any] = {}
     prefix: dict[str, int] = {}
+    sub: dict[str, Any] = {}
     for k, v in new.items():
         if k in base:
             b = base[k]
             if type(b) is type(v) and b == v:
+                continue
+            if isinstance(v, dict) and isinstance(b, dict) and v and b:
+                sub[k] = manifest_delta(b, v)  # nested: only the leaves that changed
                 continue
             if isinstance(v, str | list) and type(b) is type(v):
                 n = _common_prefix(b, v)
@@ -54,7 +61,15 @@ def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str,
                     put[k] = v[n:]
                     continue
         put[k] = v
-    return {"put": put, "prefix": prefix, "drop": sorted(k for k in base if k not in new)}
+    out: dict[str, Any] = {"put": put}
+    if prefix:
+        out["prefix"] = prefix
+    if sub:
+        out["sub"] = sub
+    drop = sorted(k for k in base if k not in new)
+    if drop:
+        out["drop"] = drop
+    return out
 
 
 def apply_delta(base: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,6 +80,8 @@ def apply_delta(base: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, 
     for k, v in delta.get("put", {}).items():
         n = prefix.get(k)
         out[k] = v if n is None else base[k][:n] + v
+    for k, d in delta.get("sub", {}).items():
+        out[k] = apply_delta(base[k], d)
     return out
 
 
@@ -108,7 +125,7 @@ def encode(head: ChainHead | None, manifest: Mapping[str, Any], full_json: Any) 
     if head is not None:
         delta = manifest_delta(head.manifest, manifest)
         text = to_json(delta, "the manifest delta")
-        if head.chain_bytes + len(text) <= head.snap_bytes:
+        if head.chain_bytes + len(text) <= CHAIN_RATIO * head.snap_bytes:
             return text, True, len(text)
     text = full_json()
     return text, False, len(text)
