@@ -28,13 +28,24 @@ CHAIN_RATIO = 4
 
 
 def _common_prefix(a: str | list[Any], b: str | list[Any]) -> int:
-    """Length of the common prefix of two strings or two lists (binary search over C-level slice compares)."""
-    lo, hi = 0, min(len(a), len(b))
-    if a[:hi] == b[:hi]:
-        return hi
+    """Length of the common prefix of two strings or two lists.
+
+    Consecutive manifests share almost everything, so the search gallops back from the end of the
+    shorter one (a few C-level compares of long slices) and then bisects a short window."""
+    n = min(len(a), len(b))
+    lo, hi, step = 0, n, 16
+    while True:  # find lo with a[:lo] == b[:lo], as close to n as the galloping allows
+        cand = max(0, n - step)
+        if a[:cand] == b[:cand]:
+            lo = cand
+            break
+        hi = cand
+        step *= 8
+    if a[lo:n] == b[lo:n]:
+        return n
     while lo < hi:  # the answer is in [lo, hi]: a[:lo] == b[:lo]
         mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
+        if a[lo:mid] == b[lo:mid]:
             lo = mid
         else:
             hi = mid - 1
