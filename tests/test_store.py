@@ -494,3 +494,20 @@ def test_manifest_delta_round_trips_through_json(a: dict[str, Any], b: dict[str,
     for target in (b, b2):
         d = json.loads(canonical_json(manifest_delta(a, target)))
         assert apply_delta(json.loads(canonical_json(a)), d) == json.loads(canonical_json(target))
+
+
+def test_a_deleted_and_recreated_session_never_chains_onto_a_stale_base(store: Store, second: Store) -> None:
+    # SQLite reuses the highest rowid once its row is deleted: the next pack another writer saves can get
+    # the ord this store last wrote; the store must notice it is not its pack and start a new chain
+    store.create_session("t", {})
+    store.save_pack("t0", "t", 0, {"t": 0})
+    store.create_session("s", {})
+    store.save_pack("a0", "s", 0, _growing_manifest(39))  # the highest ord, then deleted
+    assert store.delete_session("s")
+    second.create_session("s", {})
+    other = {"id": "b0", "parts": "z" * 600, "seq": 0}
+    second.save_pack("b0", "s", 0, other)
+    mine = {**_growing_manifest(41), "id": "b1"}
+    store.save_pack("b1", "s", 1, mine)
+    assert store.list_packs("s") == [other, mine]
+    assert second.get_pack("b1") == mine

@@ -415,9 +415,9 @@ class PostgresStore(Store):
         try:
             with self._tx() as cur:
                 head = self._pack_heads.get(session_id)
-                cur.execute("SELECT ord FROM packs WHERE session_id = %s ORDER BY ord DESC LIMIT 1", (session_id,))
+                cur.execute("SELECT ord, id FROM packs WHERE session_id = %s ORDER BY ord DESC LIMIT 1", (session_id,))
                 last = cur.fetchone()
-                if head is not None and (last is None or last[0] != head.ord):
+                if head is not None and (last is None or tuple(last) != (head.ord, head.pack_id)):
                     head = None  # another writer saved a pack since, or the session was deleted: a new chain
                 text, delta, n = packs.encode(head, manifest, lambda: check_pack_args(pack_id, session_id, seq, manifest))
                 base = head.ord if delta and head is not None else None

@@ -389,8 +389,9 @@ class SQLiteStore(Store):
         check_pack_args(pack_id, session_id, seq, manifest, serialize=False)
         with self._write() as db:
             head = self._pack_heads.get(session_id)
-            last = db.execute("SELECT ord FROM packs WHERE session_id = ? ORDER BY ord DESC LIMIT 1", (session_id,)).fetchone()
-            if head is not None and (last is None or last[0] != head.ord):
+            last = db.execute("SELECT ord, id FROM packs WHERE session_id = ? ORDER BY ord DESC LIMIT 1",
+                              (session_id,)).fetchone()
+            if head is not None and (last is None or tuple(last) != (head.ord, head.pack_id)):
                 head = None  # another writer saved a pack since, or the session was deleted: a new chain
             text, delta, n = packs.encode(head, manifest, lambda: check_pack_args(pack_id, session_id, seq, manifest))
             snap = head.snap_ord if delta and head is not None else None
