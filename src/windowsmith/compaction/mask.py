@@ -225,11 +225,9 @@ class MaskPlanner:
         if state.rewrites != self._exchanges_epoch:  # a mask record may fold any closed unit: look again, once
             self._exchanges = [i for i in range(len(units)) if is_exchange(units[i]) or units[i].folded]
             self._exchanges_epoch = state.rewrites
-        seen = 0
         kept = 0
         limit = None
-        for i in reversed(self._exchanges):  # the newest exchanges only, not every unit of the session
-            seen += 1
+        for seen, i in enumerate(reversed(self._exchanges), 1):  # the newest exchanges only, not every unit
             kept += counts[i] if i < len(counts) else 0
             if seen >= self.config.keep_turns or (keep_raw is not None and seen >= 2 and kept > keep_raw):
                 limit = i
