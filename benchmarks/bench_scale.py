@@ -7,6 +7,7 @@ inflate them; each is one process's own work (no I/O waits in these runs beyond 
 * **build p50**: a session of N messages (agent turns: user, assistant tool call, short tool result,
   assistant answer; ~12 tokens each) on gpt-4.1 (1M window, nothing truncated or compacted), then
   30 more turns, each built once; the median build() time at 1,000 vs 50,000 messages;
+* **build p50, chat only**: the same with user and assistant text only (no tool calls);
 * **resume + first build**: a fresh process opens that store, resumes the session and builds once
   (``import windowsmith`` is timed apart: it is the same for every session);
 * **peak RSS** of the build run at 1,000 vs 50,000 messages;
@@ -73,6 +74,27 @@ def worker_build(n: int, db: str) -> dict:
         truncated = [a for a in pack.manifest.actions]
         return {"messages": len(s.state.messages), "tokens": pack.tokens, "p50_ms": statistics.median(times) * 1000,
                 "actions": len(truncated), "rss_mb": _rss_mb()}
+
+
+def worker_chat(n: int, db: str) -> dict:
+    """A chat without tool calls (user and assistant text): the mask planner has no exchange to stop at."""
+    import windowsmith as ws
+
+    with ws.Engine(model=MODEL, store=db) as e:
+        s = e.session("chat", goal="Answer the questions")
+        for i in range(n // 2):
+            s.user(f"question {i}: what about item {i}?")
+            s.assistant(f"answer {i}: item {i} is fine")
+        s.build(FMT)
+        times = []
+        for j in range(TIMED_TURNS):
+            s.user(f"one more question {j}")
+            s.assistant(f"one more answer {j}")
+            t0 = time.process_time()
+            pack = s.build(FMT)
+            times.append(time.process_time() - t0)
+        return {"messages": len(s.state.messages), "tokens": pack.tokens, "p50_ms": statistics.median(times) * 1000,
+                "actions": len(pack.manifest.actions)}
 
 
 def worker_resume(db: str) -> dict:
@@ -157,6 +179,8 @@ def main() -> int:
         kind, *rest = sys.argv[2:]
         if kind == "build":
             r = worker_build(int(rest[0]), rest[1])
+        elif kind == "chat":
+            r = worker_chat(int(rest[0]), rest[1])
         elif kind == "resume":
             r = worker_resume(rest[0])
         elif kind == "storage":
@@ -172,13 +196,16 @@ def main() -> int:
             db = os.path.join(tmp, f"b{n}.db")
             res[f"build_{n}"] = _run("build", str(n), db)
             res[f"resume_{n}"] = _run("resume", db)
+            res[f"chat_{n}"] = _run("chat", str(n), os.path.join(tmp, f"c{n}.db"))
         res["storage"] = _run("storage", os.path.join(tmp, "st.db"))
         res["summary"] = _run("summary", os.path.join(tmp, "su.db"))
     b1, b2 = res[f"build_{small}"], res[f"build_{large}"]
     r1, r2 = res[f"resume_{small}"], res[f"resume_{large}"]
     st, su = res["storage"], res["summary"]
+    c1, c2 = res[f"chat_{small}"], res[f"chat_{large}"]
     rows = [
         ("build() p50", f"{b1['p50_ms']:.2f} ms", f"{b2['p50_ms']:.2f} ms", b2["p50_ms"] / b1["p50_ms"], 2.0),
+        ("build() p50, chat only", f"{c1['p50_ms']:.2f} ms", f"{c2['p50_ms']:.2f} ms", c2["p50_ms"] / c1["p50_ms"], 2.0),
         ("resume + first build", f"{r1['resume_build_s']:.2f} s", f"{r2['resume_build_s']:.2f} s",
          r2["resume_build_s"] / r1["resume_build_s"], 3.0),
         ("peak RSS (build run)", f"{b1['rss_mb']:.0f} MB", f"{b2['rss_mb']:.0f} MB", b2["rss_mb"] / b1["rss_mb"], 2.0),
