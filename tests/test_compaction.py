@@ -537,3 +537,26 @@ def test_usage_note_in_the_tail_when_over_80_percent(tmp_path):
         s2 = e.session("m", goal="g")
         s2.user("short")
         assert "## NOTE" not in (s2.build("openai-chat", model="gpt-4.1").neutral.tail or "")
+
+
+def test_decision_scanner_finds_what_the_backtracking_pattern_found() -> None:
+    # the old single pattern (quadratic in the sentence length) is the reference for the two linear passes
+    import re
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from windowsmith.compaction.references import _S, decisions
+
+    old = re.compile(_S + r"*\b(?:I will|I'll|I decided|decided to|let's|we should|we will|going to|the plan is|"
+                     r"instead of)\b" + _S + r"*[.!?]?", re.I)
+    pieces = st.sampled_from(["I will", "let's", "Instead of", "fix", "a.b", "we", "should", ".", "!", "?", "\n", " ",
+                              "refund.py", "I'll", "x"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(pieces, max_size=40))
+    def check(ps: list[str]) -> None:
+        text = "".join(ps)
+        assert decisions(text) == old.findall(text)
+
+    check()

@@ -431,3 +431,83 @@ def test_any_sequence_of_appends_round_trips_and_verifies(
     for e in read:
         assert e.hash == chain_hash(e.parent, e.payload_json())
     store.verify(sid)
+
+
+def _growing_manifest(i: int) -> dict[str, Any]:
+    # what a build's manifest looks like: part digests that grow every turn, a few values that change
+    return {"id": f"p{i:04d}", "seq": i, "parts": "".join(f"{k:012x}" for k in range(40 + 4 * i)),
+            "artifacts": [f"{k:064x}" for k in range(i // 3)], "layers": {"history": {"used": 100 * i}},
+            "checksum": f"{i:064x}", **({"extra": True} if i % 7 == 0 else {})}
+
+
+def test_packs_are_stored_as_deltas_and_rebuild_exactly(store: Store, second: Store) -> None:
+    store.create_session("s", {})
+    store.create_session("t", {})
+    made = []
+    for i in range(120):
+        m = _growing_manifest(i)
+        made.append(m)
+        store.save_pack(m["id"], "s", i, m)
+        if i % 10 == 0:  # another session's packs in between
+            store.save_pack(f"t{i}", "t", i, {"i": i})
+    assert store.list_packs("s") == made
+    for i in (0, 1, 59, 119):
+        assert store.get_pack(f"p{i:04d}") == made[i]
+    store.save_pack("p0119", "s", 119, made[119])  # idempotent for equal content
+    with pytest.raises(UsageError, match="already saved with a different"):
+        store.save_pack("p0050", "s", 50, made[51])
+    # storage grows with what changed: the full manifests sum to far more than the rows hold
+    full = sum(len(canonical_json(m)) for m in made)
+    stored = _stored_manifest_bytes(store, "s")
+    assert stored < full / 5, (stored, full)
+    # a second writer (a new store object on the same database) starts its own chain and both read back
+    m = _growing_manifest(120)
+    second.save_pack(m["id"], "s", 120, m)
+    store.save_pack("p0121", "s", 121, _growing_manifest(121))
+    assert second.list_packs("s") == [*made, m, _growing_manifest(121)]
+    assert store.get_pack("p0121") == _growing_manifest(121)
+
+
+def _stored_manifest_bytes(store: Store, session: str) -> int:
+    if isinstance(store, SQLiteStore):
+        rows = store._read("SELECT manifest FROM packs WHERE session_id = ?", (session,))
+    else:
+        rows = store._read("SELECT manifest FROM packs WHERE session_id = %s", (session,))  # type: ignore[attr-defined]
+    return sum(len(r[0]) for r in rows)
+
+
+
+_json_leaf = st.none() | st.booleans() | st.integers(-5, 5) | st.text("ab", max_size=40)
+_json_value = st.recursive(_json_leaf, lambda kids: st.lists(kids, max_size=40) | st.dictionaries(st.sampled_from("abcd"), kids,
+                                                                                             max_size=4), max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from("abcdef"), _json_value, max_size=6),
+       st.dictionaries(st.sampled_from("abcdef"), _json_value, max_size=6))
+def test_manifest_delta_round_trips_through_json(a: dict[str, Any], b: dict[str, Any]) -> None:
+    import json
+
+    from windowsmith.store.packs import apply_delta, manifest_delta
+
+    b2 = {**a, **b}  # mostly shared, as consecutive manifests are
+    for target in (b, b2):
+        d = json.loads(canonical_json(manifest_delta(a, target)))
+        assert apply_delta(json.loads(canonical_json(a)), d) == json.loads(canonical_json(target))
+
+
+def test_a_deleted_and_recreated_session_never_chains_onto_a_stale_base(store: Store, second: Store) -> None:
+    # SQLite reuses the highest rowid once its row is deleted: the next pack another writer saves can get
+    # the ord this store last wrote; the store must notice it is not its pack and start a new chain
+    store.create_session("t", {})
+    store.save_pack("t0", "t", 0, {"t": 0})
+    store.create_session("s", {})
+    store.save_pack("a0", "s", 0, _growing_manifest(39))  # the highest ord, then deleted
+    assert store.delete_session("s")
+    second.create_session("s", {})
+    other = {"id": "b0", "parts": "z" * 600, "seq": 0}
+    second.save_pack("b0", "s", 0, other)
+    mine = {**_growing_manifest(41), "id": "b1"}
+    store.save_pack("b1", "s", 1, mine)
+    assert store.list_packs("s") == [other, mine]
+    assert second.get_pack("b1") == mine

@@ -133,3 +133,32 @@ def test_database_errors_become_store_errors(schema: str) -> None:
         assert s.get_session("s").head is None  # type: ignore[union-attr]
         s.append("s", "message", {"a": 1}, expected_parent=None)
         s.verify("s")
+
+
+@pytest.mark.postgres
+def test_m006_rewrites_the_packs_of_an_older_store_as_deltas(schema: str) -> None:
+    import json
+
+    from windowsmith.hashing import canonical_json
+    from windowsmith.store.postgres import MIGRATIONS_TABLE, PostgresStore
+
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        s.create_session("s", {})
+    # the store as m001..m005 left it: no delta columns, full manifests
+    raw_execute(schema, "ALTER TABLE packs DROP COLUMN base_ord, DROP COLUMN snap_ord")
+    raw_execute(schema, f"DELETE FROM {MIGRATIONS_TABLE} WHERE name = 'm006_pack_deltas'")
+    made = [{"id": f"p{i}", "parts": "".join(f"{k:012x}" for k in range(50 + 4 * i)), "tokens": i} for i in range(60)]
+    for i, m in enumerate(made):
+        raw_execute(schema, "INSERT INTO packs (id, session_id, seq, manifest) VALUES (%s, 's', %s, %s)",
+                    (m["id"], i, canonical_json(m)))
+    before = sum(len(canonical_json(m)) for m in made)
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        assert "m006_pack_deltas" in s.applied_migrations()
+        assert s.list_packs("s") == made
+        assert s.get_pack("p59") == made[59]
+        rows = s._read("SELECT manifest, base_ord FROM packs")
+        assert sum(len(r[0]) for r in rows) < before / 5
+        assert sum(r[1] is not None for r in rows) >= 50  # most rows are deltas now
+        assert all(isinstance(json.loads(r[0]), dict) for r in rows)
+        s.save_pack("p60", "s", 60, {"id": "p60", "parts": made[59]["parts"] + "x" * 12, "tokens": 60})
+        assert s.list_packs("s")[-1]["tokens"] == 60

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from windowsmith.errors import StoreError, UsageError
+from windowsmith.hashing import canonical_json
 from windowsmith.store import SQLiteStore, open_store
 from windowsmith.store.sqlite import MIGRATIONS_TABLE, migration
 
@@ -213,3 +214,30 @@ def test_a_referenced_blob_cannot_be_deleted_under_its_references(tmp_path: Path
             s._db.execute("DELETE FROM blobs WHERE sha = ?", (sha,))
         assert s.gc_blobs() == 0
         assert s.blob_refs(sha) == ["s"] and s.get_blob(sha) == b"keep me"
+
+
+def test_m006_rewrites_the_packs_of_an_older_store_as_deltas(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"CREATE TABLE {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    for name, fn in migration:
+        if name >= "m006":
+            break
+        fn(conn)
+        conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, '2026-01-01')", (name,))
+    conn.execute("INSERT INTO sessions (id, meta, created_at) VALUES ('s', '{}', '2026-01-01')")
+    made = [{"id": f"p{i}", "parts": "".join(f"{k:012x}" for k in range(50 + 4 * i)), "tokens": i} for i in range(60)]
+    for i, m in enumerate(made):
+        conn.execute("INSERT INTO packs (id, session_id, seq, manifest, created_at) VALUES (?, 's', ?, ?, '2026-01-01')",
+                     (m["id"], i, canonical_json(m)))
+    conn.commit()
+    before = conn.execute("SELECT sum(length(manifest)) FROM packs").fetchone()[0]
+    conn.close()
+    with SQLiteStore(path) as s:
+        assert "m006_pack_deltas" in s.applied_migrations()
+        assert s.list_packs("s") == made
+        assert s.get_pack("p59") == made[59]
+        after = s._read("SELECT sum(length(manifest)) FROM packs")[0][0]
+        assert after < before / 5, (after, before)
+        s.save_pack("p60", "s", 60, {"id": "p60", "parts": made[59]["parts"] + "x" * 12, "tokens": 60})
+        assert s.list_packs("s")[-1]["tokens"] == 60

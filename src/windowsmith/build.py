@@ -195,7 +195,7 @@ class Builder:
         rendered = eng.renderer(fmt).render(req)
         window = eng.window or spec.context_window
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)
-        if eng.store.get_pack(manifest.pack_id) is None:
+        if not eng.store.has_pack(manifest.pack_id):
             eng.store.save_pack(manifest.pack_id, self.session_id, state.seq, manifest.to_dict())
         pack = Pack(rendered.request, manifest, rendered, req, fmt)
         self.last_pack = pack

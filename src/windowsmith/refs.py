@@ -48,6 +48,7 @@ def offloaded_artifact(text: str) -> str | None:
 
 
 _refs_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_NO_REFS: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
 
 
@@ -70,6 +71,8 @@ def message_refs(m: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
                     refs.update(artifact_uri(s) for s in ARTIFACT_RE.findall(t))
                 if "[REDACTED:" in t:
                     marks.extend(REDACTED_RE.findall(t))
+        if not refs and not marks:
+            return _NO_REFS  # the common case: nothing to remember (a long session keeps no entry per message)
         hit = (tuple(sorted(refs)), tuple(marks))
         if len(_refs_cache) > 200_000:
             _refs_cache.clear()

@@ -196,6 +196,8 @@ class MaskPlanner:
         self._scan_next = 0
         self._scan_turn = 0
         self._turns: list[int] = []  # turn number of each scanned unit
+        self._exchanges: list[int] = []  # indices of the scanned units that are exchanges (or folded ones)
+        self._exchanges_epoch = 0  # SessionState.rewrites when _exchanges was last checked
         self._image_next = 0
         self._image_units: set[int] = set()  # units that may still hold an image
         self._plan_key: tuple[int, int, int] | None = None  # (first visible unit, compaction records, counter)
@@ -204,10 +206,13 @@ class MaskPlanner:
 
     def turn_numbers(self, state: SessionState) -> list[int]:
         # units only grow, and a fold keeps its unit's place and role: the scan is incremental
-        for u in state.units[self._scan_next:]:
+        for i in range(self._scan_next, len(state.units)):
+            u = state.units[i]
             if u.messages and (u.messages[0].role == "assistant" or u.folded):
                 self._scan_turn += 1
             self._turns.append(self._scan_turn)
+            if is_exchange(u) or u.folded:  # fixed by the unit's first message; a fold keeps its place
+                self._exchanges.append(i)
         self._scan_next = len(state.units)
         return self._turns
 
@@ -217,16 +222,16 @@ class MaskPlanner:
         window, older than the newest ``keep_raw`` tokens of exchanges; at least two stay) that gets shorter."""
         units = state.units
         turns = self.turn_numbers(state)
-        seen = 0
+        if state.rewrites != self._exchanges_epoch:  # a mask record may fold any closed unit: look again, once
+            self._exchanges = [i for i in range(len(units)) if is_exchange(units[i]) or units[i].folded]
+            self._exchanges_epoch = state.rewrites
         kept = 0
         limit = None
-        for i in range(len(units) - 1, -1, -1):
-            if is_exchange(units[i]) or units[i].folded:
-                seen += 1
-                kept += counts[i] if i < len(counts) else 0
-                if seen >= self.config.keep_turns or (keep_raw is not None and seen >= 2 and kept > keep_raw):
-                    limit = i
-                    break
+        for seen, i in enumerate(reversed(self._exchanges), 1):  # the newest exchanges only, not every unit
+            kept += counts[i] if i < len(counts) else 0
+            if seen >= self.config.keep_turns or (keep_raw is not None and seen >= 2 and kept > keep_raw):
+                limit = i
+                break
         if limit is None:
             return []
         lo = state.first_visible_unit()

@@ -39,9 +39,12 @@ _ERROR_RE = re.compile(
     re.M | re.I,
 )
 _ID_RE = re.compile(r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])[A-Za-z]{1,8}[_-]?\d{3,}[A-Za-z0-9]*\b|#\d{3,}\b")
-_DECISION_RE = re.compile(
-    _S + r"*\b(?:I will|I'll|I decided|decided to|let's|we should|we will|going to|the plan is|instead of)\b" + _S + r"*[.!?]?",
-    re.I,
+# A decision is a sentence (a run of sentence characters, with its end mark) that holds one of these
+# phrases. Found in two linear passes (sentences, then the phrase in each), never by a pattern that
+# backtracks over the sentence at every start position (that was quadratic in the sentence length).
+_SENTENCE_RE = re.compile(_S + r"+[.!?]?")
+_DECISION_WORDS_RE = re.compile(
+    r"\b(?:I will|I'll|I decided|decided to|let's|we should|we will|going to|the plan is|instead of)\b", re.I
 )
 _WORD_RE = re.compile(r"[a-z0-9]{3,}")
 
@@ -122,7 +125,7 @@ def extract_refs(
             elif isinstance(b, Text):
                 _scan_text(b.text, pos, add, errors=m.role != "user")
                 if m.role == "assistant":
-                    for d in _DECISION_RE.findall(b.text[:20_000])[:4]:
+                    for d in decisions(b.text[:20_000])[:4]:
                         add("decision", _clip(d, 200), pos)
     refs = []
     for (kind, value), (pos, detail) in found.items():
@@ -131,6 +134,11 @@ def extract_refs(
         refs.append(Reference(kind, value, score_ref(kind, value, goal_words=goal_words, recency=recency), seq, detail))
     refs.sort(key=lambda r: (-r.score, r.kind, r.value))
     return refs[:limit]
+
+
+def decisions(text: str) -> list[str]:
+    """The sentences of ``text`` that state a decision or plan ("I will …", "let's …", "instead of …")."""
+    return [m.group(0) for m in _SENTENCE_RE.finditer(text) if _DECISION_WORDS_RE.search(m.group(0))]
 
 
 def _scan_text(text: str, pos: int, add: Callable[..., None], *, errors: bool) -> None:
@@ -156,7 +164,7 @@ def _scan_text(text: str, pos: int, add: Callable[..., None], *, errors: bool) -
 _KEY_RE = re.compile(
     r"#[\w-]*\d[\w-]*"  # '#W2378156'
     r"|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # 'HAT170', 'ZFA04Y'
-    r"|[\w.+-]+@[\w-]+\.[\w.]+"  # e-mail
+    r"|(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+"  # e-mail (from the start of its run only: linear on long runs)
     r"|\b[A-Z]\w+(?:Error|Exception)\b"  # 'IntegrityError'
     r"|(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b"  # 'src/a/b.py'
     r"|\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b"  # 'snake_case'

@@ -26,7 +26,7 @@ from ..errors import ConfigError, ProviderResponseError
 from ..hashing import canonical_json, sha256_hex
 from ..model import Image, Message, ToolSpec
 from ..request import NeutralRequest
-from .base import Rendered, Renderer, checksum_of
+from .base import PartsHasher, Rendered, Renderer
 
 
 class _Lazy:
@@ -225,7 +225,14 @@ class UnitRenderer(Renderer):
             "tail_mode": mode,
         }
         ptuple = tuple(parts)
-        return Rendered(request, ptuple, prefix, checksum_of(ptuple, rest), self.format)
+        hashers: tuple[PartsHasher, PartsHasher] | None = getattr(self, "_hashers", None)
+        if hashers is None:
+            hashers = self._hashers = (PartsHasher(), PartsHasher())
+        checksum = hashers[0].checksum(ptuple, rest)
+        hashers[0].advance(ptuple, max(0, len(ptuple) - 3))  # the last parts (tail, final message) change every turn
+        prefix_digest = hashers[1].prefix(ptuple, prefix)
+        hashers[1].advance(ptuple, prefix)
+        return Rendered(request, ptuple, prefix, checksum, self.format, prefix_digest)
 
     def _body(self, msgs: tuple[Message, ...], req: NeutralRequest, ctx: Any) -> _Body:
         """Render and merge ``msgs``, resuming from the cached body when ``msgs`` extends it."""

@@ -17,7 +17,7 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..hashing import canonical_json, sha256_hex
@@ -32,10 +32,13 @@ class Rendered:
     cache_prefix_parts: int
     checksum: str
     format: str
+    prefix_digest: str | None = field(default=None, compare=False, repr=False)  # prefix_hash, if computed already
 
     @property
     def prefix_hash(self) -> str:
         """Hash of the cacheable prefix (the parts covered by the last breakpoint)."""
+        if self.prefix_digest is not None:
+            return self.prefix_digest
         return hashlib.sha256("".join(self.parts[: self.cache_prefix_parts]).encode()).hexdigest()
 
 
@@ -49,6 +52,41 @@ class ParsedResponse:
 
 def checksum_of(parts: tuple[str, ...], rest: dict[str, Any]) -> str:
     return sha256_hex("".join(parts) + "|" + canonical_json(rest))
+
+
+class PartsHasher:
+    """sha256 over the concatenated part digests, resumed from the hash state of the previous request's
+    stable prefix: a turn hashes its new parts only, and the digests equal :func:`checksum_of` and
+    :attr:`Rendered.prefix_hash` computed from scratch."""
+
+    def __init__(self) -> None:
+        self._parts: tuple[str, ...] = ()
+        self._h = hashlib.sha256()
+
+    def _state(self, parts: tuple[str, ...], upto: int) -> Any:
+        k = len(self._parts)
+        if k and k <= upto and parts[:k] == self._parts:  # C-level compare: identical strings short-circuit
+            h = self._h.copy()
+        else:
+            h, k = hashlib.sha256(), 0
+        h.update("".join(parts[k:upto]).encode())
+        return h
+
+    def checksum(self, parts: tuple[str, ...], rest: dict[str, Any]) -> str:
+        """``checksum_of(parts, rest)``."""
+        h = self._state(parts, len(parts))
+        h.update(("|" + canonical_json(rest)).encode())
+        return str(h.hexdigest())
+
+    def prefix(self, parts: tuple[str, ...], upto: int) -> str:
+        """sha256 hex of ``"".join(parts[:upto])``."""
+        return str(self._state(parts, upto).hexdigest())
+
+    def advance(self, parts: tuple[str, ...], keep: int) -> None:
+        """Keep the hash state over ``parts[:keep]`` for the next request."""
+        if keep != len(self._parts) or parts[:keep] != self._parts:
+            self._h = self._state(parts, keep)
+            self._parts = parts[:keep]
 
 
 class MemoCache:

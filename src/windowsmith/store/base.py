@@ -310,6 +310,10 @@ class Store(ABC):
         full = self.resolve_pack_id(pack_id)
         return None if full is None else self._get_pack_exact(full)
 
+    def has_pack(self, pack_id: str) -> bool:
+        """Whether a pack is saved under exactly ``pack_id`` (an index lookup; the manifest is not read)."""
+        return self._pack_ids_with_prefix(pack_id, limit=1) == [pack_id]
+
     def resolve_pack_id(self, prefix: str) -> str | None:
         """The full pack id that ``prefix`` names (exactly or as the unique prefix), or None.
         An ambiguous prefix raises ``UsageError`` listing the candidates."""
@@ -443,7 +447,8 @@ def check_blob(sha: str, raw: bytes, where: str) -> bytes:
     return raw
 
 
-def check_pack_args(pack_id: Any, session_id: Any, seq: Any, manifest: Any) -> str:
+def check_pack_args(pack_id: Any, session_id: Any, seq: Any, manifest: Any, *, serialize: bool = True) -> str:
+    """Validate a pack's arguments; the manifest's canonical JSON (or "" when not ``serialize``)."""
     if not isinstance(pack_id, str) or not pack_id or "\x00" in pack_id:
         raise UsageError(f"a pack id must be a non-empty string without NUL characters, got {pack_id!r:.80}")
     check_session_id(session_id)
@@ -451,6 +456,8 @@ def check_pack_args(pack_id: Any, session_id: Any, seq: Any, manifest: Any) -> s
         raise UsageError(f"a pack's seq must be the int seq of the last event it covers (-1 for none), got {seq!r}")
     if not isinstance(manifest, Mapping):
         raise UsageError(f"a pack manifest must be a dict, got {type(manifest).__name__}")
+    if not serialize:
+        return ""
     return to_json(manifest, f"the manifest of pack {pack_id!r}")
 
 

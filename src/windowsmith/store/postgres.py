@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, UsageError
 from ..model import Event
+from . import packs
 from .base import (
     Migrations,
     PreparedEvent,
@@ -131,6 +132,19 @@ def m005_blob_ref_time(cur: psycopg.Cursor[Any]) -> None:
     cur.execute("ALTER TABLE blob_refs ADD COLUMN created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()")
 
 
+@migration
+def m006_pack_deltas(cur: psycopg.Cursor[Any]) -> None:
+    # a pack row holds a delta against the session's previous pack (base_ord) in a chain starting at a
+    # full manifest (snap_ord): storage grows with what changed, not with the session (store/packs.py)
+    cur.execute("ALTER TABLE packs ADD COLUMN base_ord BIGINT, ADD COLUMN snap_ord BIGINT")
+    cur.execute("SELECT DISTINCT session_id FROM packs")
+    sessions = [r[0] for r in cur.fetchall()]
+    for sid in sessions:
+        cur.execute("SELECT ord, manifest FROM packs WHERE session_id = %s ORDER BY ord", (sid,))
+        for o, base, snap, text in packs.chain_rows(cur.fetchall()):
+            cur.execute("UPDATE packs SET base_ord = %s, snap_ord = %s, manifest = %s WHERE ord = %s", (base, snap, text, o))
+
+
 _TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv")
 
 
@@ -199,6 +213,7 @@ class PostgresStore(Store):
         self.dsn = dsn
         self.schema = schema
         self._lock = threading.RLock()
+        self._pack_heads = packs.PackCache()
         self._conn: psycopg.Connection[Any] | None = None
         try:
             conn = pg.connect(dsn, autocommit=True, connect_timeout=connect_timeout)
@@ -396,26 +411,54 @@ class PostgresStore(Store):
     # -- packs ------------------------------------------------------------------------------------
 
     def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
-        manifest_json = check_pack_args(pack_id, session_id, seq, manifest)
-        with self._lock:
-            try:
-                with self._errors():
-                    cur = self._db.execute(
-                        "INSERT INTO packs (id, session_id, seq, manifest) VALUES (%s, %s, %s, %s) "
-                        "ON CONFLICT (id) DO NOTHING",
-                        (pack_id, session_id, seq, manifest_json),
-                    )
-            except StoreError as e:
-                if isinstance(e.__cause__, self._pg.errors.ForeignKeyViolation):
-                    raise unknown_session(session_id) from None
-                raise
-            if cur.rowcount == 0:
-                rows = self._read("SELECT session_id, seq, manifest FROM packs WHERE id = %s", (pack_id,))
-                if not rows or tuple(rows[0]) != (session_id, seq, manifest_json):
-                    raise UsageError(
-                        f"pack {pack_id!r} is already saved with a different session, seq or manifest; "
-                        "pack ids must be unique (derive them from the manifest checksum)"
-                    )
+        check_pack_args(pack_id, session_id, seq, manifest, serialize=False)
+        try:
+            with self._tx() as cur:
+                head = self._pack_heads.get(session_id)
+                cur.execute("SELECT ord, id FROM packs WHERE session_id = %s ORDER BY ord DESC LIMIT 1", (session_id,))
+                last = cur.fetchone()
+                if head is not None and (last is None or tuple(last) != (head.ord, head.pack_id)):
+                    head = None  # another writer saved a pack since, or the session was deleted: a new chain
+                text, delta, n = packs.encode(head, manifest, lambda: check_pack_args(pack_id, session_id, seq, manifest))
+                base = head.ord if delta and head is not None else None
+                snap = head.snap_ord if delta and head is not None else None
+                cur.execute(
+                    "INSERT INTO packs (id, session_id, seq, manifest, base_ord, snap_ord) VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (id) DO NOTHING RETURNING ord",
+                    (pack_id, session_id, seq, text, base, snap),
+                )
+                got = cur.fetchone()
+                if got is None:
+                    cur.execute("SELECT session_id, seq FROM packs WHERE id = %s", (pack_id,))
+                    row = cur.fetchone()
+                    old = self._rebuild_pack(cur, pack_id)
+                    if row is None or (row[0], row[1]) != (session_id, seq) or to_json(old, "") != check_pack_args(
+                            pack_id, session_id, seq, manifest):
+                        raise UsageError(
+                            f"pack {pack_id!r} is already saved with a different session, seq or manifest; "
+                            "pack ids must be unique (derive them from the manifest checksum)"
+                        )
+                    return
+                o = got[0]
+                if snap is None:
+                    cur.execute("UPDATE packs SET snap_ord = %s WHERE ord = %s", (o, o))
+        except StoreError as e:
+            if isinstance(e.__cause__, self._pg.errors.ForeignKeyViolation):
+                raise unknown_session(session_id) from None
+            raise
+        self._pack_heads.put(session_id, packs.next_head(head, delta, o, pack_id, seq, manifest, n))
+
+    def _rebuild_pack(self, cur: psycopg.Cursor[Any], pack_id: str) -> dict[str, Any] | None:
+        cur.execute("SELECT ord, session_id, base_ord, snap_ord, manifest FROM packs WHERE id = %s", (pack_id,))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        o, sid, base, snap, text = row
+        if base is None:
+            return json.loads(text)  # type: ignore[no-any-return]
+        cur.execute("SELECT ord, base_ord, manifest FROM packs WHERE session_id = %s AND ord >= %s AND ord <= %s "
+                    "ORDER BY ord", (sid, snap, o))
+        return packs.rebuild(cur.fetchall(), o)
 
     def _pack_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         rows = self._read(
@@ -425,13 +468,13 @@ class PostgresStore(Store):
         return [r[0] for r in rows]
 
     def _get_pack_exact(self, pack_id: str) -> dict[str, Any] | None:
-        rows = self._read("SELECT manifest FROM packs WHERE id = %s", (pack_id,))
-        return json.loads(rows[0][0]) if rows else None
+        with self._tx() as cur:
+            return self._rebuild_pack(cur, pack_id)
 
     def list_packs(self, session_id: str) -> list[dict[str, Any]]:
         check_session_id(session_id)
-        rows = self._read("SELECT manifest FROM packs WHERE session_id = %s ORDER BY ord", (session_id,))
-        return [json.loads(r[0]) for r in rows]
+        rows = self._read("SELECT ord, base_ord, manifest FROM packs WHERE session_id = %s ORDER BY ord", (session_id,))
+        return packs.rebuild_all(rows)
 
     # -- blobs ------------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import StoreError, UsageError
 from ..model import Event
+from . import packs
 from .base import (
     Migrations,
     PreparedEvent,
@@ -128,6 +129,19 @@ def m005_blob_ref_time(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE blob_refs ADD COLUMN created_at TEXT NOT NULL DEFAULT ''")
 
 
+@migration
+def m006_pack_deltas(conn: sqlite3.Connection) -> None:
+    # a pack row holds a delta against the session's previous pack (base_ord) in a chain starting at a
+    # full manifest (snap_ord): storage grows with what changed, not with the session (store/packs.py)
+    conn.execute("ALTER TABLE packs ADD COLUMN base_ord INTEGER")
+    conn.execute("ALTER TABLE packs ADD COLUMN snap_ord INTEGER")
+    sessions = [r[0] for r in conn.execute("SELECT DISTINCT session_id FROM packs")]
+    for sid in sessions:
+        rows = conn.execute("SELECT ord, manifest FROM packs WHERE session_id = ? ORDER BY ord", (sid,)).fetchall()
+        for o, base, snap, text in packs.chain_rows(rows):
+            conn.execute("UPDATE packs SET base_ord = ?, snap_ord = ?, manifest = ? WHERE ord = ?", (base, snap, text, o))
+
+
 _WRITABLE_HINT = (
     "the store needs a writable folder: pass --store (or Engine(store=...)) with a path on a writable "
     "file system, or set WINDOWSMITH_HOME to one"
@@ -159,6 +173,7 @@ class SQLiteStore(Store):
         typo in a path never leaves an empty database behind."""
         self.path = str(path)
         self._lock = threading.RLock()
+        self._pack_heads = packs.PackCache()
         memory = self.path == ":memory:" or self.path.startswith("file::memory:")
         if not memory and not create and not Path(self.path).is_file():
             what = "is a folder, not a store file" if Path(self.path).is_dir() else "does not exist"
@@ -371,25 +386,49 @@ class SQLiteStore(Store):
     # -- packs ------------------------------------------------------------------------------------
 
     def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
-        manifest_json = check_pack_args(pack_id, session_id, seq, manifest)
+        check_pack_args(pack_id, session_id, seq, manifest, serialize=False)
         with self._write() as db:
+            head = self._pack_heads.get(session_id)
+            last = db.execute("SELECT ord, id FROM packs WHERE session_id = ? ORDER BY ord DESC LIMIT 1",
+                              (session_id,)).fetchone()
+            if head is not None and (last is None or tuple(last) != (head.ord, head.pack_id)):
+                head = None  # another writer saved a pack since, or the session was deleted: a new chain
+            text, delta, n = packs.encode(head, manifest, lambda: check_pack_args(pack_id, session_id, seq, manifest))
+            snap = head.snap_ord if delta and head is not None else None
             try:
                 cur = db.execute(
-                    "INSERT INTO packs (id, session_id, seq, manifest, created_at) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (id) DO NOTHING",
-                    (pack_id, session_id, seq, manifest_json, _ts()),
+                    "INSERT INTO packs (id, session_id, seq, manifest, created_at, base_ord, snap_ord) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    (pack_id, session_id, seq, text, _ts(), head.ord if delta and head is not None else None, snap),
                 )
             except sqlite3.IntegrityError:  # the foreign key: no such session
                 raise unknown_session(session_id) from None
             if cur.rowcount == 0:
-                sid, old_seq, old = db.execute(
-                    "SELECT session_id, seq, manifest FROM packs WHERE id = ?", (pack_id,)
-                ).fetchone()
-                if (sid, old_seq, old) != (session_id, seq, manifest_json):
+                row = db.execute("SELECT session_id, seq FROM packs WHERE id = ?", (pack_id,)).fetchone()
+                old = self._rebuild_pack(db, pack_id)
+                if (row[0], row[1]) != (session_id, seq) or to_json(old, "") != check_pack_args(
+                        pack_id, session_id, seq, manifest):
                     raise UsageError(
                         f"pack {pack_id!r} is already saved with a different session, seq or manifest; "
                         "pack ids must be unique (derive them from the manifest checksum)"
                     )
+                return
+            o = cur.lastrowid
+            assert o is not None
+            if snap is None:
+                db.execute("UPDATE packs SET snap_ord = ? WHERE ord = ?", (o, o))
+        self._pack_heads.put(session_id, packs.next_head(head, delta, o, pack_id, seq, manifest, n))
+
+    def _rebuild_pack(self, db: sqlite3.Connection, pack_id: str) -> dict[str, Any] | None:
+        row = db.execute("SELECT ord, session_id, base_ord, snap_ord, manifest FROM packs WHERE id = ?", (pack_id,)).fetchone()
+        if row is None:
+            return None
+        o, sid, base, snap, text = row
+        if base is None:
+            return json.loads(text)  # type: ignore[no-any-return]
+        rows = db.execute("SELECT ord, base_ord, manifest FROM packs WHERE session_id = ? AND ord >= ? AND ord <= ? "
+                          "ORDER BY ord", (sid, snap, o)).fetchall()
+        return packs.rebuild(rows, o)
 
     def _pack_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         rows = self._read(
@@ -399,13 +438,13 @@ class SQLiteStore(Store):
         return [r[0] for r in rows]
 
     def _get_pack_exact(self, pack_id: str) -> dict[str, Any] | None:
-        rows = self._read("SELECT manifest FROM packs WHERE id = ?", (pack_id,))
-        return json.loads(rows[0][0]) if rows else None
+        with self._lock:
+            return self._rebuild_pack(self._db, pack_id)
 
     def list_packs(self, session_id: str) -> list[dict[str, Any]]:
         check_session_id(session_id)
-        rows = self._read("SELECT manifest FROM packs WHERE session_id = ? ORDER BY ord", (session_id,))
-        return [json.loads(r[0]) for r in rows]
+        rows = self._read("SELECT ord, base_ord, manifest FROM packs WHERE session_id = ? ORDER BY ord", (session_id,))
+        return packs.rebuild_all(rows)
 
     # -- blobs ------------------------------------------------------------------------------------
 

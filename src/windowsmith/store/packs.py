@@ -1,0 +1,205 @@
+"""Pack manifests stored as deltas, so a session's packs take space proportional to what changed.
+
+A build's manifest repeats most of the previous one (its part digests grow by a few entries per turn).
+A pack row holds either the full manifest (``base_ord`` NULL) or a delta against the session's previous
+pack (``base_ord`` = that row's ``ord``; ``snap_ord`` = the ``ord`` of the full manifest the chain
+starts from). A delta is ``{"put": {key: value}, "prefix": {key: n}, "sub": {key: delta}, "drop": [key]}``:
+keys whose value changed, keys whose string or list value keeps the base's first ``n`` characters or
+items (then ``put`` holds the rest), dicts changed in some of their keys (a nested delta), keys removed.
+A chain is cut with a new full manifest when its deltas add up to more than ``CHAIN_RATIO`` times the
+full manifest it starts from, so the full manifests take at most 1/``CHAIN_RATIO`` of the deltas' bytes
+and reading any pack reads at most ``CHAIN_RATIO + 1`` full manifests' worth.
+
+The backends keep the last pack they wrote per session (:class:`PackCache`); a writer that finds
+another pack after it in the table (another process wrote one) starts a new chain.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: a common prefix shorter than this is not worth a ``prefix`` entry
+MIN_PREFIX = 32
+#: a chain's deltas may add up to this many times its full manifest before a new full one starts it
+CHAIN_RATIO = 4
+
+
+def _common_prefix(a: str | list[Any], b: str | list[Any]) -> int:
+    """Length of the common prefix of two strings or two lists.
+
+    Consecutive manifests share almost everything, so the search gallops back from the end of the
+    shorter one (a few C-level compares of long slices) and then bisects a short window."""
+    n = min(len(a), len(b))
+    lo, hi, step = 0, n, 16
+    while True:  # find lo with a[:lo] == b[:lo], as close to n as the galloping allows
+        cand = max(0, n - step)
+        if a[:cand] == b[:cand]:
+            lo = cand
+            break
+        hi = cand
+        step *= 8
+    if a[lo:n] == b[lo:n]:
+        return n
+    while lo < hi:  # the answer is in [lo, hi]: a[:lo] == b[:lo]
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The delta that turns ``base`` into ``new`` (see the module doc)."""
+    put: dict[str, Any] = {}
+    prefix: dict[str, int] = {}
+    sub: dict[str, Any] = {}
+    for k, v in new.items():
+        if k in base:
+            b = base[k]
+            if type(b) is type(v) and b == v:
+                continue
+            if isinstance(v, dict) and isinstance(b, dict) and v and b:
+                sub[k] = manifest_delta(b, v)  # nested: only the leaves that changed
+                continue
+            if isinstance(v, str | list) and type(b) is type(v):
+                n = _common_prefix(b, v)
+                if n >= MIN_PREFIX:
+                    prefix[k] = n
+                    put[k] = v[n:]
+                    continue
+        put[k] = v
+    out: dict[str, Any] = {"put": put}
+    if prefix:
+        out["prefix"] = prefix
+    if sub:
+        out["sub"] = sub
+    drop = sorted(k for k in base if k not in new)
+    if drop:
+        out["drop"] = drop
+    return out
+
+
+def apply_delta(base: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest ``delta`` makes of ``base``."""
+    drop = set(delta.get("drop", ()))
+    out = {k: v for k, v in base.items() if k not in drop}
+    prefix = delta.get("prefix", {})
+    for k, v in delta.get("put", {}).items():
+        n = prefix.get(k)
+        out[k] = v if n is None else base[k][:n] + v
+    for k, d in delta.get("sub", {}).items():
+        out[k] = apply_delta(base[k], d)
+    return out
+
+
+@dataclass
+class ChainHead:
+    """The last pack a store wrote for a session, as the base of the next delta."""
+
+    ord: int
+    snap_ord: int
+    pack_id: str
+    seq: int
+    manifest: dict[str, Any]
+    chain_bytes: int  # bytes of the deltas since the full manifest
+    snap_bytes: int  # bytes of that full manifest
+
+
+class PackCache:
+    """Per session, the head of the chain this store object is writing."""
+
+    def __init__(self) -> None:
+        self._heads: dict[str, ChainHead] = {}
+
+    def get(self, session_id: str) -> ChainHead | None:
+        return self._heads.get(session_id)
+
+    def put(self, session_id: str, head: ChainHead) -> None:
+        self._heads[session_id] = head
+
+    def drop(self, session_id: str | None = None) -> None:
+        if session_id is None:
+            self._heads.clear()
+        else:
+            self._heads.pop(session_id, None)
+
+
+def encode(head: ChainHead | None, manifest: Mapping[str, Any], full_json: Any) -> tuple[str, bool, int]:
+    """(row text, is a delta, delta bytes). ``full_json()`` serializes the whole manifest (only called when a
+    full row is written). A delta is written only when it keeps the chain within its full manifest's size."""
+    from .base import to_json
+
+    if head is not None:
+        delta = manifest_delta(head.manifest, manifest)
+        text = to_json(delta, "the manifest delta")
+        if head.chain_bytes + len(text) <= CHAIN_RATIO * head.snap_bytes:
+            return text, True, len(text)
+    text = full_json()
+    return text, False, len(text)
+
+
+def next_head(head: ChainHead | None, delta: bool, ord_: int, pack_id: str, seq: int, manifest: Mapping[str, Any],
+              n: int) -> ChainHead:
+    """The chain head after writing ``manifest`` as row ``ord_`` (a delta of ``n`` bytes, or a full one)."""
+    if delta and head is not None:
+        return ChainHead(ord_, head.snap_ord, pack_id, seq, dict(manifest), head.chain_bytes + n, head.snap_bytes)
+    return ChainHead(ord_, ord_, pack_id, seq, dict(manifest), 0, n)
+
+
+def rebuild(rows: Iterable[tuple[int, int | None, str]], target: int) -> dict[str, Any]:
+    """The full manifest of the row ``target`` from the rows of its chain ``(ord, base_ord, text)`` (others ignored)."""
+    by_ord = {o: (b, t) for o, b, t in rows}
+    chain: list[str] = []
+    o: int | None = target
+    while o is not None:
+        if o not in by_ord:
+            from ..errors import StoreError
+
+            raise StoreError(f"pack row {target} names a base row {o} that is missing; the packs table was changed "
+                             "outside windowsmith")
+        b, t = by_ord[o]
+        chain.append(t)
+        o = b
+    out: dict[str, Any] = json.loads(chain[-1])
+    for t in reversed(chain[:-1]):
+        out = apply_delta(out, json.loads(t))
+    return out
+
+
+def rebuild_all(rows: Iterable[tuple[int, int | None, str]]) -> list[dict[str, Any]]:
+    """Every manifest of rows ``(ord, base_ord, text)`` in ``ord`` order (one session's packs)."""
+    done: dict[int, dict[str, Any]] = {}
+    out = []
+    for o, b, t in rows:
+        m = json.loads(t)
+        if b is not None:
+            base = done.get(b)
+            if base is None:
+                from ..errors import StoreError
+
+                raise StoreError(f"pack row {o} names a base row {b} that is missing; the packs table was "
+                                 "changed outside windowsmith")
+            m = apply_delta(base, m)
+        done[o] = m
+        out.append(m)
+    return out
+
+
+def chain_rows(rows: Iterable[tuple[int, str]]) -> list[tuple[int, int | None, int, str]]:
+    """Re-encode one session's full rows ``(ord, text)`` in ``ord`` order as delta chains (the m006
+    migration): ``(ord, base_ord, snap_ord, text)``."""
+    out: list[tuple[int, int | None, int, str]] = []
+    head: ChainHead | None = None
+    for o, text in rows:
+        m = json.loads(text)
+        enc, delta, n = encode(head, m, lambda text=text: text)
+        out.append((o, head.ord, head.snap_ord, enc) if delta and head is not None else (o, None, o, enc))
+        head = next_head(head, delta, o, "", 0, m, n)
+    return out
+
+
+__all__ = ["ChainHead", "PackCache", "apply_delta", "chain_rows", "encode", "manifest_delta", "next_head", "rebuild", "rebuild_all"]
