@@ -409,17 +409,23 @@ def test_binaryish_text_does_not_crash() -> None:
         assert c.tokens <= 100
 
 
-def test_50mb_input_compresses_in_a_couple_of_seconds() -> None:
+def test_50mb_input_is_compressed_from_samples_not_a_full_tokenization() -> None:
+    """A 50 MB output is compressed without tokenizing it whole: the text handed to the token counter stays
+    bounded (counted, not timed: the speed itself is measured by benchmarks/bench_compress_scale.py)."""
     line = "2024-05-01T12:00:00Z INFO worker[3] processed batch {} in 0.42s (rows=512)\n"
     body = "".join(line.format(i) for i in range(50_000_000 // len(line) + 1))
     big = body[: len(body) // 2] + "Traceback (most recent call last):\n  File \"w.py\", line 3\nOSError: disk full\n" + body[len(body) // 2 :]
     assert len(big) > 50_000_000
     for kind in (None, "command_output", "file_read", "table", "json", "html"):
-        start = time.perf_counter()
-        c = compress(big, kind=kind, budget_tokens=2000, count_tokens=count)
-        elapsed = time.perf_counter() - start
+        counted = [0]
+
+        def counting(text: str) -> int:
+            counted[0] += len(text)
+            return count(text)
+
+        c = compress(big, kind=kind, budget_tokens=2000, count_tokens=counting)
         assert c.tokens <= 2000
-        assert elapsed < 6.0, (kind, elapsed)  # ~0.1-0.7 s on a laptop
+        assert counted[0] < 2_000_000, (kind, counted[0])  # under 4% of the input is ever tokenized
     c = compress(big, kind="command_output", budget_tokens=2000, count_tokens=count)
     assert "OSError: disk full" in c.text
     assert "original_tokens estimated from samples" in c.notes
