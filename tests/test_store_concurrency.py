@@ -85,7 +85,9 @@ def _writer(url: str, w: int, total: int, barrier: mp.synchronize.Barrier, q: mp
         wins = 0
         barrier.wait(120)  # all start together (spawned processes take a while to import)
         while True:
-            if s.state.seq + 1 >= total:
+            # the run ends at `total` events, but a writer that has not won yet keeps trying: with refresh()
+            # a conflict costs only the new events, so it must get in (replaying the log starved writers)
+            if s.state.seq + 1 >= total and wins:
                 s.refresh()
                 if s.state.seq + 1 >= total:
                     break
@@ -111,11 +113,12 @@ def test_writers_on_a_shared_session_all_make_progress(store_url: str) -> None:
     wins = dict(q.get(timeout=300) for _ in procs)
     for p in procs:
         p.join(60)
-    assert sum(wins.values()) == total
     assert min(wins.values()) >= 1, wins  # nobody starves (shares vary with the scheduler; see bench_writers.py)
+    appended = sum(wins.values())
+    assert total <= appended < total + n
     with open_store(store_url) as st:
         st.verify("shared")
-        assert len(st.events("shared")) == total
+        assert len(st.events("shared")) == appended
 
 
 # -- session ids ------------------------------------------------------------------------------------
