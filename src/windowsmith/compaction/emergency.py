@@ -30,7 +30,7 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     fixed, pinned = fixed_raw(p.state, p.counter, size, scale)
     log_cap = max(200, int(cfg.work_log_ratio * avail / scale))
     keep_raw = cfg.summary_target * (0.7 if p.harder else 1.0) * avail / scale - fixed - pinned - log_cap
-    r = emergency(p, turns, p.why if not failed else f"{p.why}; the summary failed", keep_raw=max(0.0, keep_raw))
+    r = emergency(p, turns, p.why if not failed else f"{p.why}; no summary (it failed, or its model call does not pay for itself)", keep_raw=max(0.0, keep_raw))
     p.breaker.trip("emergency")
     if r is None:
         return size

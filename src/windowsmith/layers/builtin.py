@@ -108,7 +108,7 @@ class HistoryLayer(Layer):
     #: above this share of the available budget, a short usage note goes in the dynamic tail
     note_at = 0.8
     #: the pinned request's share of the history's budget when the history is full: above it, it is shrunk
-    pinned_share = 0.4
+    pinned_share = 0.2
 
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..ingest.compress import compress
+from ..ingest.pipeline import INDEX_SHARE
 from ..model import Message, Text, ToolResult
 from ..records import ShrinkEntry
 from ..refs import shrink_footer
 from ..state import shrink_texts
+from ..text import identifier_index
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -112,8 +114,10 @@ def plan_shrinks(state: SessionState, units: Sequence[int], cut: int, counter: T
         # a message (the pinned request, an observation sent as a user message) keeps its head and tail (it
         # still reads as itself); a tool result is compressed by its kind (errors, outline, JSON shape)
         kind = None if b.tool is not None else "text"
-        view = compress(b.original, kind=kind, budget_tokens=budget, count_tokens=counter.raw_text,
-                        tool_name=b.tool).text
+        c = compress(b.original, kind=kind, budget_tokens=max(32, budget - budget // INDEX_SHARE),
+                     count_tokens=counter.raw_text, tool_name=b.tool)
+        index = identifier_index(b.original, c.text, budget - c.tokens - 1, counter.raw_text)
+        view = f"{c.text}\n{index}" if index else c.text
         data = b.original.encode("utf-8")
         sha = hashlib.sha256(data).hexdigest()
         text = f"{view}\n{shrink_footer(b.original.count(chr(10)) + 1, counter.raw_text(b.original), sha)}"
