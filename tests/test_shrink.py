@@ -197,3 +197,21 @@ def test_a_summary_runs_only_where_its_model_call_pays():
 
     flat = dc_replace(uncached, prices=dc_replace(uncached.prices, cache_read=None, cache_write=None))
     assert summary_pays(4000, 500, flat, 10)[0]  # without a cache discount it pays within ten turns
+
+
+def test_inspect_says_what_was_shrunk(tmp_path):
+    from click.testing import CliRunner
+
+    from windowsmith.cli import main
+
+    db = tmp_path / "w.db"
+    with ws.Engine(model="gpt-4o", store=db, window=8000) as e:
+        s = e.session("shown")
+        s.user(issue_text(900))
+        s.add(Message("assistant", (ToolCall("c1", "bash", {"command": "ls"}),)))
+        s.tool_result("c1", "a.py\nb.py")
+        s.build()
+        entry = shrinks(s)[0].entries[0]
+    r = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["inspect", "shown", "--store", str(db)])
+    assert r.exit_code == 0, r.output
+    assert f"shrink history (seq {entry.seq} {entry.tokens_before:,}→{entry.tokens_after:,})" in " ".join(r.output.split())
