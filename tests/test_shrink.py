@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import windowsmith as ws
 from windowsmith.bench.metrics import is_blind, prepare
@@ -215,3 +217,27 @@ def test_inspect_says_what_was_shrunk(tmp_path):
     r = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["inspect", "shown", "--store", str(db)])
     assert r.exit_code == 0, r.output
     assert f"shrink history (seq {entry.seq} {entry.tokens_before:,}→{entry.tokens_after:,})" in " ".join(r.output.split())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pinned=st.integers(10, 4000), newest=st.integers(10, 4000), turns=st.integers(0, 6),
+       window=st.sampled_from([4000, 8000, 16000]))
+def test_never_blind_property(tmp_path_factory, pinned, newest, turns, window):
+    """Whatever the sizes: the pack holds the newest user message (its head survives any shrink) and fits
+    the budget, or the build raises a BudgetExceededError; never a pack without it."""
+    db = tmp_path_factory.mktemp("p") / "w.db"
+    with ws.Engine(model="gpt-4o", store=db, window=window) as e:
+        s = e.session("p")
+        s.user("TASK-HEAD " + " ".join(f"word{i}" for i in range(pinned)))
+        for i in range(turns):
+            s.add(Message("assistant", (ToolCall(f"c{i}", "bash", {"command": f"ls {i}"}),)))
+            s.tool_result(f"c{i}", f"out_{i} " * 200)
+        s.user("NEWEST-HEAD " + " ".join(f"line{i}" for i in range(newest)))
+        try:
+            pack = s.build()
+        except ws.BudgetExceededError:
+            return
+        assert pack.manifest.tokens <= pack.manifest.available
+        last = [m for m in pack.neutral.messages if m.role == "user"][-1]
+        assert last.text.startswith("NEWEST-HEAD")
+        assert pack.neutral.messages[0].text.startswith("TASK-HEAD")
