@@ -31,6 +31,8 @@ from windowsmith.compaction import (
 from windowsmith.compaction.mask import PlannedFold, mask_pays
 from windowsmith.compaction.providers import AnthropicSummarizer, OpenAISummarizer
 
+#: summarize whenever due (these tests are about summaries, not about when a summary pays for itself)
+SUMMARIZE = ws.CompactionConfig(summary_pays=False)
 RESULT = "collected 40 items\n" + "tests/test_x.py::test_{i} PASSED\n" * 30 + "FAILED tests/test_refund.py::test_refund_twice - AssertionError\n"
 
 
@@ -165,7 +167,7 @@ def test_cost_model_masks_below_pressure_only_when_it_pays(tmp_path):
 
 
 def test_summary_replaces_the_oldest_span_and_rolls(tmp_path):
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=12_000) as e:
+    with ws.Engine(model="claude-sonnet-4-5", compaction=SUMMARIZE, store=tmp_path / "w.db", window=12_000) as e:
         s = long_session(e, turns=8, size=2)
         p1 = None
         for i in range(8, 60):
@@ -199,7 +201,7 @@ def test_summary_replaces_the_oldest_span_and_rolls(tmp_path):
 
 
 def test_every_compacted_span_is_recorded_and_reconstructible(tmp_path):
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=16_000) as e:
+    with ws.Engine(model="claude-sonnet-4-5", compaction=SUMMARIZE, store=tmp_path / "w.db", window=16_000) as e:
         s = long_session(e, turns=60, size=2)
         for i in range(60, 90):
             add_turn(s, i, size=2)
@@ -240,7 +242,7 @@ def test_reconstruct_fetches_files_and_artifacts_within_budget(tmp_path):
 @pytest.mark.parametrize("bad", ["empty", "echo", "error", "timeout", RuntimeError("boom")])
 def test_bad_summarizer_output_falls_back_without_losing_history(tmp_path, bad):
     fake = FakeSummarizer(script=[bad])
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=12_000, summarizer=fake) as e:
+    with ws.Engine(model="claude-sonnet-4-5", compaction=SUMMARIZE, store=tmp_path / "w.db", window=12_000, summarizer=fake) as e:
         s = long_session(e, turns=8, size=2)
         for i in range(8, 60):
             add_turn(s, i, size=2)
@@ -279,7 +281,7 @@ def test_check_summary_cases():
 
 def test_resume_in_a_new_process_builds_identical_packs_without_summarizing(tmp_path):
     db = tmp_path / "w.db"
-    with ws.Engine(model="claude-sonnet-4-5", store=db, window=12_000) as e:
+    with ws.Engine(model="claude-sonnet-4-5", compaction=SUMMARIZE, store=db, window=12_000) as e:
         s = long_session(e, turns=20, size=2)
         for i in range(20, 80):
             add_turn(s, i, size=2)
@@ -291,7 +293,8 @@ def test_resume_in_a_new_process_builds_identical_packs_without_summarizing(tmp_
         import json, windowsmith as ws
         from windowsmith.compaction import FakeSummarizer
         fake = FakeSummarizer(script=[RuntimeError("the summarizer must not run on resume")])
-        with ws.Engine(model="claude-sonnet-4-5", store={str(db)!r}, window=12_000, summarizer=fake) as e:
+        with ws.Engine(model="claude-sonnet-4-5", store={str(db)!r}, window=12_000, summarizer=fake,
+                       compaction=ws.CompactionConfig(summary_pays=False)) as e:
             s = e.session("long")
             p = s.build()
             print(json.dumps({{"checksum": p.manifest.checksum, "events": len(e.store.events("long")),
@@ -333,7 +336,7 @@ def _prefix(req: dict, pos: tuple[int, int]) -> str:
 
 
 def test_cache_prefix_is_byte_identical_between_compactions(tmp_path):
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=16_000) as e:
+    with ws.Engine(model="claude-sonnet-4-5", compaction=SUMMARIZE, store=tmp_path / "w.db", window=16_000) as e:
         s = long_session(e, turns=4, size=2)
         prev = None
         prev_n = 0
@@ -446,7 +449,7 @@ def test_anthropic_summarizer_over_the_real_sdk(tmp_path):
     client = anthropic.Anthropic(api_key="t", http_client=httpx2.Client(transport=httpx2.MockTransport(replies)),
                                  max_retries=0)
     summ = AnthropicSummarizer(client, model="claude-haiku-4-5")
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=12_000, summarizer=summ) as e:
+    with ws.Engine(model="claude-sonnet-4-5", compaction=SUMMARIZE, store=tmp_path / "w.db", window=12_000, summarizer=summ) as e:
         s = long_session(e, turns=8, size=2)
         for i in range(8, 60):
             add_turn(s, i, size=2)
@@ -468,7 +471,7 @@ def test_openai_summarizer_over_the_real_sdk_and_error_text_is_rejected(tmp_path
                                               "message": {"role": "assistant", "content": "I'm sorry, I can't help."}}]})
     replies = Replies(bad)
     client = openai.OpenAI(api_key="t", http_client=httpx2.Client(transport=httpx2.MockTransport(replies)), max_retries=0)
-    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=12_000,
+    with ws.Engine(model="gpt-4o", compaction=SUMMARIZE, store=tmp_path / "w.db", window=12_000,
                    summarizer=OpenAISummarizer(client)) as e:
         s = long_session(e, turns=8, size=2)
         for i in range(8, 60):
@@ -487,7 +490,7 @@ def test_summarizer_timeout_through_the_sdk_is_a_fallback(tmp_path):
 
     client = anthropic.Anthropic(api_key="t", http_client=httpx2.Client(transport=httpx2.MockTransport(handler)),
                                  max_retries=0)
-    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=12_000,
+    with ws.Engine(model="claude-sonnet-4-5", compaction=SUMMARIZE, store=tmp_path / "w.db", window=12_000,
                    summarizer=AnthropicSummarizer(client)) as e:
         s = long_session(e, turns=8, size=2)
         for i in range(8, 60):

@@ -12,7 +12,7 @@ The assembler knows no particular layer: it only reads item slots, phases, prior
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .budget import Budget, BudgetConfig, allocate
@@ -24,6 +24,7 @@ from .state import SessionState
 from .tokens import TokenCounter
 
 _TAIL_SECTION_OVERHEAD = 4  # "## HEADER\n" and the blank line
+MIN_OUTPUT_TOKENS = 512  # the reserved output is never lowered under this (or a quarter of it, if larger)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,17 @@ def assemble(
         if it.required:
             required_by_layer[it.layer] = required_by_layer.get(it.layer, 0) + n
     fixed += sum(required_by_layer.values())
+    borrowed: Action | None = None
+    if fixed > budget.available:
+        # the required layers fit the window but not beside the whole reserved output: lower the reservation to
+        # its floor (recorded) rather than refuse; only when they leave not even the floor is it an error
+        floor = min(budget.reserved_output, max(MIN_OUTPUT_TOKENS, budget.reserved_output // 4))
+        if fixed <= budget.window - budget.slack - floor:
+            before = budget.reserved_output
+            budget = replace(budget, reserved_output=floor)
+            borrowed = Action("shrink", "output", f"the required layers ({fixed:,} tokens) exceed the available budget "
+                              f"beside the reserved output; the reservation was lowered from {before:,} to {floor:,} "
+                              "tokens (the request's max output)", before, floor)
     if fixed > budget.available:
         worst = max(required_by_layer, key=lambda k: required_by_layer[k]) if required_by_layer else "request"
         raise BudgetExceededError(
@@ -155,7 +167,7 @@ def assemble(
     alloc = allocate(max(0, config.block_tokens(budget.available) - fixed), wants, config.weights)
 
     kept: list[tuple[Item, int]] = []
-    actions: list[Action] = []
+    actions: list[Action] = [borrowed] if borrowed is not None else []
     for layer_name, u in usage.items():
         u.allocated = required_by_layer.get(layer_name, 0) + alloc.get(layer_name, 0)
     for it, n in gathered:
@@ -240,6 +252,14 @@ def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:
                                   "keep_from_seq": fit.keep_from_seq}
         if fit.clipped:
             detail["clipped_results"] = list(fit.clipped)
+        if fit.shrinks:
+            detail["shrunk"] = [{"seq": s.entry.seq, "at": list(s.entry.at), "tokens_before": s.entry.tokens_before,
+                                 "tokens_after": s.entry.tokens_after, "artifact": f"artifact://{s.entry.artifact}"}
+                                for s in fit.shrinks]
+            return Action("shrink", "history", "message(s) larger than their share of the history shrunk to a "
+                          "compressed view naming the artifact that holds them whole (never dropped)"
+                          + (f"; {fit.dropped_units} oldest unit(s) dropped" if fit.dropped_units else ""),
+                          n, m, detail)
         kind = "truncate" if not fit.clipped else "clip"
         return Action(kind, "history", "history over its budget: oldest units dropped (first user message pinned; "
                       "tool calls kept with their results)", n, m, detail)

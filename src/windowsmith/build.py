@@ -1,7 +1,8 @@
 """The build pipeline for one session: from the log as it stands to the request for the next model call.
 
     assemble ─► block check ─► compact (stages due, records appended) ─► assemble again
-             ─► history still dropped units? append a ``truncate`` record, assemble again
+             ─► history still dropped units or shrank a message? append a ``truncate`` / ``shrink``
+                 record, assemble again
              ─► plan_cache ─► render ─► manifest ─► save_pack ─► Pack
 
 :class:`Builder` holds what a session keeps between builds (token counters and calibrations per format,
@@ -26,9 +27,10 @@ from .compaction.transcript import store_transcript
 from .errors import BudgetBlockedError, ConfigError, UsageError
 from .hashing import sha256_hex
 from .layers.base import Layer
+from .layers.builtin import history_blocked
 from .log import SessionLog
 from .manifest import PART_LEN, Manifest
-from .records import TruncateRecord
+from .records import ShrinkRecord, TruncateRecord
 from .refs import RefTracker
 from .render import FORMATS
 from .render.base import Rendered
@@ -177,18 +179,21 @@ class Builder:
         counter = self.counter(fmt)
         budget = self.budget()
         asm = self._assemble(counter, budget)
-        limit = eng.budget.block_tokens(budget.available)
+        limit = eng.budget.block_tokens(asm.budget.available)  # the assembly's: it may lower the reserved output
         self._check_block(asm, limit)  # compaction only shrinks history, which cannot help here
         actions = []
         if eng.compaction.enabled:
-            result = self._run_compaction(asm, counter, budget, breaker)
+            result = self._run_compaction(asm, counter, asm.budget, breaker)
             actions.extend(result.actions)  # a failed summary is recorded even when nothing changed
             if result.changed:
                 asm = self._assemble(counter, budget)
         self._check_block(asm, limit)  # a custom layer's required items may depend on the compacted view
-        if self._persist_truncation(asm):
+        if asm.history is None and "history" in asm.layers and state.units:  # never blind: the history went whole, even shrunk it cannot fit
+            usage = asm.layers.get("history")
+            raise history_blocked(state, usage.allocated if usage is not None else 0, counter)
+        if self._persist_truncation(asm) | self._persist_shrinks(asm):
             actions.extend(a for a in asm.actions if a.layer == "history")
-            asm = self._assemble(counter, budget)  # the pack must be what the log (with the truncation record) builds
+            asm = self._assemble(counter, budget)  # the pack must be what the log (with the new records) builds
         asm.actions[:0] = actions
         req = asm.request
         req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
@@ -244,6 +249,19 @@ class Builder:
         transcript = (store_transcript(self.log, st.span_messages(first, keep - 1), first, keep - 1)
                       if first < keep else None)
         self.log.append(TruncateRecord(keep, transcript, fit.dropped_units, fit.dropped_tokens, "history over its budget"))
+        return True
+
+    def _persist_shrinks(self, asm: Assembly) -> bool:
+        """Make the history layer's shrinks durable: the originals as artifacts and a ``shrink`` record, so
+        later requests carry the same views (the cache prefix holds) and the log rebuilds this pack."""
+        fit = asm.history.fit if asm.history is not None else None
+        if fit is None or not fit.shrinks:
+            return False
+        for s in fit.shrinks:
+            sha = self.log.put_blob(s.original.encode("utf-8"))
+            assert sha == s.entry.artifact, "a shrink's artifact is the sha256 of its original"
+        self.log.append(ShrinkRecord(tuple(s.entry for s in fit.shrinks),
+                                     "message(s) larger than their share of the history: shrunk, never dropped"))
         return True
 
     def _request_size(self, asm: Assembly) -> int:

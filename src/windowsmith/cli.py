@@ -184,6 +184,15 @@ def _print_replay(result: Any, console: Console) -> None:
         console.print(f"[yellow]{len(result.repairs)} repair(s) on import:[/] " + "; ".join(result.repairs[:5]))
 
 
+def _action_label(a: dict[str, Any]) -> str:
+    """``kind layer``, and for a shrink the messages it shrank: ``shrink history (seq 1 6,812→1,190)``."""
+    label = f"{a['kind']} {a['layer']}"
+    shrunk = (a.get("detail") or {}).get("shrunk") if a["kind"] == "shrink" else None
+    if shrunk:
+        label += " (" + "; ".join(f"seq {x['seq']} {x['tokens_before']:,}→{x['tokens_after']:,}" for x in shrunk) + ")"
+    return label
+
+
 @main.command()
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model whose window and prices to use.")
 @click.option("--store", default=None, help=STORE_HELP)
@@ -296,7 +305,7 @@ def inspect(session_id: str, store: str | None, as_json: bool) -> None:
         ("total", "right", [f"{p.tokens:,}" for p in packs]),
         ("fill", "right", [f"{p.fill:.0%}" for p in packs]),
         ("prefix", "right", [f"{p.cache.get('prefix_tokens', 0):,}" for p in packs]),
-        ("actions", "left", [", ".join(f"{a['kind']} {a['layer']}" for a in p.actions) for p in packs]),
+        ("actions", "left", [", ".join(_action_label(a) for a in p.actions) for p in packs]),
     ]
     optional = ["#", "seq", "prefix", *[_SHORT.get(n, n) for n in reversed(names) if n != "history"]]
     console = _console()

@@ -11,6 +11,7 @@ older logs: optional fields may be missing).
 | ``summary`` | span, keep_from_seq, transcript, summary, summarizer, absorbs, reason | the span leaves; the summary replaces the previous one |
 | ``emergency`` | span, keep_from_seq, work_log, transcript, artifacts, reason | the span leaves; the work log becomes the record's |
 | ``truncate`` | keep_from_seq, transcript, dropped_units, dropped_tokens, reason | the assembler's drop, made durable |
+| ``shrink`` | entries (seq, at, text, artifact, tokens), reason | each entry's text block becomes its compressed view |
 | ``failed`` | stage, summarizer, span, reason | none: audit only (so is any unknown type) |
 
 ``seq`` is where the record sits in the log (``-1`` for a record not yet written); it is not part of
@@ -176,6 +177,48 @@ class TruncateRecord:
 
 
 @dataclass(frozen=True)
+class ShrinkEntry:
+    """The text block at path ``at`` (``[block]``, or ``[block, item]`` inside a tool result) of the message
+    logged at ``seq`` becomes ``text``: a compressed view of it naming ``artifact`` (the original, whole)."""
+
+    seq: int
+    at: tuple[int, ...]
+    text: str
+    artifact: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "at": list(self.at), "text": self.text, "artifact": self.artifact,
+                "tokens_before": self.tokens_before, "tokens_after": self.tokens_after}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ShrinkEntry:
+        return cls(int(d["seq"]), tuple(int(x) for x in d["at"]), str(d["text"]), str(d.get("artifact", "")),
+                   int(d.get("tokens_before", 0)), int(d.get("tokens_after", 0)))
+
+
+@dataclass(frozen=True)
+class ShrinkRecord:
+    """Messages too large for the history's share, shrunk rather than dropped (the pinned request, a user
+    message, the newest tool result): the history never goes blind."""
+
+    kind: ClassVar[str] = "shrink"
+    event: ClassVar[str] = "compaction"
+
+    entries: tuple[ShrinkEntry, ...]
+    reason: str
+    seq: int = field(default=-1, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.kind, "entries": [e.to_dict() for e in self.entries], "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], seq: int = -1) -> ShrinkRecord:
+        return cls(tuple(ShrinkEntry.from_dict(e) for e in d.get("entries") or ()), str(d.get("reason", "")), seq)
+
+
+@dataclass(frozen=True)
 class FailedRecord:
     kind: ClassVar[str] = "failed"
     event: ClassVar[str] = "compaction"
@@ -230,10 +273,12 @@ class LessonRecord:
         return {"type": self.kind, "text": self.text, "source": self.source, "provenance": dict(self.provenance)}
 
 
-CompactionRecord = MaskRecord | SummaryRecord | EmergencyRecord | TruncateRecord | FailedRecord | UnknownRecord
+CompactionRecord = (MaskRecord | SummaryRecord | EmergencyRecord | TruncateRecord | ShrinkRecord | FailedRecord
+                    | UnknownRecord)
 Record = CompactionRecord | LessonRecord
 
-_BY_KIND: dict[str, Any] = {c.kind: c for c in (MaskRecord, SummaryRecord, EmergencyRecord, TruncateRecord, FailedRecord)}
+_BY_KIND: dict[str, Any] = {c.kind: c for c in (MaskRecord, SummaryRecord, EmergencyRecord, TruncateRecord,
+                                                    ShrinkRecord, FailedRecord)}
 
 
 def compaction_record(d: Mapping[str, Any], seq: int = -1) -> CompactionRecord:
@@ -267,6 +312,8 @@ __all__ = [
     "LessonRecord",
     "MaskRecord",
     "Record",
+    "ShrinkEntry",
+    "ShrinkRecord",
     "SummaryRecord",
     "TruncateRecord",
     "UnknownRecord",

@@ -6,6 +6,7 @@ parser side by side), and the tracker of every reference and redaction marker in
                                             or search_result(ref, pattern)]
     binary_stub(size, what, sha)        →  [binary output: N bytes of <what>, stored as artifact://<sha>;
                                             it cannot be shown as text]
+    shrink_footer(lines, tokens, sha)   →  the same for a message shrunk to fit the history (``the full message``)
     offloaded_artifact(text)            →  the sha either of them names, or None
 """
 
@@ -21,7 +22,8 @@ from .request import NeutralRequest
 #: The notes ingest puts in place of (or under) a result it stored whole: the offload footer and the binary
 #: stub. Group 1 or 2 is the sha of the artifact holding the full original.
 OFFLOAD_RE = re.compile(
-    r"\[windowsmith: the full result \([^\]\n]*\) is stored as artifact://([0-9a-f]{64}); read more with [^\]\n]*\]"
+    r"\[windowsmith: the full (?:result|message) \([^\]\n]*\) is stored as artifact://([0-9a-f]{64}); read more with "
+    r"[^\]\n]*\]"
     r"|\[binary output: [^\]\n]*, stored as artifact://([0-9a-f]{64}); it cannot be shown as text\]"
 )
 REDACTED_RE = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
@@ -30,6 +32,12 @@ REDACTED_RE = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
 def offload_footer(n_lines: int, tokens: int, sha: str) -> str:
     """The line under a compressed view naming the artifact that holds the whole result."""
     return (f"[windowsmith: the full result ({n_lines:,} lines, {tokens:,} tokens) is stored as "
+            f"{artifact_uri(sha)}; read more with read_result(ref, offset, limit) or search_result(ref, pattern)]")
+
+
+def shrink_footer(n_lines: int, tokens: int, sha: str) -> str:
+    """The line under a message the history shrank to fit (see ``layers/shrink.py``), naming its original."""
+    return (f"[windowsmith: the full message ({n_lines:,} lines, {tokens:,} tokens) is stored as "
             f"{artifact_uri(sha)}; read more with read_result(ref, offset, limit) or search_result(ref, pattern)]")
 
 
@@ -129,4 +137,4 @@ class RefTracker:
 
 
 __all__ = ["ARTIFACT_RE", "OFFLOAD_RE", "REDACTED_RE", "RefTracker", "artifact_uri", "binary_stub", "message_refs",
-           "offload_footer", "offloaded_artifact"]
+           "offload_footer", "offloaded_artifact", "shrink_footer"]

@@ -30,6 +30,11 @@ them instead of recomputing them (no summarizer runs on load). They carry their 
   log, older lines first; a later summary absorbs and clears it); ``"transcript"`` as for ``summary``.
 * ``truncate``: ``{"keep_from_seq", "transcript", ...}`` — the assembler dropped the oldest units to fit;
   their transcript is linked like a summary's.
+* ``shrink``: ``{"entries": [{"seq", "at", "text", "artifact", ...}], ...}`` — the text block at path ``at``
+  (``[block]``, or ``[block, item]`` inside a tool result) of the message logged at ``seq`` becomes ``text``:
+  a compressed view naming the artifact that holds it whole. Written when a message the history must keep
+  (the pinned request, the newest user or tool message) is larger than the history's share: it is shrunk,
+  never dropped. A folded unit, or a path that holds no text, is skipped.
 * ``failed`` (and any other type): recorded for audit; the view does not change.
 """
 
@@ -37,7 +42,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +53,8 @@ from .records import (
     EmergencyRecord,
     ImageStubEntry,
     MaskRecord,
+    ShrinkEntry,
+    ShrinkRecord,
     SummaryRecord,
     TruncateRecord,
     compaction_record,
@@ -81,6 +88,26 @@ def stub_images(m: Message, stubs: Mapping[tuple[int, ...], str]) -> Message:
             changed = True
         elif len(path) == 2 and isinstance(b, ToolResult) and 0 <= path[1] < len(b.content) \
                 and isinstance(b.content[path[1]], Image):
+            items = list(b.content)
+            items[path[1]] = Text(text)
+            blocks[path[0]] = dataclasses.replace(b, content=tuple(items))
+            changed = True
+    return Message(m.role, tuple(blocks)) if changed else m
+
+
+def shrink_texts(m: Message, views: Mapping[tuple[int, ...], str]) -> Message:
+    """``m`` with the text block at each path replaced by ``views[path]`` (a path that holds no text is skipped)."""
+    blocks = list(m.content)
+    changed = False
+    for path, text in views.items():
+        if not 1 <= len(path) <= 2 or not 0 <= path[0] < len(blocks):
+            continue
+        b = blocks[path[0]]
+        if len(path) == 1 and isinstance(b, Text):
+            blocks[path[0]] = Text(text)
+            changed = True
+        elif len(path) == 2 and isinstance(b, ToolResult) and 0 <= path[1] < len(b.content) \
+                and isinstance(b.content[path[1]], Text):
             items = list(b.content)
             items[path[1]] = Text(text)
             blocks[path[0]] = dataclasses.replace(b, content=tuple(items))
@@ -224,10 +251,17 @@ class SessionState:
                 fold = Message("assistant", (Text(f.text),))
                 self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
                 first_changed = i if first_changed is None else min(first_changed, i)
-            for i in self._apply_image_stubs(rec.images):
+            for i in self._apply_block_edits(rec.images, stub_images):
                 first_changed = i if first_changed is None else min(first_changed, i)
             if first_changed is not None:
                 self._rebuild_view(first_changed)
+                self.rewrites += 1
+                self.version += 1
+            return
+        if isinstance(rec, ShrinkRecord):
+            changed = self._apply_block_edits(rec.entries, shrink_texts)
+            if changed:
+                self._rebuild_view(min(changed))
                 self.rewrites += 1
                 self.version += 1
             return
@@ -248,10 +282,12 @@ class SessionState:
         self.keep_from_seq = max(self.keep_from_seq, rec.keep_from_seq)
         self.version += 1
 
-    def _apply_image_stubs(self, images: Iterable[ImageStubEntry]) -> list[int]:
-        """Replace aged images by their text stubs (a mask record's ``images``); returns the units changed."""
+    def _apply_block_edits(self, edits: Iterable[ImageStubEntry | ShrinkEntry],
+                           edit: Callable[[Message, Mapping[tuple[int, ...], str]], Message]) -> list[int]:
+        """Replace blocks of logged messages by text (aged images by their stubs, a mask record's ``images``;
+        oversized texts by their views, a shrink record's ``entries``); returns the units changed."""
         by_unit: dict[int, dict[int, dict[tuple[int, ...], str]]] = {}
-        for im in images:
+        for im in edits:
             seq = im.seq
             i = bisect.bisect_right(self.units, seq, key=lambda u: u.first_seq) - 1
             if i < 0 or not self.units[i].first_seq <= seq <= self.units[i].last_seq or self.units[i].folded:
@@ -266,7 +302,7 @@ class SessionState:
             for seq, stubs in per_seq.items():
                 k = seqs.index(seq) if seq in seqs else -1
                 if 0 <= k < len(msgs):
-                    msgs[k] = stub_images(msgs[k], stubs)
+                    msgs[k] = edit(msgs[k], stubs)
             if any(a is not b for a, b in zip(msgs, u.messages, strict=True)):
                 self.units[i] = dataclasses.replace(u, messages=tuple(msgs))
                 changed.append(i)
@@ -389,4 +425,5 @@ class SessionState:
         return list(self.notes.get(layer, ()))
 
 
-__all__ = ["MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit", "message_images", "stub_images"]
+__all__ = ["MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit", "message_images", "shrink_texts",
+           "stub_images"]

@@ -6,7 +6,9 @@ sniffing the compressors share. Every cut says exactly how much was cut:
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +123,81 @@ def head_tail(text: str, budget_tokens: int, count_tokens: CountTokens, *, head_
     return best
 
 
+# ---------------------------------------------------------------------------------------------------
+# The identifiers a cut must not lose
+# ---------------------------------------------------------------------------------------------------
+
+#: Identifiers an agent's next action reuses: paths and file names, error names, dotted / snake_case /
+#: camelCase symbols, ids (capitals + digits, ``#123``, hex digests), numbers of 3+ digits. Every
+#: alternative starts at a boundary and its repetitions are delimited, so a scan is linear in the text.
+_IDENT_RE = re.compile(
+    r"(?P<path>(?<![\w.~/-])(?:[\w.~-]+)?(?:/[\w.-]+)+)"  # paths: src/a/b.py, /etc/hosts
+    r"|(?P<error>\b[A-Z]\w*(?:Error|Exception|Warning)\b)"  # error names
+    r"|(?P<dotted>\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)"  # dotted: models.py, os.path.join
+    r"|(?P<snake>\b[a-z][a-z0-9]*_\w+\b)"  # snake_case
+    r"|(?P<camel>\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b)"  # camelCase, CamelCase
+    r"|(?P<id>#[\w-]*\d[\w-]*"  # #W2378156
+    r"|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # HAT170
+    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b)"  # digests
+    r"|(?P<number>(?<![\w.])\d{3,}(?:\.\d+)?(?![\w.]))"  # numbers
+)
+#: how much an identifier of each kind matters when an index cannot hold them all
+_KIND_WEIGHT = {"error": 5, "path": 3, "dotted": 3, "camel": 2, "id": 2, "snake": 1, "number": 0}
+#: lines that report a failure: their identifiers rank first
+_FAIL_LINE_RE = re.compile(r"(?im)^[^\n]*?(?:error|exception|traceback|fail|fatal|panic|denied|not found)[^\n]*")
+IDENT_SCAN_CHARS = 400_000  # an index is built from at most this much of a text
+
+
+def identifiers(text: str, *, ranked: bool = False) -> list[str]:
+    """The identifiers of ``text`` (see ``_IDENT_RE``), once each, in order of first appearance; ``ranked``:
+    by importance instead (on a failure line first, then by kind: error names, paths, symbols, ids, numbers)."""
+    first: dict[str, tuple[int, int]] = {}
+    fails: list[tuple[int, int]] = []
+    if ranked:
+        fails = [(m.start(), m.end()) for m in _FAIL_LINE_RE.finditer(text, 0, IDENT_SCAN_CHARS)]
+    starts = [a for a, _ in fails]
+    for m in _IDENT_RE.finditer(text, 0, IDENT_SCAN_CHARS):
+        k = m.group(0).rstrip(".-")
+        if not 3 <= len(k) <= 80 or "artifact://" in k or k in first:
+            continue
+        w = _KIND_WEIGHT.get(m.lastgroup or "", 0)
+        if fails:
+            i = bisect.bisect_right(starts, m.start()) - 1
+            if i >= 0 and m.start() < fails[i][1]:
+                w += 4
+        first[k] = (-w, m.start())
+    if not ranked:
+        return list(first)
+    return sorted(first, key=lambda k: first[k])
+
+
+def identifier_index(full: str, view: str, budget_tokens: int, count_tokens: CountTokens) -> str:
+    """A line naming the identifiers of ``full`` that its cut ``view`` lost, within ``budget_tokens``
+    (``""`` if none were lost or none fit): ``[also in the full text: a/b.py, KeyError, 1458, …]``."""
+    if budget_tokens < 16:
+        return ""
+    kept = set(identifiers(view))
+    lost = [k for k in identifiers(full, ranked=True) if k not in kept]
+    if not lost:
+        return ""
+    head = "[also in the full text: "
+    out: list[str] = []
+    used = count_tokens(head + "]")
+    for k in lost:
+        t = count_tokens(k + ", ")
+        if used + t > budget_tokens:
+            break
+        out.append(k)
+        used += t
+    while out:
+        more = len(lost) - len(out)
+        line = head + ", ".join(out) + (f" … {more:,} more" if more else "") + "]"
+        if not more or count_tokens(line) <= budget_tokens:
+            return line
+        out.pop()
+    return ""
+
+
 def elide(text: str, keep_chars: int) -> str:
     """Head + tail of ``text`` with a marker that says exactly how much was cut."""
     if len(text) <= keep_chars:
@@ -172,4 +249,19 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
 
 
 __all__ = ["EXACT_COUNT_LIMIT", "JSON_PARSE_LIMIT", "NOT_JSON", "SAMPLE_CHARS", "CountTokens", "chars_per_token", "clip_messages",
-           "elide", "elision_marker", "fits_cheaply", "head_tail", "try_json"]
+           "compact_json",
+           "elide", "elision_marker", "fits_cheaply", "head_tail", "identifier_index", "identifiers", "try_json"]
+
+
+def compact_json(text: str) -> str | None:
+    """``text`` re-serialized without insignificant whitespace when it is a JSON object or array and that
+    is shorter; else None. Key order, values and non-ASCII characters are kept as they are."""
+    s = text.strip()
+    if not s or s[0] not in "[{" or s[-1] not in "]}":
+        return None
+    try:
+        value = json.loads(s)
+    except ValueError:
+        return None
+    out = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return out if len(out) < len(text) else None

@@ -27,6 +27,10 @@ class CompactionConfig:
     request reached ``summarize_at`` folds deeper (keeps ``keep_ratio * mask_low_water`` verbatim), and is
     skipped for the summary when even that would leave the request above ``mask_at``: at the ceiling,
     one real compaction beats a small cache-breaking batch every turn.
+    ``summary_pays``: a summary is a model call, so when one is due (not asked for) it runs only where it
+    pays for itself: its price (the span and the prompt read, the summary written) below the cache reads of
+    the tokens it removes over ``expected_turns``; otherwise the free emergency truncation (work log +
+    transcript reference) takes the span. ``False``: summarize whenever due.
     ``emergency_keep``: messages kept verbatim by emergency truncation (fewer when they would leave the
     request above ``summary_target``, the newest unit always; so a rebuild never truncates again). ``expected_turns``: remaining
     turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
@@ -48,6 +52,7 @@ class CompactionConfig:
     emergency_keep: int = 6
     expected_turns: int = 10
     cost_aware: bool = True
+    summary_pays: bool = True  # a due summary runs only if its model call pays for itself (summary.summary_pays)
     fold_chars: int = 160
     fold_keys: int = 12  # identifiers (ids, paths, error names, symbols) a fold keeps from its result
     extract_lessons: bool = True

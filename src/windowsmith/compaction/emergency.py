@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..assemble import Action
 from ..records import EmergencyRecord
+from ..text import identifiers
 from .mask import fold_line, is_exchange, logged_results
 from .port import Pass
 from .summary import fixed_raw
@@ -30,7 +31,7 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     fixed, pinned = fixed_raw(p.state, p.counter, size, scale)
     log_cap = max(200, int(cfg.work_log_ratio * avail / scale))
     keep_raw = cfg.summary_target * (0.7 if p.harder else 1.0) * avail / scale - fixed - pinned - log_cap
-    r = emergency(p, turns, p.why if not failed else f"{p.why}; the summary failed", keep_raw=max(0.0, keep_raw))
+    r = emergency(p, turns, p.why if not failed else f"{p.why}; no summary (it failed, or its model call does not pay for itself)", keep_raw=max(0.0, keep_raw))
     p.breaker.trip("emergency")
     if r is None:
         return size
@@ -43,6 +44,9 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
                                     "last_seq": rec.last_seq, "work_log_lines": len(rec.work_log),
                                     "record_seq": p.state.seq}))
     return size
+
+
+WORK_LOG_KEYS = 8  # identifiers a work-log line keeps from the message it stands for
 
 
 def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None) -> tuple[int, int, EmergencyRecord] | None:
@@ -83,7 +87,12 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
         else:
             m = u.messages[0]
             t = " ".join(m.text.split())
-            lines.append(f"[turn {turns[i]}] {m.role}: {t if len(t) <= 120 else t[:119] + '…'}")
+            shown = t if len(t) <= 120 else t[:119] + "…"
+            # like a fold line, the line keeps the identifiers of what it cut (paths, errors, symbols, ids)
+            keys = [k for k in identifiers(m.text, ranked=True) if k not in shown][:WORK_LOG_KEYS] \
+                if len(t) > 120 else []
+            more = f" [keys: {', '.join(keys)}]" if keys else ""
+            lines.append(f"[turn {turns[i]}] {m.role}: {shown}{more}")
     for _sha, raw in blobs:
         p.port.put_blob(raw)
     transcript = store_transcript(p.port, state.span_messages(units[lo].first_seq, units[cut - 1].last_seq),

@@ -18,6 +18,7 @@ from .summarizer import check_summary, render_transcript
 from .transcript import store_transcript
 
 if TYPE_CHECKING:
+    from ..registry import ModelSpec
     from ..state import SessionState
     from ..tokens import TokenCounter
 
@@ -39,6 +40,13 @@ def run_summary(p: Pass, summarizer: Summarizer, size: int) -> tuple[int, bool]:
         span_raw = sum(p.counts[span[0]:span[1]]) - (0 if state.summary else sbudget)
         if span_raw * scale < cfg.min_saving(avail):
             span = None
+    if span is not None and not p.urgent and cfg.summary_pays:
+        # a summary is a model call: place it only where it pays for itself, else the free next stage
+        # (emergency truncation: a work log line per exchange, the transcript by reference) takes the span
+        span_raw = sum(p.counts[span[0]:span[1]])
+        pays, _econ = summary_pays(span_raw * scale, min(sbudget, span_raw * scale / 4), p.spec, cfg.expected_turns)
+        if not pays:
+            return size, True
     if span is None:
         return size, False
     p.breaker.trip("summary")
@@ -61,6 +69,23 @@ def run_summary(p: Pass, summarizer: Summarizer, size: int) -> tuple[int, bool]:
                                     "summarizer": name,
                                     "record_seq": state.seq}))
     return size, False
+
+
+SUMMARY_PROMPT_TOKENS = 500  # the instruction a model summarizer reads besides the span (LangChain's is 491)
+
+
+def summary_pays(span_tokens: float, summary_tokens: float, spec: ModelSpec, expected_turns: int
+                 ) -> tuple[bool, dict[str, float | int]]:
+    """Whether a summary's model call (reading the span and the prompt, writing the summary) costs less than
+    what it saves: the span's tokens, less the summary's, would otherwise be read from cache every turn for
+    ``expected_turns`` turns. With a cache read at a tenth of the input price this rarely holds (a summary
+    is then kept for the moment the provider refuses, or asked for); without a cache discount it usually does."""
+    pr = spec.prices
+    read = pr.cache_read or pr.input
+    price = ((span_tokens + SUMMARY_PROMPT_TOKENS) * pr.input + summary_tokens * pr.output) / 1e6
+    saving = max(0.0, span_tokens - summary_tokens) * read * expected_turns / 1e6
+    return saving > price, {"summary_usd": round(price, 6), "saving_usd": round(saving, 6),
+                            "expected_turns": expected_turns}
 
 
 def summary_span(state: SessionState, counter: TokenCounter, target_raw: int, *, force: bool,
@@ -169,4 +194,4 @@ def fixed_raw(state: SessionState, counter: TokenCounter, size: int, scale: floa
     return max(0.0, size / scale - history - pinned), pinned
 
 
-__all__ = ["fixed_raw", "run_summary", "summarize", "summary_span"]
+__all__ = ["SUMMARY_PROMPT_TOKENS", "fixed_raw", "run_summary", "summarize", "summary_pays", "summary_span"]

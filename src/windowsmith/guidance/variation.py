@@ -12,12 +12,12 @@ insignificant whitespace (``IngestConfig(compact_json=True)``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..layers.base import BuildContext, Item, Layer
+from ..text import compact_json
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -76,20 +76,6 @@ class VariationLayer(Layer):
 
     def report(self) -> dict[str, Any] | None:
         return self._report
-
-
-def compact_json(text: str) -> str | None:
-    """``text`` re-serialized without insignificant whitespace when it is a JSON object or array and that
-    is shorter; else None. Key order, values and non-ASCII characters are kept as they are."""
-    s = text.strip()
-    if not s or s[0] not in "[{" or s[-1] not in "]}":
-        return None
-    try:
-        value = json.loads(s)
-    except ValueError:
-        return None
-    out = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return out if len(out) < len(text) else None
 
 
 #: Phrasings the guidance layers rotate through with ``vary=True`` (index = assistant turn % len).

@@ -28,9 +28,9 @@ from typing import Any
 
 from ..artifacts import ArtifactStore, artifact_uri
 from ..errors import ConfigError, InvalidMessageError
-from ..guidance.variation import compact_json
 from ..model import Image, Text, block_from_dict, clean_text
 from ..refs import binary_stub, offload_footer
+from ..text import compact_json, identifier_index
 from .compress import compress, detect_kind
 from .decode import binary_kind, decode_text, redact_binary
 from .redact import has_candidate, redact
@@ -39,6 +39,9 @@ CountTokens = Callable[[str], int]
 
 #: above this many characters, a result is offloaded without counting it exactly first
 _CHARS_PER_TOKEN_CEILING = 12
+
+
+INDEX_SHARE = 5  # 1/INDEX_SHARE of an offloaded view is kept for the index of the identifiers the cut lost
 
 
 @dataclass(frozen=True)
@@ -217,11 +220,13 @@ def ingest_result(
     n_lines = full.count("\n") + 1
     footer_probe = offload_footer(n_lines, 999_999_999, sha)
     budget = max(64, threshold - count_tokens(footer_probe) - 2)
-    c = compress(full, kind=kind, budget_tokens=budget, count_tokens=count_tokens, tool_name=tool_name,
-                 arguments=dict(arguments) if arguments else None)
+    # a fifth of the view names the identifiers the cut loses (paths, symbols, ids, numbers, error names)
+    c = compress(full, kind=kind, budget_tokens=max(48, budget - budget // INDEX_SHARE), count_tokens=count_tokens,
+                 tool_name=tool_name, arguments=dict(arguments) if arguments else None)
     original = c.original_tokens if original < 0 else original
     footer = offload_footer(n_lines, original, sha)
-    view = f"{c.text}\n{footer}"
+    index = identifier_index(full, c.text, budget - c.tokens - 1, count_tokens)
+    view = f"{c.text}\n{index}\n{footer}" if index else f"{c.text}\n{footer}"
     first = next((ln.strip() for ln in c.text.splitlines() if ln.strip()), "")
     summary = f"{call} → {c.kind}, {n_lines:,} lines, {original:,} tokens: {first[:120]}"
     images = [b for b in out if isinstance(b, Image)]

@@ -23,6 +23,7 @@ from ..text import elide
 if TYPE_CHECKING:
     from ..state import SessionState
     from ..tokens import TokenCounter
+    from .shrink import Shrink
 
 Phase = Literal["stable", "session", "dynamic"]
 Slot = Literal["system", "tools", "session", "history", "tail"]
@@ -48,6 +49,7 @@ class HistoryFit:
     dropped_units: int = 0
     dropped_tokens: int = 0
     clipped: tuple[str, ...] = ()  # tool-call ids whose results were cut head + tail (the overflow guard)
+    shrinks: tuple[Shrink, ...] = ()  # messages too large for their share, shrunk to a view (layers/shrink.py)
 
 
 @dataclass(frozen=True)

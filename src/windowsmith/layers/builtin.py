@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ..errors import TaskRequiredError
+from ..errors import BudgetBlockedError, TaskRequiredError
+from ..model import Message
 from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
 from .evidence import EvidenceLayer
+from .shrink import Shrink, apply_shrinks, plan_shrinks
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -105,6 +107,8 @@ class HistoryLayer(Layer):
 
     #: above this share of the available budget, a short usage note goes in the dynamic tail
     note_at = 0.8
+    #: the pinned request's share of the history's budget when the history is full: above it, it is shrunk
+    pinned_share = 0.2
 
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water
@@ -157,41 +161,99 @@ class HistoryLayer(Layer):
         prefix = fit.prefix
         n = len(counts)
         lo = fit.first_unit
-        first_raw = counts[0] if state.pinned else 0
+        pinned = state.pinned
+        p = 1 if pinned else 0
+        first_raw = counts[0] if pinned else 0
         summary = state.summary_message
         summary_raw = counter.raw_message(summary) if summary is not None else 0
+        cap_raw = cap / counter.scale
+        target = cap_raw * self.low_water
 
-        def head(i: int) -> int:
-            """Raw tokens kept before unit ``i``: the pinned request and the summary (never dropped)."""
-            return (first_raw + summary_raw) if i > 0 else 0
+        def total(i: int, first: int) -> int:
+            """Raw tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
+            return first + (summary_raw if i > 0 else 0) + prefix[n] - prefix[max(i, p)]
 
-        scale = counter.scale
-        target = cap * self.low_water
+        shrinks: list[Shrink] = []
+        # the pinned request larger than its share of a full history: shrink it (it is never dropped)
+        if pinned and n > 1 and first_raw > self.pinned_share * cap_raw and total(lo, first_raw) > cap_raw:
+            shrinks = plan_shrinks(state, [0], int(first_raw - self.pinned_share * cap_raw), counter)
+        first_now = _units_raw(state, [0], shrinks, counter) if shrinks else first_raw
         new_lo = lo
         # drop oldest units until under the low-water mark, always keeping the newest unit
-        while new_lo < n - 1:
-            if (prefix[n] - prefix[new_lo] + head(new_lo)) * scale <= target:
-                break
+        while new_lo < n - 1 and total(new_lo, first_now) > target:
             new_lo += 1
-        if new_lo == 0 and state.pinned:
+        if new_lo == 0 and pinned:
             new_lo = 1 if n > 1 else 0
-        if new_lo <= lo and (prefix[n] - prefix[lo] + head(lo)) * scale <= cap:
+        if new_lo <= lo and not shrinks and total(lo, first_now) <= cap_raw:
             return item
-        raw = prefix[n] - prefix[new_lo] + head(new_lo)
-        messages = state.view_slice(new_lo)
+        kept = list(range(max(new_lo, p) if n > 1 else new_lo, n))
+        raw = total(new_lo, first_now)
+        if raw > cap_raw:
+            # even the newest unit(s) do not fit: shrink their largest messages, then the pinned request's
+            more = plan_shrinks(state, kept, int(raw - target) + 1, counter)
+            raw_more = raw - _units_raw(state, kept, (), counter) + _units_raw(state, kept, more, counter)
+            if raw_more > cap_raw and pinned and n > 1:
+                more = plan_shrinks(state, [0, *kept], int(total(new_lo, first_raw) - target) + 1, counter)
+                shrinks = []
+            shrinks = [*shrinks, *more]
+        head: tuple[Message, ...] = ()
+        if new_lo > 0 and pinned:
+            head = _unit_messages(state, 0, shrinks)
+        if new_lo > 0 and summary is not None:
+            head = (*head, summary)
+        messages = head + tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks))
+        raw = sum(counter.raw_message(m) for m in messages)
         clipped: list[str] = []
-        if raw * scale > cap:
-            # even the newest unit(s) do not fit: clip the largest tool results (overflow guard)
+        if raw * counter.scale > cap:
+            # still over (many small blocks): cut the largest tool results head + tail (the overflow guard)
             messages, raw, clipped = clip_messages(messages, cap, counter)
-        dropped = [i for i in range(lo, new_lo) if not (i == 0 and state.pinned)]
+        if raw * counter.scale > cap:
+            return None  # the assembler drops it and the build refuses it (history_blocked names the message)
+        dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
         return replace(item, content=messages, raw_tokens=raw, fit=replace(
             fit,
             first_unit=new_lo,
-            keep_from_seq=state.units[new_lo].first_seq if new_lo < n else state.seq + 1,
+            keep_from_seq=state.units[new_lo].first_seq if new_lo > lo and new_lo < n else None,
             dropped_units=len(dropped),
             dropped_tokens=sum(counts[i] for i in dropped),
             clipped=tuple(clipped),
+            shrinks=tuple(shrinks),
         ))
+
+
+def _unit_messages(state: SessionState, unit: int, shrinks: Sequence[Shrink]) -> tuple[Message, ...]:
+    if any(s.unit == unit for s in shrinks):
+        return apply_shrinks(state, unit, shrinks)
+    return state.units[unit].messages
+
+
+def _units_raw(state: SessionState, units: Sequence[int], shrinks: Sequence[Shrink], counter: TokenCounter) -> int:
+    return sum(counter.raw_message(m) for i in units for m in _unit_messages(state, i, shrinks))
+
+
+def history_blocked(state: SessionState, cap: int, counter: TokenCounter) -> BudgetBlockedError:
+    """The error for a history that cannot fit its share even with its messages shrunk: it names the largest
+    message of those that must stay (the pinned request and the newest unit)."""
+    n = len(state.units)
+    kept = sorted({0, n - 1} if state.pinned else {n - 1})
+    raw = sum(counter.raw_message(m) for i in kept for m in state.units[i].messages)
+    best: tuple[int, int, str] | None = None
+    for i in kept:
+        u = state.units[i]
+        for k, (seq, m) in enumerate(state.span_messages(u.first_seq, u.last_seq)):
+            size = counter.raw_message(u.messages[k]) if k < len(u.messages) else counter.raw_message(m)
+            if best is None or size > best[0]:
+                best = (size, seq, m.role)
+    what = f"the {best[2]} message at seq {best[1]} ({counter.scaled(best[0]):,} tokens)" if best else "the newest message"
+    needed = counter.scaled(raw)
+    return BudgetBlockedError(
+        f"the history cannot fit its share of {cap:,} tokens even with its messages shrunk to compressed views: what "
+        f"must stay needs {needed:,} before shrinking; the largest is {what}, which must stay (the newest user or tool message is never "
+        "dropped). Fix it by sending a shorter message (or offloading it as a tool result), by shrinking the system "
+        "prompt, tool definitions or task, or by using a model with a larger window. Nothing was sent and no pack "
+        "was stored.",
+        layer="history", needed=needed, available=cap, limit=cap, block_at=1.0,
+    )
 
 
 def usage_note(ctx: BuildContext, history_raw: int) -> str | None:

@@ -1,0 +1,143 @@
+"""Shrink, never drop: the history's messages that must stay (the pinned request, the newest user or tool
+message) but are larger than their share of the history's budget.
+
+Such a message is replaced by a compressed view of itself (ingest's compressors: errors of a command
+output, the outline of a file, head + tail of prose) followed by a footer naming the artifact that holds
+it whole (``[windowsmith: the full message (N lines, T tokens) is stored as artifact://<sha>; …]``).
+:func:`plan_shrinks` only plans (the history layer stays a pure function of the state); the builder stores
+the originals and appends a ``shrink`` record (``records.ShrinkRecord``), so every later request carries
+the same bytes (the cache prefix holds) and the log rebuilds the pack.
+
+The cut is a *water level*: the largest blocks are cut down to a common size first, so one huge message
+pays for the overflow before several medium ones do, and no block goes below :data:`MIN_VIEW` tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..ingest.compress import compress
+from ..ingest.pipeline import INDEX_SHARE
+from ..model import Message, Text, ToolResult
+from ..records import ShrinkEntry
+from ..refs import shrink_footer
+from ..state import shrink_texts
+from ..text import identifier_index
+
+if TYPE_CHECKING:
+    from ..state import SessionState
+    from ..tokens import TokenCounter
+
+MIN_VIEW = 160  # raw tokens a shrunk block keeps at least, footer included
+MIN_SHRINKABLE = 256  # raw tokens under which a block is not worth shrinking
+FOOTER_TOKENS = 60  # a generous bound on the footer's tokens
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """One planned shrink: the record's entry and the original text its artifact must hold."""
+
+    entry: ShrinkEntry
+    original: str
+    unit: int  # index of the unit holding the message
+    index: int  # position of the message in the unit
+
+
+@dataclass(frozen=True)
+class _Block:
+    unit: int
+    index: int
+    seq: int
+    at: tuple[int, ...]
+    original: str  # the text as logged (an offloaded result's logged view; its footer names the first artifact)
+    size: int  # raw tokens of the block as it is now in the view
+    tool: str | None  # the tool's name, for a tool result
+    pinned: bool
+
+
+def _blocks(state: SessionState, units: Sequence[int], counter: TokenCounter) -> list[_Block]:
+    out: list[_Block] = []
+    for ui in units:
+        u = state.units[ui]
+        if u.folded:
+            continue
+        logged = state.span_messages(u.first_seq, u.last_seq)
+        for k, (seq, orig) in enumerate(logged):
+            if k >= len(u.messages):
+                break
+            cur = u.messages[k]
+            for bi, b in enumerate(cur.content):
+                ob = orig.content[bi] if bi < len(orig.content) else None
+                if isinstance(b, Text) and isinstance(ob, Text):
+                    out.append(_Block(ui, k, seq, (bi,), ob.text, counter.raw_text(b.text), None, u.pinned))
+                elif isinstance(b, ToolResult) and isinstance(ob, ToolResult):
+                    for j, item in enumerate(b.content):
+                        oi = ob.content[j] if j < len(ob.content) else None
+                        if isinstance(item, Text) and isinstance(oi, Text):
+                            out.append(_Block(ui, k, seq, (bi, j), oi.text, counter.raw_text(item.text),
+                                              b.name or state.call_names.get(b.call_id), u.pinned))
+    return [b for b in out if b.size >= MIN_SHRINKABLE]
+
+
+def water_level(sizes: Sequence[int], cut: int, floor: int) -> int:
+    """The level L (>= ``floor``) such that cutting every size above L down to L removes at least ``cut``
+    tokens, or ``floor`` if even that is not enough."""
+    s = sorted(sizes, reverse=True)
+    total = 0
+    for i, v in enumerate(s):
+        total += v
+        nxt = s[i + 1] if i + 1 < len(s) else 0
+        # cutting the i+1 largest down to level L removes total - (i+1)*L; find L in [nxt, v]
+        level = (total - cut) / (i + 1)
+        if level >= max(nxt, floor):
+            return int(level)
+    return floor
+
+
+def plan_shrinks(state: SessionState, units: Sequence[int], cut: int, counter: TokenCounter) -> list[Shrink]:
+    """Views for the largest text blocks of ``units`` (indices into ``state.units``) that together remove
+    at least ``cut`` raw tokens where possible (water level, floor :data:`MIN_VIEW`)."""
+    if cut <= 0:
+        return []
+    blocks = _blocks(state, units, counter)
+    if not blocks:
+        return []
+    level = water_level([b.size for b in blocks], cut, MIN_VIEW)
+    out: list[Shrink] = []
+    for b in blocks:
+        if b.size <= level:
+            continue
+        budget = max(32, level - FOOTER_TOKENS)
+        # a message (the pinned request, an observation sent as a user message) keeps its head and tail (it
+        # still reads as itself); a tool result is compressed by its kind (errors, outline, JSON shape)
+        kind = None if b.tool is not None else "text"
+        c = compress(b.original, kind=kind, budget_tokens=max(32, budget - budget // INDEX_SHARE),
+                     count_tokens=counter.raw_text, tool_name=b.tool)
+        index = identifier_index(b.original, c.text, budget - c.tokens - 1, counter.raw_text)
+        view = f"{c.text}\n{index}" if index else c.text
+        data = b.original.encode("utf-8")
+        sha = hashlib.sha256(data).hexdigest()
+        text = f"{view}\n{shrink_footer(b.original.count(chr(10)) + 1, counter.raw_text(b.original), sha)}"
+        after = counter.raw_text(text)
+        if after >= b.size:
+            continue
+        out.append(Shrink(ShrinkEntry(b.seq, b.at, text, sha, b.size, after), b.original, b.unit, b.index))
+    return out
+
+
+def apply_shrinks(state: SessionState, unit: int, shrinks: Sequence[Shrink]) -> tuple[Message, ...]:
+    """The messages of unit ``unit`` with the planned views in place."""
+    msgs = list(state.units[unit].messages)
+    by_index: dict[int, dict[tuple[int, ...], str]] = {}
+    for s in shrinks:
+        if s.unit == unit:
+            by_index.setdefault(s.index, {})[s.entry.at] = s.entry.text
+    for k, views in by_index.items():
+        msgs[k] = shrink_texts(msgs[k], views)
+    return tuple(msgs)
+
+
+__all__ = ["MIN_VIEW", "Shrink", "apply_shrinks", "plan_shrinks", "water_level"]
