@@ -35,12 +35,21 @@ class Rig:
         self.upstream = upstream
         self.url = proxy_url
         self.store_path = store
+        self.clients: list[Any] = []
 
     def openai(self, **kw: Any) -> Any:
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=kw.pop("api_key", OPENAI_KEY), max_retries=0, **kw)
+        c = openai.OpenAI(base_url=self.url + "/v1", api_key=kw.pop("api_key", OPENAI_KEY), max_retries=0, **kw)
+        self.clients.append(c)
+        return c
 
     def anthropic(self, **kw: Any) -> Any:
-        return anthropic.Anthropic(base_url=self.url, api_key=kw.pop("api_key", ANTHROPIC_KEY), max_retries=0, **kw)
+        c = anthropic.Anthropic(base_url=self.url, api_key=kw.pop("api_key", ANTHROPIC_KEY), max_retries=0, **kw)
+        self.clients.append(c)
+        return c
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
 
     def get(self, path: str, **kw: Any) -> Any:
         return httpx.get(self.url + path, timeout=30, **kw)
@@ -56,7 +65,11 @@ def rig(tmp_path: Path, *, window: int = 6000, upstream: FakeUpstream | None = N
         app = create_app(ServerConfig(store=store, openai_base_url=u.url + "/v1", anthropic_base_url=u.url,
                                       model_window=window, **config))
         with BackgroundServer(app) as p:
-            yield Rig(up, p.url, store)
+            r = Rig(up, p.url, store)
+            try:
+                yield r
+            finally:
+                r.close()
 
 
 @pytest.fixture
@@ -211,8 +224,7 @@ def test_upstream_errors_pass_through_with_their_status(tmp_path: Path) -> None:
 
 def test_unreachable_upstream_is_a_502_in_the_provider_format(tmp_path: Path) -> None:
     app = create_app(ServerConfig(store=tmp_path / "x.db", openai_base_url="http://127.0.0.1:9/v1"))
-    with BackgroundServer(app) as p:
-        c = openai.OpenAI(base_url=p.url + "/v1", api_key="k", max_retries=0)
+    with BackgroundServer(app) as p, openai.OpenAI(base_url=p.url + "/v1", api_key="k", max_retries=0) as c:
         with pytest.raises(openai.APIStatusError) as e:
             c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
         assert e.value.status_code == 502 and "openai-base-url" in str(e.value)

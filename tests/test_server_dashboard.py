@@ -37,8 +37,9 @@ def proxy(tmp_path: Path) -> Iterator[str]:
             yield p.url
 
 
-def test_dashboard_shows_composition_cache_compactions_manifest_and_diff_live(proxy: str) -> None:
+def test_dashboard_shows_composition_cache_compactions_manifest_and_diff_live(proxy: str, request: pytest.FixtureRequest) -> None:
     client = openai.OpenAI(base_url=proxy + "/v1", api_key="sk-test", max_retries=0)
+    request.addfinalizer(client.close)
     h = {"X-Windowsmith-Session": "swe-astropy-14182"}
     run_openai_agent(client, "gpt-4o", 16, headers=h)
     with sync_api.sync_playwright() as pw:
@@ -79,8 +80,9 @@ def test_dashboard_shows_composition_cache_compactions_manifest_and_diff_live(pr
             browser.close()
 
 
-def test_dashboard_updates_while_the_agent_runs(proxy: str) -> None:
+def test_dashboard_updates_while_the_agent_runs(proxy: str, request: pytest.FixtureRequest) -> None:
     client = openai.OpenAI(base_url=proxy + "/v1", api_key="sk-test", max_retries=0)
+    request.addfinalizer(client.close)
     h = {"X-Windowsmith-Session": "live"}
     msgs: list[dict] = [{"role": "user", "content": "first question"}]
 

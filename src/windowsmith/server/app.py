@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from anyio import to_thread
 from starlette.applications import Starlette
@@ -33,6 +34,7 @@ from .api import Api
 from .conversation import ANTHROPIC, OPENAI
 from .dashboard import render_page
 from .proxy import Proxy, error_body
+from .telemetry import Telemetry
 from .upstream import Upstream
 
 log = logging.getLogger("windowsmith.server")
@@ -57,6 +59,7 @@ class ServerConfig:
     model_window: int | None = None
     tokens: Mapping[str, str | None] = field(default_factory=dict)
     poll_seconds: float = 2.0
+    tracer_provider: Any = None  # an OpenTelemetry TracerProvider (None: the global one)
 
     def __post_init__(self) -> None:
         if self.model_window is not None and (not isinstance(self.model_window, int) or self.model_window <= 0):
@@ -79,6 +82,7 @@ class ServerState:
         self._guard = threading.Lock()
         self._locks: dict[tuple[str | None, str], asyncio.Lock] = {}
         self._upstreams: dict[str, Upstream] = {}
+        self.telemetry = Telemetry(config.tracer_provider)
 
     # -- tenants and auth -------------------------------------------------------------------------
 

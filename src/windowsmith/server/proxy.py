@@ -26,7 +26,6 @@ from ..compaction.config import Breaker
 from ..errors import BudgetExceededError, ConflictError, RuntimeFailure, UsageError
 from ..render import is_context_overflow
 from ..store.base import check_session_id
-from . import telemetry
 from .conversation import (
     ANTHROPIC,
     OPENAI,
@@ -38,6 +37,7 @@ from .conversation import (
     parse_conversation,
     stable_session_id,
 )
+from .telemetry import Telemetry
 from .upstream import UpstreamError, stream_accumulator
 
 if TYPE_CHECKING:
@@ -127,7 +127,9 @@ class Proxy:
                 if explicit or k == MAX_FORKS:
                     raise
         digests = [message_digest(m) for m in conv.messages]
-        with telemetry.span("windowsmith.ingest", {"windowsmith.session.id": sid, "windowsmith.messages.new": len(new)}):
+        tel = self.state.telemetry
+        tel.instrument(session)
+        with tel.span("windowsmith.ingest", {"windowsmith.session.id": sid, "windowsmith.messages.new": len(new)}):
             if conv.system:
                 session.system(conv.system)
             if conv.tools or session.state.tools:
@@ -137,7 +139,14 @@ class Proxy:
                 sync.pending = None
                 store.set_kv(SYNC_SCOPE, sid, sync.to_dict())
             for i, m in enumerate(new):
-                session.add(m)
+                if m.role == "tool":
+                    with tel.span("windowsmith.offload", {"windowsmith.tool_results": len(m.tool_results)}) as span:
+                        stored = session.add(m)
+                        span.set_attribute("windowsmith.offloaded", sum(
+                            1 for r in stored.tool_results for b in r.content
+                            if "is stored as artifact://" in getattr(b, "text", "")))
+                else:
+                    session.add(m)
                 sync.digests = digests[: known + i + 1]
                 sync.pending = None
                 store.set_kv(SYNC_SCOPE, sid, sync.to_dict())
@@ -147,14 +156,16 @@ class Proxy:
 
     def _build(self, session: Session, fmt: str, breaker: Breaker) -> Pack:
         builder = session._builder  # the same pipeline Session.build/call run, with the call's breaker
-        with telemetry.build_span(session, fmt) as span:
+        tel = self.state.telemetry
+        with tel.build_span(session, fmt) as span:
             pack = builder.build(fmt, breaker)
-            telemetry.pack_attributes(span, pack)
+            Telemetry.pack_attributes(span, pack)
         return pack
 
     def _compact_and_rebuild(self, p: Prepared, fmt: str, exc: UpstreamError) -> None:
         builder = p.session._builder
-        with telemetry.span("windowsmith.compaction", {"windowsmith.compaction.reason": "upstream overflow"}):
+        with self.state.telemetry.span("windowsmith.compaction.reactive", {"windowsmith.session.id": p.session.id,
+                                                                          "http.response.status_code": exc.status}):
             builder.compact(fmt, p.breaker, harder=True,
                             reason=f"the provider rejected {p.pack.tokens:,} tokens as too long (HTTP {exc.status})")
         p.pack = self._build(p.session, fmt, p.breaker)
@@ -212,9 +223,14 @@ class Proxy:
                 lock.release()
 
     async def _send(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str]) -> Any:
-        with telemetry.upstream_span(fmt, p) as span:
-            reply = await upstream.send(p.request, headers)
-            telemetry.reply_attributes(span, fmt, reply.body)
+        with self.state.telemetry.upstream_span(fmt, p.request, p.pack) as span:
+            try:
+                reply = await upstream.send(p.request, headers)
+            except UpstreamError as e:
+                span.set_attribute("error.type", str(e.status))
+                span.set_attribute("http.response.status_code", e.status)
+                raise
+            Telemetry.reply_attributes(span, fmt, reply.body)
         return reply
 
     async def _once(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str]) -> Response:
@@ -245,13 +261,21 @@ class Proxy:
                 opts["include_usage"] = True
                 drop_usage = True
                 p.request["stream_options"] = opts
+        span = self.state.telemetry.start_upstream_span(fmt, p.request, p.pack)
         try:
-            reply, chunks = await upstream.open_stream(p.request, headers)
+            try:
+                reply, chunks = await upstream.open_stream(p.request, headers)
+            except UpstreamError as exc:
+                if not is_context_overflow(exc.original):
+                    raise
+                span.add_event("windowsmith.overflow", {"http.response.status_code": exc.status})
+                await to_thread.run_sync(self._compact_and_rebuild, p, fmt, exc)
+                reply, chunks = await upstream.open_stream(p.request, headers)
         except UpstreamError as exc:
-            if not is_context_overflow(exc.original):
-                raise
-            await to_thread.run_sync(self._compact_and_rebuild, p, fmt, exc)
-            reply, chunks = await upstream.open_stream(p.request, headers)
+            span.set_attribute("error.type", str(exc.status))
+            span.set_attribute("http.response.status_code", exc.status)
+            span.end()
+            raise
         acc = stream_accumulator(fmt, drop_usage)
 
         async def record() -> None:
@@ -265,24 +289,25 @@ class Proxy:
             # end finds it in the session (and its next request waits on the lock anyway).
             recorded = False
             try:
-                with telemetry.span("windowsmith.upstream.stream", {"gen_ai.system": telemetry.system_name(fmt)}):
-                    async for chunk in chunks:
-                        events = acc.feed(chunk)
-                        if acc.done and not recorded and events:
-                            for event in events[:-1]:
-                                yield event
-                            recorded = True
-                            await record()
-                            yield events[-1]
-                        else:
-                            for event in events:
-                                yield event
-                    rest = acc.parser.rest()
-                    if rest:
-                        yield rest
+                async for chunk in chunks:
+                    events = acc.feed(chunk)
+                    if acc.done and not recorded and events:
+                        for event in events[:-1]:
+                            yield event
+                        recorded = True
+                        await record()
+                        yield events[-1]
+                    else:
+                        for event in events:
+                            yield event
+                rest = acc.parser.rest()
+                if rest:
+                    yield rest
                 if acc.done and not recorded:
                     await record()
+                Telemetry.reply_attributes(span, fmt, acc.response())
             finally:
+                span.end()
                 lock.release()
 
         return StreamingResponse(relay(), status_code=reply.status, headers=reply.headers)
