@@ -82,6 +82,7 @@ class ServerState:
         self._guard = threading.Lock()
         self._locks: dict[tuple[str | None, str], asyncio.Lock] = {}
         self._upstreams: dict[str, Upstream] = {}
+        self._views: dict[str, Store] = {}
         self.telemetry = Telemetry(config.tracer_provider)
 
     # -- tenants and auth -------------------------------------------------------------------------
@@ -126,7 +127,14 @@ class ServerState:
             return eng
 
     def store_for(self, tenant: str | None) -> Store:
-        return self.store
+        """The store as ``tenant`` sees it (one view per tenant, opened once)."""
+        if tenant is None:
+            return self.store
+        with self._guard:
+            view = self._views.get(tenant)
+            if view is None:
+                view = self._views[tenant] = self.store.for_tenant(tenant)
+            return view
 
     def session(self, tenant: str | None, model: str, session_id: str) -> Session:
         key = (tenant, session_id, model)
@@ -166,6 +174,8 @@ class ServerState:
     async def close(self) -> None:
         for up in self._upstreams.values():
             await up.close()
+        for view in self._views.values():
+            view.close()
         if self._owns_store:
             self.store.close()
 

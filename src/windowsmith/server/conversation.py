@@ -75,10 +75,11 @@ def message_digest(m: Message) -> str:
     return hashlib.sha256(canonical_json(m.to_dict()).encode()).hexdigest()[:32]
 
 
-def stable_session_id(fmt: str, conv: Conversation) -> str:
-    """A session id from the conversation's start (format, system prompt, first message): the same
-    agent run keeps it on every call, a new run gets a new one."""
-    head = {"format": fmt, "system": conv.system or "", "first": conv.messages[0].to_dict()}
+def stable_session_id(fmt: str, conv: Conversation, tenant: str | None = None) -> str:
+    """A session id from the conversation's start (format, system prompt, first message) and the
+    tenant: the same agent run keeps it on every call, a new run gets a new one, and two tenants
+    running the same task never collide on an id."""
+    head = {"format": fmt, "system": conv.system or "", "first": conv.messages[0].to_dict(), "tenant": tenant}
     return "px-" + hashlib.sha256(canonical_json(head).encode()).hexdigest()[:24]
 
 

@@ -62,10 +62,10 @@ def error_body(fmt: str, status: int, message: str, kind: str = "invalid_request
     return Response(json.dumps(body), status_code=status, media_type="application/json")
 
 
-def session_id_from(headers: Mapping[str, str], fmt: str, conv: Any) -> str:
+def session_id_from(headers: Mapping[str, str], fmt: str, conv: Any, tenant: str | None = None) -> str:
     sid = headers.get(SESSION_HEADER)
     if sid is None:
-        return stable_session_id(fmt, conv)
+        return stable_session_id(fmt, conv, tenant)
     if not SESSION_ID_RE.fullmatch(sid):
         raise UsageError(
             f"the {SESSION_HEADER} header {sid[:40]!r} is not a valid session id: use 1-128 characters "
@@ -101,12 +101,13 @@ class Proxy:
 
     # ------------------------------------------------------------------ session work (in a thread)
 
-    def _identify(self, fmt: str, body: dict[str, Any], headers: Mapping[str, str]) -> tuple[Any, str]:
+    def _identify(self, fmt: str, body: dict[str, Any], headers: Mapping[str, str],
+                  tenant: str | None) -> tuple[Any, str]:
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise UsageError("the request needs a 'model' string")
         conv = parse_conversation(fmt, body)
-        return conv, session_id_from(headers, fmt, conv)
+        return conv, session_id_from(headers, fmt, conv, tenant)
 
     def _prepare(self, fmt: str, body: dict[str, Any], conv: Any, sid: str, tenant: str | None,
                  explicit: bool) -> Prepared:
@@ -193,7 +194,7 @@ class Proxy:
         headers = {k.lower(): v for k, v in request.headers.items()}
         upstream = self.state.upstream(fmt)
         try:
-            conv, sid = await to_thread.run_sync(self._identify, fmt, body, headers)
+            conv, sid = await to_thread.run_sync(self._identify, fmt, body, headers, tenant)
         except UsageError as e:
             return error_body(fmt, 400, str(e))
         lock = self.state.session_lock(tenant, sid)
