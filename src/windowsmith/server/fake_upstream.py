@@ -47,10 +47,16 @@ class FakeUpstream:
         self._lock = threading.Lock()
         self._enc = get_encoding("o200k_base")
         self._n = 0
+        #: response id -> seconds the fake spent on it (request read to last byte), for the load test
+        self.timings: dict[str, float] = {}
         self.app = Starlette(routes=[
             Route("/v1/chat/completions", self._openai, methods=["POST"]),
             Route("/v1/messages", self._anthropic, methods=["POST"]),
+            Route("/_timings", self._timings, methods=["GET"]),
         ])
+
+    async def _timings(self, request: Request) -> Response:
+        return JSONResponse(self.timings)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.app(scope, receive, send)
@@ -97,6 +103,7 @@ class FakeUpstream:
         return self.output_text, None
 
     async def _pre(self, request: Request, fmt: str) -> dict[str, Any] | Response:
+        request.state.t0 = time.perf_counter()
         body = await request.json()
         key = request.headers.get("x-api-key") or request.headers.get("authorization")
         with self._lock:
@@ -131,7 +138,9 @@ class FakeUpstream:
                                                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
         finish = "tool_calls" if call else "stop"
         model = body.get("model", "gpt-4o")
+        t0 = request.state.t0
         if not body.get("stream"):
+            self.timings[cid] = time.perf_counter() - t0
             return JSONResponse({"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
                                  "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish}],
                                  "usage": usage, "service_tier": "default", "system_fingerprint": "fp_fake"})
@@ -159,6 +168,7 @@ class FakeUpstream:
             yield ev([{"index": 0, "delta": {}, "finish_reason": finish}])
             if include_usage:
                 yield ev([], usage=usage)
+            self.timings[cid] = time.perf_counter() - t0
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -188,7 +198,9 @@ class FakeUpstream:
         model = body.get("model", "claude-sonnet-4-5")
         message = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": content,
                    "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        t0 = request.state.t0
         if not body.get("stream"):
+            self.timings[mid] = time.perf_counter() - t0
             return JSONResponse(message)
 
         async def events() -> AsyncIterator[bytes]:
@@ -215,6 +227,7 @@ class FakeUpstream:
                 yield ev("content_block_stop", {"type": "content_block_stop", "index": i})
             yield ev("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                        "usage": {"output_tokens": out_tokens}})
+            self.timings[mid] = time.perf_counter() - t0
             yield ev("message_stop", {"type": "message_stop"})
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -253,3 +266,23 @@ class BackgroundServer:
 
 
 __all__ = ["BackgroundServer", "FakeUpstream"]
+
+
+def main(argv: list[str] | None = None) -> None:  # pragma: no cover - a process for benchmarks and demos
+    """``python -m windowsmith.server.fake_upstream --port 8751 [--latency 0.2]``"""
+    import argparse
+
+    import uvicorn
+
+    ap = argparse.ArgumentParser(description="A local stand-in for the OpenAI and Anthropic APIs.")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8751)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds each answer waits, as a model would")
+    ap.add_argument("--max-context-tokens", type=int, default=1_000_000)
+    args = ap.parse_args(argv)
+    up = FakeUpstream(latency=args.latency, max_context_tokens=args.max_context_tokens)
+    uvicorn.run(up, host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

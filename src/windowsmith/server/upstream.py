@@ -109,12 +109,22 @@ class Upstream:
             body = {"type": "error", "error": {"type": "api_error", "message": msg}}
         return UpstreamError(502, json.dumps(body).encode(), {"content-type": "application/json"}, exc)
 
+    def _retryable(self, exc: BaseException, attempt: int) -> bool:
+        """A dropped connection (a pooled keep-alive connection the server closed as we reused it) is
+        retried once, as the SDKs do by default; a timeout or any answer from the upstream is not."""
+        sdk = self._sdk
+        return attempt == 0 and isinstance(exc, sdk.APIConnectionError) and not isinstance(exc, sdk.APITimeoutError)
+
     async def send(self, request: Mapping[str, Any], headers: Mapping[str, str]) -> UpstreamReply:
         client = self.client_for(headers)
-        try:
-            raw = await self._resource(client).with_raw_response.create(**self._kwargs(request, headers))
-        except self._sdk.APIError as exc:
-            raise self._error(exc) from None
+        for attempt in range(2):
+            try:
+                raw = await self._resource(client).with_raw_response.create(**self._kwargs(request, headers))
+                break
+            except self._sdk.APIError as exc:
+                if self._retryable(exc, attempt):
+                    continue
+                raise self._error(exc) from None
         r = raw.http_response
         return UpstreamReply(r.status_code, pass_headers(r.headers), r.content)
 
@@ -122,11 +132,15 @@ class Upstream:
         """Start a streaming call: the status and headers once the upstream accepted it (errors raise
         :class:`UpstreamError` before any byte is sent to the client), and the body's chunks."""
         client = self.client_for(headers)
-        cm = self._resource(client).with_streaming_response.create(**self._kwargs(request, headers))
-        try:
-            resp = await cm.__aenter__()
-        except self._sdk.APIError as exc:
-            raise self._error(exc) from None
+        for attempt in range(2):
+            cm = self._resource(client).with_streaming_response.create(**self._kwargs(request, headers))
+            try:
+                resp = await cm.__aenter__()
+                break
+            except self._sdk.APIError as exc:
+                if self._retryable(exc, attempt):
+                    continue
+                raise self._error(exc) from None
 
         async def chunks() -> AsyncIterator[bytes]:
             try:
