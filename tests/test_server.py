@@ -277,7 +277,8 @@ def test_tokens_guard_the_api_dashboard_and_proxy(tmp_path: Path) -> None:
         assert "X-Windowsmith-Token" in str(e.value)
         run_openai_agent(r.openai(), "gpt-4o", 2, headers={"X-Windowsmith-Token": tok})
         assert len(r.get("/api/sessions", headers={"Authorization": "Bearer " + tok}).json()) == 1
-        assert r.get("/?token=" + tok).status_code == 200
+        page = r.get("/?token=" + tok)
+        assert page.status_code == 200 and f"&amp;token={tok}" in page.text  # session links stay authorized
         assert r.upstream.last_key == "Bearer " + OPENAI_KEY  # the provider key still went upstream
 
 

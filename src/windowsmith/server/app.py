@@ -197,7 +197,8 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         if isinstance(tenant, Response):
             return HTMLResponse("<h1>401</h1><p>Open the dashboard with ?token=&lt;your API token&gt;.</p>", status_code=401)
         sessions = await to_thread.run_sync(api.sessions_list, tenant)
-        return HTMLResponse(render_page(sessions, request.query_params.get("session"), state.config.poll_seconds))
+        return HTMLResponse(render_page(sessions, request.query_params.get("session"), state.config.poll_seconds,
+                                        request.query_params.get("token")))
 
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 from typing import Any
+from urllib.parse import quote
 
 #: Colours per layer (stable across turns; unknown layers get a grey).
 LAYER_COLOURS = {
@@ -125,12 +126,15 @@ poll();
 """
 
 
-def render_page(sessions: list[dict[str, Any]], selected: str | None, poll_seconds: float) -> str:
+def render_page(sessions: list[dict[str, Any]], selected: str | None, poll_seconds: float,
+                token: str | None = None) -> str:
+    """The page; ``token`` (from ``?token=``) is kept in the session links so they stay authorized."""
+    keep = f"&token={quote(token, safe='')}" if token else ""
     if selected is None and sessions:
         selected = sessions[-1]["id"]
     links = "".join(
         f'<a class="{"sel" if s["id"] == selected else ""}" data-session="{html.escape(s["id"])}" '
-        f'href="?session={html.escape(s["id"])}">{html.escape(s["id"])} <span class="muted">({s["events"]})</span></a>'
+        f'href="?session={html.escape(quote(s["id"], safe="") + keep)}">{html.escape(s["id"])} <span class="muted">({s["events"]})</span></a>'
         for s in sessions
     ) or '<p class="muted">no sessions yet: point an agent at this server</p>'
     cfg = json.dumps({"session": selected, "poll_ms": int(poll_seconds * 1000), "colours": LAYER_COLOURS})
