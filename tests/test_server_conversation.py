@@ -36,7 +36,7 @@ def test_each_client_message_is_appended_once(turns: list[tuple[list[str], str, 
     log: list[Message] = []
     for users, reply, echo_differently in turns:
         client += [msg("user", u) for u in users]
-        new, known = new_messages(sync, client)
+        new, _ = new_messages(sync, client)
         log += new
         sync.digests = [message_digest(m) for m in client]
         recorded = msg("assistant", reply)
@@ -53,7 +53,7 @@ def test_each_client_message_is_appended_once(turns: list[tuple[list[str], str, 
 def test_an_edited_history_diverges_and_says_where() -> None:
     sync = Sync()
     conv = [msg("user", "a"), msg("assistant", "b"), msg("user", "c")]
-    new, _ = new_messages(sync, conv)
+    new_messages(sync, conv)
     sync.digests = [message_digest(m) for m in conv]
     with pytest.raises(ConversationDivergedError, match="at message 1"):
         new_messages(sync, [conv[0], msg("assistant", "B"), conv[2], msg("user", "d")])
