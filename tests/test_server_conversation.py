@@ -73,3 +73,16 @@ def test_parse_both_formats_and_refuse_bad_bodies() -> None:
     for bad in ({}, {"messages": []}, {"messages": "hi"}, {"messages": [{"role": "wizard", "content": "x"}]}):
         with pytest.raises(ConversationError):
             parse_conversation(OPENAI, bad)
+
+
+def test_serve_without_the_server_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from click.testing import CliRunner
+
+    from windowsmith.cli import main
+
+    monkeypatch.setitem(sys.modules, "starlette", None)  # makes `import starlette` raise ImportError
+    result = CliRunner().invoke(main, ["serve", "--port", "0"])
+    assert result.exit_code == 2
+    assert "pip install 'windowsmith[server]'" in result.output
