@@ -451,5 +451,38 @@ def map_cmd(path: Path, budget: int, focus: tuple[str, ...], names: tuple[str, .
         click.echo(text)
 
 
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind. The default serves this machine only; 0.0.0.0 exposes the proxy (use --token).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8750, show_default=True, help="TCP port (0: any free port).")
+@click.option("--store", default=None, help=STORE_HELP)
+@click.option("--openai-base-url", default=None, help="Upstream for /v1/chat/completions (default: the OpenAI SDK's).")
+@click.option("--anthropic-base-url", default=None, help="Upstream for /v1/messages (default: the Anthropic SDK's).")
+@click.option("--model-window", type=click.IntRange(min=1), default=None,
+              help="Build windows of this many tokens instead of each model's full window.")
+@click.option("--token", "tokens", multiple=True, metavar="TOKEN[=TENANT]",
+              help="Require this API token (repeatable); TOKEN=TENANT scopes it to a tenant. Also WINDOWSMITH_TOKENS "
+                   "(comma-separated).")
+@_clean_errors
+def serve(host: str, port: int, store: str | None, openai_base_url: str | None, anthropic_base_url: str | None,
+          model_window: int | None, tokens: tuple[str, ...]) -> None:
+    """Run the proxy (POST /v1/chat/completions, /v1/messages), the JSON API (/api/...) and the dashboard (/)."""
+    import os
+
+    import uvicorn
+
+    from .server import ServerConfig, create_app
+
+    pairs = list(tokens) + [t for t in os.environ.get("WINDOWSMITH_TOKENS", "").split(",") if t.strip()]
+    token_map: dict[str, str | None] = {}
+    for item in pairs:
+        tok, _, tenant = item.strip().partition("=")
+        token_map[tok] = tenant or None
+    app = create_app(ServerConfig(store=store, openai_base_url=openai_base_url, anthropic_base_url=anthropic_base_url,
+                                  model_window=model_window, tokens=token_map))
+    click.echo(f"windowsmith serving on http://{host}:{port} (dashboard at /, proxy at /v1)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -81,6 +81,8 @@ class Engine:
     ``compaction``: when and how hard to compact history (:class:`CompactionConfig`).
     ``summarizer``: what summarizes old history (default: the offline extractive summarizer; see
     ``windowsmith.compaction`` for the Anthropic and OpenAI adapters and the fake for tests).
+    ``tenant``: work as this tenant of a shared store (:meth:`Store.for_tenant`): other tenants'
+    sessions, packs, artifacts and key-value rows are invisible. Needs the embedded artifact store.
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class Engine:
         ingest: IngestConfig | None = None,
         compaction: CompactionConfig | None = None,
         summarizer: Summarizer | type[Summarizer] | None = None,
+        tenant: str | None = None,
     ) -> None:
         self.compaction = compaction or CompactionConfig()
         self.summarizer = summarizer  # None: the offline extractive summarizer
@@ -117,6 +120,13 @@ class Engine:
             check_format(format)
         self._owns_store = not isinstance(store, Store)
         self.store: Store = store if isinstance(store, Store) else open_store(None if store is None else str(store))
+        self._base_store: Store | None = None
+        if tenant is not None:
+            if artifacts is not None:
+                raise ConfigError("Engine(tenant=...) keeps artifacts in the tenant's store rows; do not pass artifacts=")
+            self._base_store = self.store
+            self.store = self.store.for_tenant(tenant)
+        self.tenant = self.store.tenant
         self.artifacts: ArtifactStore = artifacts if artifacts is not None else EmbeddedArtifacts(self.store)
         self.ingest = ingest or IngestConfig()
         self._layers_factory = layers or (lambda: default_layers(self.budget.history_low_water))
@@ -171,8 +181,10 @@ class Engine:
         return r
 
     def close(self) -> None:
+        if self._base_store is not None:
+            self.store.close()  # the tenant view (its own connection on PostgreSQL)
         if self._owns_store:
-            self.store.close()
+            (self._base_store or self.store).close()
 
     def __enter__(self) -> Engine:
         return self

@@ -19,8 +19,9 @@ twice in one build or one ``Session.call`` (with its retry).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .base import Summarizer
 from .config import Breaker, CompactionConfig, CompactionResult
@@ -43,6 +44,11 @@ class Compactor:
         self.config = config or CompactionConfig()
         self.summarizer: Summarizer = summarizer if summarizer is not None else OfflineSummarizer()
         self.planner = MaskPlanner(self.config)
+        #: Optional ``hook(stage) -> context manager`` wrapped around each stage (the server's tracing).
+        self.stage_hook: Callable[[str], contextlib.AbstractContextManager[Any]] | None = None
+
+    def _stage(self, name: str) -> contextlib.AbstractContextManager[Any]:
+        return self.stage_hook(name) if self.stage_hook is not None else contextlib.nullcontext()
 
     def run(
         self,
@@ -75,18 +81,23 @@ class Compactor:
             breaker=breaker, result=CompactionResult(tokens_before=size, tokens_after=size),
         )
         summarized_before = "summary" in breaker
-        size = run_mask(p, self.planner, size)
-        size, failed = run_summary(p, self.summarizer, size)
+        with self._stage("mask"):
+            size = run_mask(p, self.planner, size)
+        with self._stage("summary"):
+            size, failed = run_summary(p, self.summarizer, size)
         if "summary" in p.result.stages:
             # the view changed: what a mask would do now (typically: aged images in the kept span) is due now,
             # not at the next build, so a rebuild with no new events compacts nothing (the mask runs once)
-            size = run_mask(p, self.planner, size)
+            with self._stage("mask"):
+                size = run_mask(p, self.planner, size)
         turns = self.planner.turn_numbers(port.state)
-        size = run_emergency(p, turns, size, failed=failed, summarized_before=summarized_before)
+        with self._stage("emergency"):
+            size = run_emergency(p, turns, size, failed=failed, summarized_before=summarized_before)
         if "emergency" in p.result.stages and "mask" not in p.result.stages:
             # the same for the view an emergency truncation left: a resumed process that builds again with
             # no new events must find nothing due, or it would append a mask the live build did not
-            size = run_mask(p, self.planner, size)
+            with self._stage("mask"):
+                size = run_mask(p, self.planner, size)
         p.result.tokens_after = size
         return p.result
 

@@ -94,6 +94,29 @@ def check_session_id(session_id: Any) -> str:
     return session_id
 
 
+#: The longest tenant name a store accepts.
+MAX_TENANT = 100
+
+
+def check_tenant(tenant: Any) -> str:
+    """``tenant`` if it is a valid tenant name ('' is the default tenant), else ``UsageError``."""
+    if not isinstance(tenant, str):
+        raise UsageError(f"a tenant must be a string ('' for the default tenant), got {tenant!r:.80}")
+    if len(tenant) > MAX_TENANT or not tenant.isprintable() or tenant != tenant.strip():
+        raise UsageError(
+            f"tenant {tenant[:40]!r} is not a valid tenant name: use at most {MAX_TENANT} printable characters "
+            "without leading or trailing whitespace (e.g. 'team-a')"
+        )
+    return tenant
+
+
+def taken_session_id(session_id: str) -> UsageError:
+    return UsageError(
+        f"cannot create session {session_id!r}: the id is in use in this store (by another tenant); "
+        "session ids are unique per store, so choose another one (prefix it with your tenant, for example)"
+    )
+
+
 def to_json(value: Any, what: str, error: type[UsageError] = UsageError) -> str:
     """``canonical_json(value)``, turning every way it can fail into ``error`` naming ``what``."""
     try:
@@ -208,7 +231,19 @@ class Store(ABC):
     """Abstract session store. See the module docstring for what it holds and its guarantees.
 
     Stores are context managers; leaving the ``with`` block closes them.
+
+    **Tenants.** Every row belongs to a tenant (``''`` by default). :meth:`for_tenant` returns the
+    store as one tenant sees it: sessions, events, packs, blobs and key-value rows of other tenants
+    are invisible to it (SQLite: every query checks the tenant column; PostgreSQL: row-level security
+    policies keyed by a per-connection setting). Session ids stay unique per store.
     """
+
+    tenant: str = ""
+
+    def for_tenant(self, tenant: str) -> Store:
+        """The store as ``tenant`` sees it (see the class docstring). Close it when done; the view of
+        a SQLite store shares this store's connection, a PostgreSQL view has its own."""
+        raise UsageError(f"{type(self).__name__} does not support tenants; use SQLiteStore or PostgresStore")
 
     # -- sessions ---------------------------------------------------------------------------------
 

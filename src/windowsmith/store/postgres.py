@@ -36,9 +36,11 @@ from .base import (
     check_kv_args,
     check_pack_args,
     check_session_id,
+    check_tenant,
     event_from_row,
     moved_on,
     pack_prefix_upper,
+    taken_session_id,
     to_json,
     unknown_session,
 )
@@ -145,6 +147,35 @@ def m006_pack_deltas(cur: psycopg.Cursor[Any]) -> None:
             cur.execute("UPDATE packs SET base_ord = %s, snap_ord = %s, manifest = %s WHERE ord = %s", (base, snap, text, o))
 
 
+#: The tenant of a connection: ``set_config('windowsmith.tenant', ...)`` when the store opens.
+TENANT_SETTING = "windowsmith.tenant"
+_CURRENT_TENANT = f"coalesce(current_setting('{TENANT_SETTING}', true), '')"
+
+
+@migration
+def m008_tenants(cur: psycopg.Cursor[Any]) -> None:
+    # Tenants: a tenant column on every table (filled from the connection's setting), blobs and kv keyed
+    # per tenant, and row-level security so that no query of ours (or a bug in it) reads across tenants.
+    # FORCE applies the policies to the tables' owner too; a role with BYPASSRLS (or a superuser) is
+    # not subject to them: connect the store as an ordinary role.
+    for table in ("sessions", "events", "packs", "blobs", "blob_refs", "kv"):
+        cur.execute(f'ALTER TABLE {table} ADD COLUMN tenant TEXT COLLATE "C" NOT NULL DEFAULT {_CURRENT_TENANT}')
+    cur.execute("CREATE INDEX sessions_by_tenant ON sessions (tenant, created_at, id)")
+    cur.execute("ALTER TABLE blob_refs DROP CONSTRAINT blob_refs_sha_fkey")
+    cur.execute("ALTER TABLE blob_refs DROP CONSTRAINT blob_refs_pkey")
+    cur.execute("ALTER TABLE blobs DROP CONSTRAINT blobs_pkey")
+    cur.execute("ALTER TABLE blobs ADD PRIMARY KEY (tenant, sha)")
+    cur.execute("ALTER TABLE blob_refs ADD PRIMARY KEY (tenant, sha, session_id)")
+    cur.execute("ALTER TABLE blob_refs ADD FOREIGN KEY (tenant, sha) REFERENCES blobs (tenant, sha)")
+    cur.execute("ALTER TABLE kv DROP CONSTRAINT kv_pkey")
+    cur.execute("ALTER TABLE kv ADD PRIMARY KEY (tenant, scope, key)")
+    for table in ("sessions", "events", "packs", "blobs", "blob_refs", "kv"):
+        cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        cur.execute(f"CREATE POLICY tenant_isolation ON {table} USING (tenant = {_CURRENT_TENANT}) "
+                    f"WITH CHECK (tenant = {_CURRENT_TENANT})")
+
+
 _TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv")
 
 
@@ -201,8 +232,11 @@ class PostgresStore(Store):
     ``create=False``: open an existing store only (no schema or tables are created; ``UsageError``).
     """
 
-    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10, create: bool = True) -> None:
+    def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10, create: bool = True,
+                 tenant: str = "") -> None:
         pg = _psycopg()
+        self.tenant = check_tenant(tenant)
+        self._connect_timeout = connect_timeout
         self._pg = pg
         dsn, url_schema = split_schema(dsn)
         if schema is not None and url_schema is not None and schema != url_schema:
@@ -224,6 +258,7 @@ class PostgresStore(Store):
             ) from None
         self._conn = conn
         try:
+            conn.execute("SELECT set_config(%s, %s, false)", (TENANT_SETTING, self.tenant))
             if schema is not None:
                 self._use_schema(schema, create=create)
             if not create and not self._read("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,))[0][0]:
@@ -268,7 +303,13 @@ class PostgresStore(Store):
         return where + (f" (schema {self.schema})" if self.schema else "")
 
     def __repr__(self) -> str:
-        return f"PostgresStore({self._where()!r})"
+        return f"PostgresStore({self._where()!r}" + (f", tenant={self.tenant!r})" if self.tenant else ")")
+
+    def for_tenant(self, tenant: str) -> PostgresStore:
+        """This store as ``tenant`` sees it: a new connection whose ``windowsmith.tenant`` setting the
+        row-level security policies of every table check."""
+        return PostgresStore(self.dsn, schema=self.schema, connect_timeout=self._connect_timeout, create=False,
+                             tenant=tenant)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -335,7 +376,10 @@ class PostgresStore(Store):
                 "INSERT INTO sessions (id, meta) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING", (session_id, meta_json)
             )
             if cur.rowcount == 0:
-                (existing,) = cur.execute("SELECT meta FROM sessions WHERE id = %s", (session_id,)).fetchone()  # type: ignore[misc]
+                row = cur.execute("SELECT meta FROM sessions WHERE id = %s", (session_id,)).fetchone()
+                if row is None:  # the id belongs to a row this tenant cannot see
+                    raise taken_session_id(session_id)
+                (existing,) = row
                 if existing != meta_json:
                     raise UsageError(
                         f"session {session_id!r} already exists with different meta ({existing:.200}); "
@@ -412,6 +456,8 @@ class PostgresStore(Store):
 
     def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
         check_pack_args(pack_id, session_id, seq, manifest, serialize=False)
+        if self.tenant:  # a foreign key sees every tenant's sessions; the policies do not
+            self._require_session(session_id)
         try:
             with self._tx() as cur:
                 head = self._pack_heads.get(session_id)
@@ -482,15 +528,17 @@ class PostgresStore(Store):
         raw, sha = blob_sha(data)
         if session_id is not None:
             check_session_id(session_id)
+            if self.tenant:  # a foreign key sees every tenant's sessions; the policies do not
+                self._require_session(session_id)
         try:
             with self._tx() as cur:
                 cur.execute(
-                    "INSERT INTO blobs (sha, data, size) VALUES (%s, %s, %s) ON CONFLICT (sha) DO NOTHING",
+                    "INSERT INTO blobs (sha, data, size) VALUES (%s, %s, %s) ON CONFLICT (tenant, sha) DO NOTHING",
                     (sha, raw, len(raw)),
                 )
                 if session_id is not None:
                     cur.execute(
-                        "INSERT INTO blob_refs (sha, session_id) VALUES (%s, %s) ON CONFLICT (sha, session_id) "
+                        "INSERT INTO blob_refs (sha, session_id) VALUES (%s, %s) ON CONFLICT (tenant, sha, session_id) "
                         "DO UPDATE SET created_at = clock_timestamp()",
                         (sha, session_id),
                     )
@@ -513,7 +561,8 @@ class PostgresStore(Store):
             # EXCLUSIVE blocks put_blob (whose first statement inserts into blobs) but not readers, so no
             # reference can be added to a blob between our snapshot and its deletion.
             cur.execute("LOCK TABLE blobs IN EXCLUSIVE MODE")
-            cur.execute("DELETE FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.sha = b.sha)")
+            cur.execute("DELETE FROM blobs b WHERE NOT EXISTS "
+                        "(SELECT 1 FROM blob_refs r WHERE r.tenant = b.tenant AND r.sha = b.sha)")
             return cur.rowcount
 
     def _stale_refs(self, cutoff: datetime) -> list[tuple[str, str]]:
@@ -557,7 +606,7 @@ class PostgresStore(Store):
         value_json = to_json(value, f"the kv value for ({scope!r}, {key!r})")
         with self._lock, self._errors():
             self._db.execute(
-                "INSERT INTO kv (scope, key, value) VALUES (%s, %s, %s) ON CONFLICT (scope, key) "
+                "INSERT INTO kv (scope, key, value) VALUES (%s, %s, %s) ON CONFLICT (tenant, scope, key) "
                 "DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
                 (scope, key, value_json),
             )

@@ -13,6 +13,7 @@ They run once, when the store opens; nothing checks the schema per call.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sqlite3
@@ -36,10 +37,12 @@ from .base import (
     check_kv_args,
     check_pack_args,
     check_session_id,
+    check_tenant,
     event_from_row,
     moved_on,
     now_utc,
     pack_prefix_upper,
+    taken_session_id,
     to_json,
     unknown_session,
 )
@@ -142,6 +145,57 @@ def m006_pack_deltas(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE packs SET base_ord = ?, snap_ord = ?, manifest = ? WHERE ord = ?", (base, snap, text, o))
 
 
+@migration
+def m008_tenants(conn: sqlite3.Connection) -> None:
+    # Tenants (Engine(tenant=...)): a tenant column on every table, checked by every query of the store.
+    # Blobs and key-value rows become per tenant (their keys gain the tenant), so no content is shared
+    # or deduplicated across tenants. Existing rows belong to the default tenant ''.
+    for table in ("sessions", "events", "packs"):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN tenant TEXT NOT NULL DEFAULT ''")
+    conn.execute("CREATE INDEX sessions_by_tenant ON sessions (tenant, created_at, id)")
+    conn.execute(
+        """CREATE TABLE blobs_t (
+            tenant TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            data BLOB NOT NULL,
+            size INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (tenant, sha)
+        )"""
+    )
+    conn.execute("INSERT INTO blobs_t (tenant, sha, data, size, created_at) SELECT '', sha, data, size, created_at FROM blobs")
+    conn.execute(
+        """CREATE TABLE blob_refs_t (
+            tenant TEXT NOT NULL,
+            sha TEXT NOT NULL,
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            created_at TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (tenant, sha, session_id),
+            FOREIGN KEY (tenant, sha) REFERENCES blobs_t(tenant, sha)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute("INSERT INTO blob_refs_t (tenant, sha, session_id, created_at) "
+                 "SELECT '', sha, session_id, created_at FROM blob_refs")
+    conn.execute("DROP TABLE blob_refs")
+    conn.execute("DROP TABLE blobs")
+    conn.execute("ALTER TABLE blobs_t RENAME TO blobs")
+    conn.execute("ALTER TABLE blob_refs_t RENAME TO blob_refs")
+    conn.execute("CREATE INDEX blob_refs_by_session ON blob_refs (session_id)")
+    conn.execute(
+        """CREATE TABLE kv_t (
+            tenant TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (tenant, scope, key)
+        ) WITHOUT ROWID"""
+    )
+    conn.execute("INSERT INTO kv_t (tenant, scope, key, value, updated_at) SELECT '', scope, key, value, updated_at FROM kv")
+    conn.execute("DROP TABLE kv")
+    conn.execute("ALTER TABLE kv_t RENAME TO kv")
+
+
 _WRITABLE_HINT = (
     "the store needs a writable folder: pass --store (or Engine(store=...)) with a path on a writable "
     "file system, or set WINDOWSMITH_HOME to one"
@@ -167,11 +221,14 @@ def _ts() -> str:
 class SQLiteStore(Store):
     """A :class:`~windowsmith.store.Store` in one SQLite file (``":memory:"`` for a throwaway one)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, create: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0, create: bool = True,
+                 tenant: str = "") -> None:
         """Open (``create=True``: create if missing, with its folder) the SQLite file at ``path``.
         ``create=False`` opens an existing store only and raises ``UsageError`` if there is none, so a
-        typo in a path never leaves an empty database behind."""
+        typo in a path never leaves an empty database behind. ``tenant``: see :meth:`for_tenant`."""
         self.path = str(path)
+        self.tenant = check_tenant(tenant)
+        self._owns_conn = True
         self._lock = threading.RLock()
         self._pack_heads = packs.PackCache()
         memory = self.path == ":memory:" or self.path.startswith("file::memory:")
@@ -229,7 +286,15 @@ class SQLiteStore(Store):
         return Path(home) / "windowsmith.db" if home else Path(".windowsmith") / "windowsmith.db"
 
     def __repr__(self) -> str:
-        return f"SQLiteStore({self.path!r})"
+        return f"SQLiteStore({self.path!r}" + (f", tenant={self.tenant!r})" if self.tenant else ")")
+
+    def for_tenant(self, tenant: str) -> SQLiteStore:
+        """This store as ``tenant`` sees it: the same file and connection, every row read or written
+        checked against the tenant column. Closing the view leaves this store open."""
+        view = copy.copy(self)
+        view.tenant = check_tenant(tenant)
+        view._owns_conn = False
+        return view
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -290,6 +355,8 @@ class SQLiteStore(Store):
         return [r[0] for r in self._read(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY rowid")]
 
     def close(self) -> None:
+        if not self._owns_conn:
+            return
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
@@ -302,11 +369,14 @@ class SQLiteStore(Store):
         meta_json = to_json(dict(meta or {}), f"the meta of session {session_id!r}")
         with self._write() as db:
             cur = db.execute(
-                "INSERT INTO sessions (id, meta, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                (session_id, meta_json, _ts()),
+                "INSERT INTO sessions (id, meta, created_at, tenant) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                (session_id, meta_json, _ts(), self.tenant),
             )
             if cur.rowcount == 0:
-                (existing,) = db.execute("SELECT meta FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                row = db.execute("SELECT meta FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)).fetchone()
+                if row is None:
+                    raise taken_session_id(session_id)
+                (existing,) = row
                 if existing != meta_json:
                     raise UsageError(
                         f"session {session_id!r} already exists with different meta ({existing:.200}); "
@@ -319,35 +389,38 @@ class SQLiteStore(Store):
 
     def get_session(self, session_id: str) -> SessionRecord | None:
         rows = self._read(
-            "SELECT id, meta, created_at, head_hash, head_seq FROM sessions WHERE id = ?",
-            (check_session_id(session_id),),
+            "SELECT id, meta, created_at, head_hash, head_seq FROM sessions WHERE id = ? AND tenant = ?",
+            (check_session_id(session_id), self.tenant),
         )
         return self._record(rows[0]) if rows else None
 
     def list_sessions(self) -> list[SessionRecord]:
-        rows = self._read("SELECT id, meta, created_at, head_hash, head_seq FROM sessions ORDER BY created_at, id")
+        rows = self._read("SELECT id, meta, created_at, head_hash, head_seq FROM sessions WHERE tenant = ? "
+                          "ORDER BY created_at, id", (self.tenant,))
         return [self._record(r) for r in rows]
 
     def delete_session(self, session_id: str) -> bool:
         check_session_id(session_id)
         with self._write() as db:
-            return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+            return db.execute("DELETE FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)).rowcount > 0
 
     # -- log --------------------------------------------------------------------------------------
 
     def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None) -> list[Event]:
         ts = _ts()
         with self._write() as db:
-            row = db.execute("SELECT head_hash, head_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            row = db.execute("SELECT head_hash, head_seq FROM sessions WHERE id = ? AND tenant = ?",
+                             (session_id, self.tenant)).fetchone()
             if row is None:
                 raise unknown_session(session_id)
             head, head_seq = row
             if head != expected_parent:
                 raise moved_on(session_id, head, expected_parent)
             db.executemany(
-                "INSERT INTO events (session_id, seq, kind, data, hash, parent, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO events (session_id, seq, kind, data, hash, parent, created_at, tenant) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (session_id, head_seq + 1 + i, p.kind, p.data_json, p.hash, p.parent, ts)
+                    (session_id, head_seq + 1 + i, p.kind, p.data_json, p.hash, p.parent, ts, self.tenant)
                     for i, p in enumerate(prepared)
                 ],
             )
@@ -358,15 +431,16 @@ class SQLiteStore(Store):
         return [event_from_row(head_seq + 1 + i, p.kind, p.data_json, p.hash, p.parent) for i, p in enumerate(prepared)]
 
     def _require_session(self, session_id: str) -> None:
-        if not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+        if not self._read("SELECT 1 FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)):
             raise unknown_session(session_id)
 
     def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
         check_session_id(session_id)
         with self._lock:
             rows = self._read(
-                "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq",
-                (session_id, since_seq),
+                "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = ? AND tenant = ? AND seq >= ? "
+                "ORDER BY seq",
+                (session_id, self.tenant, since_seq),
             )
             if not rows:
                 self._require_session(session_id)
@@ -376,8 +450,9 @@ class SQLiteStore(Store):
         check_session_id(session_id)
         with self._lock:
             rows = self._read(
-                "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
-                (session_id,),
+                "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = ? AND tenant = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (session_id, self.tenant),
             )
             if not rows:
                 self._require_session(session_id)
@@ -388,25 +463,28 @@ class SQLiteStore(Store):
     def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
         check_pack_args(pack_id, session_id, seq, manifest, serialize=False)
         with self._write() as db:
+            if not db.execute("SELECT 1 FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)).fetchone():
+                raise unknown_session(session_id)
             head = self._pack_heads.get(session_id)
-            last = db.execute("SELECT ord, id FROM packs WHERE session_id = ? ORDER BY ord DESC LIMIT 1",
-                              (session_id,)).fetchone()
+            last = db.execute("SELECT ord, id FROM packs WHERE session_id = ? AND tenant = ? ORDER BY ord DESC LIMIT 1",
+                              (session_id, self.tenant)).fetchone()
             if head is not None and (last is None or tuple(last) != (head.ord, head.pack_id)):
                 head = None  # another writer saved a pack since, or the session was deleted: a new chain
             text, delta, n = packs.encode(head, manifest, lambda: check_pack_args(pack_id, session_id, seq, manifest))
             snap = head.snap_ord if delta and head is not None else None
             try:
                 cur = db.execute(
-                    "INSERT INTO packs (id, session_id, seq, manifest, created_at, base_ord, snap_ord) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                    (pack_id, session_id, seq, text, _ts(), head.ord if delta and head is not None else None, snap),
+                    "INSERT INTO packs (id, session_id, seq, manifest, created_at, base_ord, snap_ord, tenant) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    (pack_id, session_id, seq, text, _ts(), head.ord if delta and head is not None else None, snap,
+                     self.tenant),
                 )
             except sqlite3.IntegrityError:  # the foreign key: no such session
                 raise unknown_session(session_id) from None
             if cur.rowcount == 0:
-                row = db.execute("SELECT session_id, seq FROM packs WHERE id = ?", (pack_id,)).fetchone()
-                old = self._rebuild_pack(db, pack_id)
-                if (row[0], row[1]) != (session_id, seq) or to_json(old, "") != check_pack_args(
+                row = db.execute("SELECT session_id, seq, tenant FROM packs WHERE id = ?", (pack_id,)).fetchone()
+                old = self._rebuild_pack(db, pack_id) if row[2] == self.tenant else None
+                if (row[0], row[1], row[2]) != (session_id, seq, self.tenant) or to_json(old, "") != check_pack_args(
                         pack_id, session_id, seq, manifest):
                     raise UsageError(
                         f"pack {pack_id!r} is already saved with a different session, seq or manifest; "
@@ -420,20 +498,21 @@ class SQLiteStore(Store):
         self._pack_heads.put(session_id, packs.next_head(head, delta, o, pack_id, seq, manifest, n))
 
     def _rebuild_pack(self, db: sqlite3.Connection, pack_id: str) -> dict[str, Any] | None:
-        row = db.execute("SELECT ord, session_id, base_ord, snap_ord, manifest FROM packs WHERE id = ?", (pack_id,)).fetchone()
+        row = db.execute("SELECT ord, session_id, base_ord, snap_ord, manifest FROM packs WHERE id = ? AND tenant = ?",
+                         (pack_id, self.tenant)).fetchone()
         if row is None:
             return None
         o, sid, base, snap, text = row
         if base is None:
             return json.loads(text)  # type: ignore[no-any-return]
-        rows = db.execute("SELECT ord, base_ord, manifest FROM packs WHERE session_id = ? AND ord >= ? AND ord <= ? "
-                          "ORDER BY ord", (sid, snap, o)).fetchall()
+        rows = db.execute("SELECT ord, base_ord, manifest FROM packs WHERE session_id = ? AND tenant = ? AND ord >= ? "
+                          "AND ord <= ? ORDER BY ord", (sid, self.tenant, snap, o)).fetchall()
         return packs.rebuild(rows, o)
 
     def _pack_ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         rows = self._read(
-            "SELECT id FROM packs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-            (prefix, pack_prefix_upper(prefix), limit),
+            "SELECT id FROM packs WHERE id >= ? AND id < ? AND tenant = ? ORDER BY id LIMIT ?",
+            (prefix, pack_prefix_upper(prefix), self.tenant, limit),
         )
         return [r[0] for r in rows]
 
@@ -443,7 +522,8 @@ class SQLiteStore(Store):
 
     def list_packs(self, session_id: str) -> list[dict[str, Any]]:
         check_session_id(session_id)
-        rows = self._read("SELECT ord, base_ord, manifest FROM packs WHERE session_id = ? ORDER BY ord", (session_id,))
+        rows = self._read("SELECT ord, base_ord, manifest FROM packs WHERE session_id = ? AND tenant = ? ORDER BY ord",
+                          (session_id, self.tenant))
         return packs.rebuild_all(rows)
 
     # -- blobs ------------------------------------------------------------------------------------
@@ -453,44 +533,47 @@ class SQLiteStore(Store):
         if session_id is not None:
             check_session_id(session_id)
         with self._write() as db:
+            if session_id is not None and not db.execute(
+                    "SELECT 1 FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)).fetchone():
+                raise unknown_session(session_id)
             db.execute(
-                "INSERT INTO blobs (sha, data, size, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (sha) DO NOTHING",
-                (sha, raw, len(raw), _ts()),
+                "INSERT INTO blobs (tenant, sha, data, size, created_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, sha) DO NOTHING",
+                (self.tenant, sha, raw, len(raw), _ts()),
             )
             if session_id is not None:
-                try:
-                    db.execute(
-                        "INSERT INTO blob_refs (sha, session_id, created_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT (sha, session_id) DO UPDATE SET created_at = excluded.created_at",
-                        (sha, session_id, _ts()),
-                    )
-                except sqlite3.IntegrityError:
-                    raise unknown_session(session_id) from None
+                db.execute(
+                    "INSERT INTO blob_refs (tenant, sha, session_id, created_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (tenant, sha, session_id) DO UPDATE SET created_at = excluded.created_at",
+                    (self.tenant, sha, session_id, _ts()),
+                )
         return sha
 
     def get_blob(self, sha: str) -> bytes | None:
-        rows = self._read("SELECT data FROM blobs WHERE sha = ?", (sha,))
+        rows = self._read("SELECT data FROM blobs WHERE tenant = ? AND sha = ?", (self.tenant, sha))
         return check_blob(sha, bytes(rows[0][0]), self.path) if rows else None
 
     def blob_refs(self, sha: str) -> list[str]:
-        return [r[0] for r in self._read("SELECT session_id FROM blob_refs WHERE sha = ? ORDER BY session_id", (sha,))]
+        return [r[0] for r in self._read("SELECT session_id FROM blob_refs WHERE tenant = ? AND sha = ? ORDER BY session_id",
+                                         (self.tenant, sha))]
 
     def gc_blobs(self) -> int:
         with self._write() as db:
             return db.execute(
-                "DELETE FROM blobs WHERE NOT EXISTS (SELECT 1 FROM blob_refs r WHERE r.sha = blobs.sha)"
+                "DELETE FROM blobs WHERE tenant = ? AND NOT EXISTS "
+                "(SELECT 1 FROM blob_refs r WHERE r.tenant = blobs.tenant AND r.sha = blobs.sha)", (self.tenant,)
             ).rowcount
 
     def _stale_refs(self, cutoff: datetime) -> list[tuple[str, str]]:
-        rows = self._read("SELECT sha, session_id FROM blob_refs WHERE created_at < ? ORDER BY session_id, sha",
-                          (cutoff.isoformat(timespec="microseconds"),))
+        rows = self._read("SELECT sha, session_id FROM blob_refs WHERE tenant = ? AND created_at < ? "
+                          "ORDER BY session_id, sha", (self.tenant, cutoff.isoformat(timespec="microseconds")))
         return [(r[0], r[1]) for r in rows]
 
     def _drop_refs(self, pairs: Sequence[tuple[str, str]], cutoff: datetime) -> int:
         with self._write() as db:
             return sum(
-                db.execute("DELETE FROM blob_refs WHERE sha = ? AND session_id = ? AND created_at < ?",
-                           (sha, sid, cutoff.isoformat(timespec="microseconds"))).rowcount
+                db.execute("DELETE FROM blob_refs WHERE tenant = ? AND sha = ? AND session_id = ? AND created_at < ?",
+                           (self.tenant, sha, sid, cutoff.isoformat(timespec="microseconds"))).rowcount
                 for sha, sid in pairs
             )
 
@@ -517,7 +600,7 @@ class SQLiteStore(Store):
 
     def get_kv(self, scope: str, key: str) -> Any | None:
         check_kv_args(scope, key)
-        rows = self._read("SELECT value FROM kv WHERE scope = ? AND key = ?", (scope, key))
+        rows = self._read("SELECT value FROM kv WHERE tenant = ? AND scope = ? AND key = ?", (self.tenant, scope, key))
         return json.loads(rows[0][0]) if rows else None
 
     def set_kv(self, scope: str, key: str, value: Any) -> None:
@@ -525,7 +608,7 @@ class SQLiteStore(Store):
         value_json = to_json(value, f"the kv value for ({scope!r}, {key!r})")
         with self._write() as db:
             db.execute(
-                "INSERT INTO kv (scope, key, value, updated_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                (scope, key, value_json, _ts()),
+                "INSERT INTO kv (tenant, scope, key, value, updated_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                (self.tenant, scope, key, value_json, _ts()),
             )

@@ -1,0 +1,317 @@
+"""The provider-compatible endpoints: ``POST /v1/chat/completions`` and ``POST /v1/messages``.
+
+Per request: read the client's full conversation → append what is new to the session log → build the
+window (compaction as due) → forward it upstream through the official SDK → return the upstream bytes
+unchanged → record the response and its usage. An upstream "prompt too long" error triggers the same
+reactive compaction and single retry as :meth:`windowsmith.Session.call`. Work on the session (store,
+token counting) runs in a worker thread under a per-session lock, so the event loop keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from anyio import to_thread
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ..build import Pack
+from ..compaction.config import Breaker
+from ..errors import BudgetExceededError, ConflictError, RuntimeFailure, UsageError
+from ..render import is_context_overflow
+from ..store.base import check_session_id
+from .conversation import (
+    ANTHROPIC,
+    OPENAI,
+    SYNC_SCOPE,
+    ConversationDivergedError,
+    Sync,
+    message_digest,
+    new_messages,
+    parse_conversation,
+    stable_session_id,
+)
+from .telemetry import Telemetry
+from .upstream import UpstreamError, stream_accumulator
+
+if TYPE_CHECKING:
+    from ..engine import Session
+    from .app import ServerState
+
+log = logging.getLogger("windowsmith.server")
+
+SESSION_HEADER = "x-windowsmith-session"
+#: How many restarts of the same conversation start (same system prompt and first message) get their
+#: own session under one hashed id before the proxy refuses.
+MAX_FORKS = 1000
+#: Session ids the server accepts from a header: printable, no spaces or slashes (they appear in URLs).
+SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}")
+
+
+def error_body(fmt: str, status: int, message: str, kind: str = "invalid_request_error") -> Response:
+    if fmt == OPENAI:
+        body: dict[str, Any] = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    else:
+        body = {"type": "error", "error": {"type": kind, "message": message}}
+    return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+def session_id_from(headers: Mapping[str, str], fmt: str, conv: Any, tenant: str | None = None) -> str:
+    sid = headers.get(SESSION_HEADER)
+    if sid is None:
+        return stable_session_id(fmt, conv, tenant)
+    if not SESSION_ID_RE.fullmatch(sid):
+        raise UsageError(
+            f"the {SESSION_HEADER} header {sid[:40]!r} is not a valid session id: use 1-128 characters "
+            "from A-Z a-z 0-9 . _ : @ + - starting with a letter or digit"
+        )
+    return check_session_id(sid)
+
+
+@dataclass
+class Prepared:
+    session: Session
+    pack: Pack
+    breaker: Breaker
+    sync: Sync
+    request: dict[str, Any]
+
+
+def merge_request(fmt: str, body: Mapping[str, Any], pack_request: Mapping[str, Any]) -> dict[str, Any]:
+    """The client's parameters with windowsmith's window in place of its conversation. The client's
+    model name and output limit win over the pack's; everything else the client sent passes on."""
+    out = {k: v for k, v in body.items() if k not in ("messages", "tools", "functions", "system")}
+    for k, v in pack_request.items():
+        if k == "model" or (k in ("max_tokens", "max_completion_tokens") and
+                            ("max_tokens" in body or "max_completion_tokens" in body)):
+            continue
+        out[k] = v
+    return out
+
+
+class Proxy:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    # ------------------------------------------------------------------ session work (in a thread)
+
+    def _identify(self, fmt: str, body: dict[str, Any], headers: Mapping[str, str],
+                  tenant: str | None) -> tuple[Any, str]:
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise UsageError("the request needs a 'model' string")
+        conv = parse_conversation(fmt, body)
+        return conv, session_id_from(headers, fmt, conv, tenant)
+
+    def _prepare(self, fmt: str, body: dict[str, Any], conv: Any, sid: str, tenant: str | None,
+                 explicit: bool) -> Prepared:
+        """Find the session (a hashed id whose log the conversation does not continue, e.g. the same task
+        started again, forks to ``<id>.2``, ``<id>.3``, ...; a header id that diverges is a 409), append
+        what is new, build."""
+        base = sid
+        for k in range(1, MAX_FORKS + 1):
+            sid = base if k == 1 else f"{base}.{k}"
+            session = self.state.session(tenant, body["model"], sid)
+            session.refresh()
+            store = session.store
+            sync = Sync.from_dict(store.get_kv(SYNC_SCOPE, sid))
+            try:
+                new, known = new_messages(sync, conv.messages)
+                break
+            except ConversationDivergedError:
+                if explicit or k == MAX_FORKS:
+                    raise
+        digests = [message_digest(m) for m in conv.messages]
+        tel = self.state.telemetry
+        tel.instrument(session)
+        with tel.span("windowsmith.ingest", {"windowsmith.session.id": sid, "windowsmith.messages.new": len(new)}):
+            if conv.system:
+                session.system(conv.system)
+            if conv.tools or session.state.tools:
+                session.tools(conv.tools)
+            if known != len(sync.digests):  # the echoed assistant message was skipped
+                sync.digests = digests[:known]
+                sync.pending = None
+                store.set_kv(SYNC_SCOPE, sid, sync.to_dict())
+            for i, m in enumerate(new):
+                if m.role == "tool":
+                    with tel.span("windowsmith.offload", {"windowsmith.tool_results": len(m.tool_results)}) as span:
+                        stored = session.add(m)
+                        span.set_attribute("windowsmith.offloaded", sum(
+                            1 for r in stored.tool_results for b in r.content
+                            if "is stored as artifact://" in getattr(b, "text", "")))
+                else:
+                    session.add(m)
+                sync.digests = digests[: known + i + 1]
+                sync.pending = None
+                store.set_kv(SYNC_SCOPE, sid, sync.to_dict())
+        breaker = Breaker()
+        pack = self._build(session, fmt, breaker)
+        return Prepared(session, pack, breaker, sync, merge_request(fmt, body, pack.request))
+
+    def _build(self, session: Session, fmt: str, breaker: Breaker) -> Pack:
+        builder = session._builder  # the same pipeline Session.build/call run, with the call's breaker
+        tel = self.state.telemetry
+        with tel.build_span(session, fmt) as span:
+            pack = builder.build(fmt, breaker)
+            Telemetry.pack_attributes(span, pack)
+        return pack
+
+    def _compact_and_rebuild(self, p: Prepared, fmt: str, exc: UpstreamError) -> None:
+        builder = p.session._builder
+        with self.state.telemetry.span("windowsmith.compaction.reactive", {"windowsmith.session.id": p.session.id,
+                                                                          "http.response.status_code": exc.status}):
+            builder.compact(fmt, p.breaker, harder=True,
+                            reason=f"the provider rejected {p.pack.tokens:,} tokens as too long (HTTP {exc.status})")
+        p.pack = self._build(p.session, fmt, p.breaker)
+        body = {k: v for k, v in p.request.items()}
+        p.request = merge_request(fmt, body, p.pack.request)
+
+    def _record(self, p: Prepared, response: dict[str, Any]) -> None:
+        msg = p.session.record(response, pack=p.pack)
+        if msg is not None:
+            p.sync.pending = message_digest(msg)
+            p.session.store.set_kv(SYNC_SCOPE, p.session.id, p.sync.to_dict())
+
+    # ------------------------------------------------------------------ the endpoint
+
+    async def handle(self, request: Request, fmt: str) -> Response:
+        tenant = self.state.tenant_for_proxy(request)
+        if isinstance(tenant, Response):
+            return tenant
+        try:
+            body = await request.json()
+        except ValueError:
+            return error_body(fmt, 400, "the request body is not valid JSON")
+        if not isinstance(body, dict):
+            return error_body(fmt, 400, "the request body must be a JSON object")
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        upstream = self.state.upstream(fmt)
+        try:
+            conv, sid = await to_thread.run_sync(self._identify, fmt, body, headers, tenant)
+        except UsageError as e:
+            return error_body(fmt, 400, str(e))
+        lock = self.state.session_lock(tenant, sid)
+        await lock.acquire()
+        handed_over = False
+        try:
+            try:
+                p = await to_thread.run_sync(self._prepare, fmt, body, conv, sid, tenant, SESSION_HEADER in headers)
+            except ConversationDivergedError as e:
+                return error_body(fmt, 409, str(e))
+            except ConflictError as e:
+                return error_body(fmt, 409, str(e))
+            except (UsageError, BudgetExceededError) as e:
+                return error_body(fmt, 400, str(e))
+            except RuntimeFailure as e:
+                log.error("session work failed: %s", type(e).__name__)
+                return error_body(fmt, 500, str(e), "api_error")
+            if body.get("stream"):
+                response = await self._stream(p, fmt, upstream, headers, lock)
+                handed_over = True  # the relay releases the lock when the stream ends
+                return response
+            return await self._once(p, fmt, upstream, headers)
+        except UpstreamError as e:
+            return Response(e.body, status_code=e.status, headers=e.headers)
+        finally:
+            if not handed_over:
+                lock.release()
+
+    async def _send(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str]) -> Any:
+        with self.state.telemetry.upstream_span(fmt, p.request, p.pack) as span:
+            try:
+                reply = await upstream.send(p.request, headers)
+            except UpstreamError as e:
+                span.set_attribute("error.type", str(e.status))
+                span.set_attribute("http.response.status_code", e.status)
+                raise
+            Telemetry.reply_attributes(span, fmt, reply.body)
+        return reply
+
+    async def _once(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str]) -> Response:
+        try:
+            reply = await self._send(p, fmt, upstream, headers)
+        except UpstreamError as exc:
+            if not is_context_overflow(exc.original):
+                raise
+            await to_thread.run_sync(self._compact_and_rebuild, p, fmt, exc)
+            reply = await self._send(p, fmt, upstream, headers)
+        try:
+            data = json.loads(reply.body)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            try:
+                await to_thread.run_sync(self._record, p, data)
+            except (UsageError, RuntimeFailure) as e:
+                log.warning("could not record the upstream response of session %s: %s", p.session.id, type(e).__name__)
+        return Response(reply.body, status_code=reply.status, headers=reply.headers)
+
+    async def _stream(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str],
+                      lock: asyncio.Lock) -> Response:
+        drop_usage = False
+        if fmt == OPENAI:
+            opts = dict(p.request.get("stream_options") or {})
+            if "include_usage" not in opts:  # ask for usage to record it; its chunk is not passed on
+                opts["include_usage"] = True
+                drop_usage = True
+                p.request["stream_options"] = opts
+        span = self.state.telemetry.start_upstream_span(fmt, p.request, p.pack)
+        try:
+            try:
+                reply, chunks = await upstream.open_stream(p.request, headers)
+            except UpstreamError as exc:
+                if not is_context_overflow(exc.original):
+                    raise
+                span.add_event("windowsmith.overflow", {"http.response.status_code": exc.status})
+                await to_thread.run_sync(self._compact_and_rebuild, p, fmt, exc)
+                reply, chunks = await upstream.open_stream(p.request, headers)
+        except UpstreamError as exc:
+            span.set_attribute("error.type", str(exc.status))
+            span.set_attribute("http.response.status_code", exc.status)
+            span.end()
+            raise
+        acc = stream_accumulator(fmt, drop_usage)
+
+        async def record() -> None:
+            try:
+                await to_thread.run_sync(self._record, p, acc.response())
+            except (UsageError, RuntimeFailure) as e:
+                log.warning("could not record the streamed response of session %s: %s", p.session.id, type(e).__name__)
+
+        async def relay() -> AsyncIterator[bytes]:
+            # The response is recorded before its last event goes out, so a client that saw the stream
+            # end finds it in the session (and its next request waits on the lock anyway).
+            recorded = False
+            try:
+                async for chunk in chunks:
+                    events = acc.feed(chunk)
+                    if acc.done and not recorded and events:
+                        for event in events[:-1]:
+                            yield event
+                        recorded = True
+                        await record()
+                        yield events[-1]
+                    else:
+                        for event in events:
+                            yield event
+                rest = acc.parser.rest()
+                if rest:
+                    yield rest
+                if acc.done and not recorded:
+                    await record()
+                Telemetry.reply_attributes(span, fmt, acc.response())
+            finally:
+                span.end()
+                lock.release()
+
+        return StreamingResponse(relay(), status_code=reply.status, headers=reply.headers)
+
+
+__all__ = ["ANTHROPIC", "OPENAI", "Proxy"]

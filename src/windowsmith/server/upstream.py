@@ -1,0 +1,320 @@
+"""Calls to the upstream provider through its official SDK, returning its bytes unchanged.
+
+Non-streaming calls use ``with_raw_response`` (the body as the provider sent it, plus its status and
+headers); streaming calls use ``with_streaming_response`` and pass each chunk on as it arrives, while
+:class:`OpenAIStream` / :class:`AnthropicStream` rebuild the final response from the server-sent events
+so the proxy can record it. The SDK clients never retry (the agent's own client decides that) and get
+the caller's credentials per request; nothing here logs a header.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .conversation import ANTHROPIC, OPENAI
+
+#: Upstream response headers never passed back (hop-by-hop, or describing bytes httpx already decoded).
+DROP_HEADERS = frozenset({"content-length", "date", "server", "content-encoding", "transfer-encoding", "connection", "keep-alive"})
+
+
+@dataclass
+class UpstreamReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class UpstreamError(Exception):
+    """The upstream answered with an error status (passed back as is) or could not be reached (502)."""
+
+    def __init__(self, status: int, body: bytes, headers: Mapping[str, str], original: BaseException) -> None:
+        super().__init__(f"upstream returned HTTP {status}")
+        self.status = status
+        self.body = body
+        self.headers = dict(headers)
+        self.original = original
+
+
+def pass_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in DROP_HEADERS}
+
+
+class Upstream:
+    """One provider's SDK client (shared connection pool), copied per request with its credentials."""
+
+    def __init__(self, fmt: str, base_url: str | None, *, timeout: float = 600.0) -> None:
+        self.format = fmt
+        self._sdk: Any
+        if fmt == OPENAI:
+            import openai
+
+            self._sdk = openai
+            self._client: Any = openai.AsyncOpenAI(api_key="unset", base_url=base_url, max_retries=0, timeout=timeout)
+            self._known = set(inspect.signature(self._client.chat.completions.create).parameters)
+        elif fmt == ANTHROPIC:
+            import anthropic
+
+            self._sdk = anthropic
+            self._client = anthropic.AsyncAnthropic(api_key="unset", base_url=base_url, max_retries=0, timeout=timeout)
+            self._known = set(inspect.signature(self._client.messages.create).parameters)
+        else:
+            raise ValueError(f"unknown upstream format {fmt!r}")
+
+    def client_for(self, headers: Mapping[str, str]) -> Any:
+        """A copy of the client with the caller's credentials (never stored beyond this request)."""
+        opts: dict[str, Any] = {}
+        auth = headers.get("authorization", "")
+        bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        if self.format == OPENAI:
+            if bearer:
+                opts["api_key"] = bearer
+        else:
+            key = headers.get("x-api-key")
+            if key:
+                opts["api_key"] = key
+            if bearer:
+                opts["auth_token"] = bearer
+                if not key:
+                    opts["api_key"] = None
+        return self._client.with_options(**opts) if opts else self._client
+
+    def _kwargs(self, request: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+        known = {k: v for k, v in request.items() if k in self._known and not k.startswith("extra_")}
+        extra = {k: v for k, v in request.items() if k not in self._known}
+        if extra:
+            known["extra_body"] = extra
+        fwd = {k: v for k, v in headers.items()
+               if k.lower().startswith(("anthropic-beta", "openai-organization", "openai-project"))}
+        if fwd:
+            known["extra_headers"] = fwd
+        return known
+
+    def _resource(self, client: Any) -> Any:
+        return client.chat.completions if self.format == OPENAI else client.messages
+
+    def _error(self, exc: BaseException) -> UpstreamError:
+        sdk = self._sdk
+        if isinstance(exc, sdk.APIStatusError):
+            r = exc.response
+            return UpstreamError(r.status_code, r.content, pass_headers(r.headers), exc)
+        msg = f"windowsmith could not reach the upstream provider ({type(exc).__name__}); check --{'openai' if self.format == OPENAI else 'anthropic'}-base-url"
+        body: dict[str, Any]
+        if self.format == OPENAI:
+            body = {"error": {"message": msg, "type": "upstream_unreachable", "code": None, "param": None}}
+        else:
+            body = {"type": "error", "error": {"type": "api_error", "message": msg}}
+        return UpstreamError(502, json.dumps(body).encode(), {"content-type": "application/json"}, exc)
+
+    def _retryable(self, exc: BaseException, attempt: int) -> bool:
+        """A dropped connection (a pooled keep-alive connection the server closed as we reused it) is
+        retried once, as the SDKs do by default; a timeout or any answer from the upstream is not."""
+        sdk = self._sdk
+        return attempt == 0 and isinstance(exc, sdk.APIConnectionError) and not isinstance(exc, sdk.APITimeoutError)
+
+    async def send(self, request: Mapping[str, Any], headers: Mapping[str, str]) -> UpstreamReply:
+        client = self.client_for(headers)
+        for attempt in range(2):
+            try:
+                raw = await self._resource(client).with_raw_response.create(**self._kwargs(request, headers))
+                break
+            except self._sdk.APIError as exc:
+                if self._retryable(exc, attempt):
+                    continue
+                raise self._error(exc) from None
+        r = raw.http_response
+        return UpstreamReply(r.status_code, pass_headers(r.headers), r.content)
+
+    async def open_stream(self, request: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[UpstreamReply, AsyncIterator[bytes]]:
+        """Start a streaming call: the status and headers once the upstream accepted it (errors raise
+        :class:`UpstreamError` before any byte is sent to the client), and the body's chunks."""
+        client = self.client_for(headers)
+        for attempt in range(2):
+            cm = self._resource(client).with_streaming_response.create(**self._kwargs(request, headers))
+            try:
+                resp = await cm.__aenter__()
+                break
+            except self._sdk.APIError as exc:
+                if self._retryable(exc, attempt):
+                    continue
+                raise self._error(exc) from None
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in resp.http_response.aiter_bytes():
+                    yield chunk
+            finally:
+                await cm.__aexit__(None, None, None)
+
+        r = resp.http_response
+        return UpstreamReply(r.status_code, pass_headers(r.headers), b""), chunks()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class SSEParser:
+    """Incremental server-sent-events parser: feed bytes, get (event, data) pairs."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._raw: list[bytes] = []
+        self._event: str | None = None
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[tuple[str | None, str, bytes]]:
+        """Complete events in ``chunk`` (with what came before): (event name, data, the event's bytes)."""
+        self._buf += chunk
+        out: list[tuple[str | None, str, bytes]] = []
+        while True:
+            i = self._buf.find(b"\n")
+            if i < 0:
+                break
+            raw_line = self._buf[: i + 1]
+            self._raw.append(raw_line)
+            line = self._buf[:i].rstrip(b"\r").decode("utf-8", "replace")
+            self._buf = self._buf[i + 1:]
+            if not line:
+                out.append((self._event, "\n".join(self._data), b"".join(self._raw)))
+                self._event, self._data, self._raw = None, [], []
+            elif line.startswith("event:"):
+                self._event = line[6:].strip()
+            elif line.startswith("data:"):
+                self._data.append(line[5:].lstrip(" "))
+        return out
+
+    def rest(self) -> bytes:
+        """Bytes of an event the stream ended in the middle of (passed on as they are)."""
+        return b"".join(self._raw) + self._buf
+
+
+class OpenAIStream:
+    """Rebuilds a ``chat.completion`` from ``chat.completion.chunk`` events."""
+
+    def __init__(self, drop_usage_chunk: bool = False) -> None:
+        self.parser = SSEParser()
+        self.drop_usage_chunk = drop_usage_chunk  # we asked for usage; the client did not
+        self.content: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.meta: dict[str, Any] = {}
+        self.done = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Take upstream bytes; return the events to pass on, byte for byte."""
+        out: list[bytes] = []
+        for _, data, raw in self.parser.feed(chunk):
+            out.append(raw)
+            if data.strip() == "[DONE]":
+                self.done = True
+                continue
+            try:
+                d = json.loads(data)
+            except ValueError:
+                continue
+            if not isinstance(d, dict):
+                continue
+            for k in ("id", "model", "created"):
+                if k in d:
+                    self.meta.setdefault(k, d[k])
+            if d.get("usage"):
+                self.usage = d["usage"]
+                if self.drop_usage_chunk and not d.get("choices"):
+                    out.pop()  # the usage-only chunk the client did not ask for
+            for ch in d.get("choices") or []:
+                if ch.get("index", 0) != 0:
+                    continue
+                delta = ch.get("delta") or {}
+                if delta.get("content"):
+                    self.content.append(delta["content"])
+                if delta.get("refusal"):
+                    self.refusal.append(delta["refusal"])
+                for tc in delta.get("tool_calls") or []:
+                    slot = self.calls.setdefault(tc.get("index", 0), {"id": "", "name": "", "arguments": ""})
+                    if tc.get("id"):
+                        slot["id"] = tc["id"]
+                    fn = tc.get("function") or {}
+                    if fn.get("name"):
+                        slot["name"] += fn["name"]
+                    if fn.get("arguments"):
+                        slot["arguments"] += fn["arguments"]
+                if ch.get("finish_reason"):
+                    self.finish = ch["finish_reason"]
+        return out
+
+    def response(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
+        if self.refusal:
+            msg["refusal"] = "".join(self.refusal)
+        if self.calls:
+            msg["tool_calls"] = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"] or "{}"}}
+                                 for _, c in sorted(self.calls.items())]
+        return {"object": "chat.completion", **self.meta,
+                "choices": [{"index": 0, "message": msg, "finish_reason": self.finish}],
+                "usage": self.usage or {}}
+
+
+class AnthropicStream:
+    """Rebuilds a ``message`` from Anthropic's streaming events."""
+
+    def __init__(self) -> None:
+        self.parser = SSEParser()
+        self.message: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json_parts: dict[int, list[str]] = {}
+        self.done = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Take upstream bytes; return the events to pass on, byte for byte."""
+        out: list[bytes] = []
+        for _, data, raw in self.parser.feed(chunk):
+            out.append(raw)
+            try:
+                d = json.loads(data)
+            except ValueError:
+                continue
+            t = d.get("type") if isinstance(d, dict) else None
+            if t == "message_start":
+                self.message = dict(d.get("message") or {})
+                self.message["usage"] = dict(self.message.get("usage") or {})
+            elif t == "content_block_start":
+                self.blocks[d["index"]] = dict(d.get("content_block") or {})
+            elif t == "content_block_delta":
+                b = self.blocks.setdefault(d["index"], {"type": "text", "text": ""})
+                delta = d.get("delta") or {}
+                dt = delta.get("type")
+                if dt == "text_delta":
+                    b["text"] = b.get("text", "") + delta.get("text", "")
+                elif dt == "input_json_delta":
+                    self.json_parts.setdefault(d["index"], []).append(delta.get("partial_json", ""))
+                elif dt == "thinking_delta":
+                    b["thinking"] = b.get("thinking", "") + delta.get("thinking", "")
+                elif dt == "signature_delta":
+                    b["signature"] = delta.get("signature", "")
+            elif t == "message_delta":
+                delta = d.get("delta") or {}
+                self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
+                usage = self.message.setdefault("usage", {})
+                usage.update({k: v for k, v in (d.get("usage") or {}).items() if v is not None})
+            elif t == "message_stop":
+                self.done = True
+        return out
+
+    def response(self) -> dict[str, Any]:
+        content = []
+        for i, b in sorted(self.blocks.items()):
+            b = dict(b)
+            if b.get("type") == "tool_use" and i in self.json_parts:
+                raw = "".join(self.json_parts[i])
+                b["input"] = json.loads(raw) if raw.strip() else {}
+            content.append(b)
+        return {**self.message, "content": content}
+
+
+def stream_accumulator(fmt: str, drop_usage_chunk: bool = False) -> OpenAIStream | AnthropicStream:
+    return OpenAIStream(drop_usage_chunk) if fmt == OPENAI else AnthropicStream()
