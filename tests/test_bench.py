@@ -571,3 +571,52 @@ def test_summaries_are_charged_as_model_calls(cfg):
     assert rm.summary_cost_usd == pytest.approx(price)
     base = run_strategy(prepare(t), LangChainSummarization(cfg, keep_messages=4))
     assert rm.cost_usd == pytest.approx(base.cost_usd) and rm.cost_usd > rm.summary_cost_usd > 0
+
+
+@needs_data
+def test_calibrated_online_estimate_learns_only_from_earlier_billed_calls():
+    """The "calibrated online" column is the engine's own Session.record() -> Calibration path: call k is
+    counted with what calls 1..k-1 of its run taught it. Changing call k's billed usage must leave call
+    k's estimate alone and move call k+1's; the first call of a run is uncalibrated."""
+    import dataclasses
+
+    from windowsmith.bench.billing import count_samples
+    from windowsmith.model import Usage
+    from windowsmith.tokens import Calibration
+    from windowsmith.traces import load_traces
+
+    f = DATA / "tau2-bench" / "gpt-4o_telecom_dual-control.json"
+    t = next(t for t in load_traces(f) if len(t.billed) >= 4)
+    base = count_samples([], model="gpt-4o", traces=[t])
+    assert len(base) >= 4
+    assert base[0]["calibrated"] == base[0]["windowsmith"]  # nothing learnt before the first call
+    # call 2 is counted with the ratio the engine's Calibration learnt from call 1 alone
+    cal = Calibration()
+    cal.observe(base[0]["windowsmith"], base[0]["billed"])
+    assert base[1]["calibrated"] != base[1]["windowsmith"]
+    assert abs(base[1]["calibrated"] - base[1]["windowsmith"] * cal.ratio) <= 0.002 * base[1]["calibrated"]
+
+    k = 2  # change what call k+1 (index k) billed
+    idx = sorted(i for i, u in t.billed.items() if u.prompt_tokens > 0)[k]
+    billed = dict(t.billed)
+    billed[idx] = Usage(input_tokens=billed[idx].prompt_tokens * 3, output_tokens=billed[idx].output_tokens)
+    moved = count_samples([], model="gpt-4o", traces=[dataclasses.replace(t, billed=billed)])
+    assert moved[k]["billed"] == base[k]["billed"] * 3
+    assert [s["calibrated"] for s in moved[: k + 1]] == [s["calibrated"] for s in base[: k + 1]]  # no peeking
+    assert moved[k + 1]["calibrated"] > base[k + 1]["calibrated"]  # the later call did learn from it
+    assert [s["windowsmith"] for s in moved] == [s["windowsmith"] for s in base]  # the raw count never learns
+
+
+@needs_data
+def test_calibrated_online_starts_fresh_for_every_run():
+    """One run's billed usage must not calibrate the next run's first call."""
+    from windowsmith.bench.billing import count_samples, token_count_error
+    from windowsmith.traces import load_traces
+
+    f = DATA / "tau2-bench" / "gpt-4o_telecom_dual-control.json"
+    ts = [t for t in load_traces(f) if t.billed][:3]
+    samples = count_samples([], model="gpt-4o", traces=ts)
+    firsts = [next(s for s in samples if s["run"] == t.id) for t in ts]
+    assert len(firsts) == 3 and all(s["calibrated"] == s["windowsmith"] for s in firsts)
+    res = token_count_error([], model="gpt-4o", traces=ts)
+    assert res["calibrated"]["after_first"]["n"] == res["calls"] - 3
