@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,13 @@ def test_spans_for_build_compaction_offload_and_upstream_with_genai_attributes(t
     url, exporter, _ = traced
     with openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0) as client:
         out = run_openai_agent(client, "gpt-4o", 12, stream_every=3)
-    spans = exporter.get_finished_spans()
+    # a streamed call's span ends in the server task after the client has read the last event: wait for it
+    # (bounded), then count
+    for _ in range(100):
+        spans = exporter.get_finished_spans()
+        if len(by_name(spans, "chat gpt-4o")) >= 12:
+            break
+        time.sleep(0.05)
     builds = by_name(spans, "windowsmith.build")
     calls = by_name(spans, "chat gpt-4o")
     assert len(calls) >= 12 and len(builds) >= 12
