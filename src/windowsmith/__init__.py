@@ -42,11 +42,16 @@ from .errors import (
     WindowsmithError,
 )
 from .ingest.pipeline import IngestConfig
+from .instructions import InstructionFile
+from .knowledge import Knowledge
 from .layers.base import BuildContext, Item, Layer
 from .manifest import Manifest, diff
+from .memory import Memory, MemoryConfig, MemoryItem
 from .model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
 from .registry import ModelSpec, Registry, load_registry
 from .result_tools import RESULT_TOOLS, ResultTools
+from .retrieval import OpenAIEmbedder, WordLlamaEmbedder
+from .retrieval.recall import SEARCH_HISTORY_TOOL
 from .store import SQLiteStore, Store, open_store
 from .tokens import count_text
 
@@ -68,15 +73,21 @@ __all__ = [
     "FileArtifacts",
     "Image",
     "IngestConfig",
+    "InstructionFile",
     "InvalidMessageError",
     "InvalidToolSchemaError",
     "Item",
+    "Knowledge",
     "Layer",
     "Manifest",
+    "Memory",
+    "MemoryConfig",
+    "MemoryItem",
     "Message",
     "ModelSpec",
     "ObjectArtifacts",
     "OfflineSummarizer",
+    "OpenAIEmbedder",
     "OpenAISummarizer",
     "Pack",
     "ProviderResponseError",
@@ -84,6 +95,7 @@ __all__ = [
     "Registry",
     "ResultTools",
     "RuntimeFailure",
+    "SEARCH_HISTORY_TOOL",
     "SQLiteStore",
     "Session",
     "Store",
@@ -103,6 +115,7 @@ __all__ = [
     "Usage",
     "UsageError",
     "WindowsmithError",
+    "WordLlamaEmbedder",
     "count_text",
     "diff",
     "load_registry",

@@ -416,5 +416,7 @@ def gc(store: str | None, grace_seconds: float, no_vacuum: bool) -> None:
                f"store {r['bytes_before']:,} → {r['bytes_after']:,} bytes")
 
 
+from . import cli_context  # noqa: E402,F401  (registers instructions, memory, recall)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

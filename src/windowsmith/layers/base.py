@@ -30,7 +30,7 @@ PHASES: tuple[str, ...] = ("stable", "session", "dynamic")
 SLOTS: tuple[str, ...] = ("tools", "system", "session", "history", "tail")
 
 #: Standard tail section headers, in the order they are rendered.
-TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "ACCEPTANCE", "EVIDENCE", "MEMORY", "KNOWLEDGE", "NOTE")
+TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "ACCEPTANCE", "INSTRUCTIONS", "EVIDENCE", "MEMORY", "KNOWLEDGE", "RECALL", "NOTE")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from ..errors import TaskRequiredError
 from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
 from .evidence import EvidenceLayer
+from .retrieved import KnowledgeLayer, MemoryLayer, RecallLayer
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -213,13 +214,17 @@ def usage_note(ctx: BuildContext, history_raw: int) -> str | None:
 
 
 def default_layers(low_water: float = 0.7) -> list[Layer]:
+    from ..instructions import InstructionsLayer
+
     return [
         ToolsLayer(),
         SystemLayer(),
         ContextLayer(),
+        InstructionsLayer(),
         HistoryLayer(low_water),
         TaskLayer(),
         EvidenceLayer(),
-        NotesLayer("memory", "MEMORY"),
-        NotesLayer("knowledge", "KNOWLEDGE"),
+        MemoryLayer(),
+        KnowledgeLayer(),
+        RecallLayer(),
     ]
