@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_store import open_backend, pg_schema  # noqa: F401  (fixture)
 
 import windowsmith as ws
+from test_store import open_backend, pg_schema  # noqa: F401  (fixture)
 from windowsmith.errors import UsageError
 from windowsmith.knowledge import chunk_markdown, chunk_python
 from windowsmith.store import Store

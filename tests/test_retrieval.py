@@ -265,3 +265,21 @@ def test_lessons_become_session_memory_once(store: Store) -> None:
         s2.build("openai-chat")
         assert len(s2.memory.list()) == n
         assert all(m.provenance.get("count", 1) == 1 for m in s2.memory.list() if m.source == "lesson")
+
+
+def test_bench_variant_without_recall_is_named_not_default() -> None:
+    from windowsmith.bench.strategies import STRATEGIES, VARIANTS, BenchConfig, make_strategy
+    from windowsmith.layers.retrieved import RecallLayer
+    from windowsmith.registry import load_registry
+
+    assert "windowsmith-norecall" in VARIANTS and "windowsmith-norecall" not in STRATEGIES
+    cfg = BenchConfig.make(load_registry().get("gpt-4o"), window=8000)
+    plain, ablated = make_strategy("windowsmith", cfg), make_strategy("windowsmith-norecall", cfg)
+    try:
+        plain.start("r", None, [])
+        ablated.start("r", None, [])
+        assert any(isinstance(la, RecallLayer) for la in plain.session._builder.layers)
+        assert not any(isinstance(la, RecallLayer) for la in ablated.session._builder.layers)
+    finally:
+        plain.close()
+        ablated.close()

@@ -46,7 +46,9 @@ from ..text import clip_messages
 from ..tokens import TokenCounter
 
 STRATEGIES: tuple[str, ...] = ("full", "sticky", "sliding", "sliding-per-turn", "masking", "clear",
-                                "summarize-langchain", "summarize-openhands", "windowsmith", "windowsmith-norecall")
+                                "summarize-langchain", "summarize-openhands", "windowsmith")
+#: Variants run only when named (``--strategies windowsmith,windowsmith-norecall``): ablations of windowsmith.
+VARIANTS: tuple[str, ...] = ("windowsmith-norecall",)
 
 
 @dataclass(frozen=True)
@@ -442,12 +444,13 @@ def make_strategy(name: str, cfg: BenchConfig, **kw: Any) -> Strategy:
     if cls is None:
         from ..errors import UsageError
 
-        raise UsageError(f"unknown strategy {name!r}; use one of {', '.join(STRATEGIES)}")
+        raise UsageError(f"unknown strategy {name!r}; use one of {', '.join(STRATEGIES + VARIANTS)}")
     return cls(cfg, **kw)
 
 
 __all__ = [
     "STRATEGIES",
+    "VARIANTS",
     "BenchConfig",
     "Built",
     "FullHistory",
