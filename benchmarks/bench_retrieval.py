@@ -14,7 +14,7 @@ over the two queries with RRF) and for hybrid search (plus WordLlama vectors, fu
 vectors), then 200 queries (p50/p95 ms), on SQLite and on PostgreSQL.
 
 Run:  .venv/bin/python benchmarks/bench_retrieval.py [--pg postgresql://...] [--runs N]
-      (writes benchmarks/results/retrieval.json)
+      (writes benchmarks/results/retrieval.json; --max-cases N samples the labelled set evenly)
 """
 
 from __future__ import annotations
@@ -174,6 +174,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20, help="at most N runs per trace file")
     ap.add_argument("--split", default="all", choices=["all", "dev", "validation"])
     ap.add_argument("--no-vectors", action="store_true")
+    ap.add_argument("--max-cases", type=int, default=300, help="an evenly spaced sample of at most N cases")
     args = ap.parse_args()
     embedder = None
     if not args.no_vectors:
@@ -181,13 +182,17 @@ def main() -> int:
 
         embedder = WordLlamaEmbedder()
     cases = build_cases(args.runs, args.split)
-    print(f"{len(cases)} labelled cases", file=sys.stderr)
+    total = len(cases)
+    if len(cases) > args.max_cases:
+        step = len(cases) / args.max_cases
+        cases = [cases[int(i * step)] for i in range(args.max_cases)]
+    print(f"{total} labelled cases, {len(cases)} used", file=sys.stderr)
     texts = corpus(10_000)
     qsrc = [c["newest"] for c in cases[:200]] or texts[:200]
     queries = [identifiers(t, limit=24) or words(t, limit=12) for t in qsrc]
     queries = [q for q in queries if q][:200]
     result: dict[str, Any] = {"command": "python benchmarks/bench_retrieval.py " + " ".join(sys.argv[1:]),
-                              "embedder": getattr(embedder, "name", None)}
+                              "embedder": getattr(embedder, "name", None), "labelled_cases": total}
     with tempfile.TemporaryDirectory() as tmp:
         backends: list[tuple[str, Store]] = [("sqlite", SQLiteStore(Path(tmp) / "r.db"))]
         if args.pg:

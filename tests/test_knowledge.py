@@ -97,3 +97,30 @@ def test_offline_vectors_make_retrieval_hybrid(store: Store) -> None:
         hits = e.knowledge.search("postgres sessions limit", limit=1)
         assert hits and "connection pool" in hits[0].chunk.text and "vector" in hits[0].via
         assert json.dumps(emb.embed(["x"])[0][:1])  # plain floats
+
+
+def test_openai_embedder_through_the_real_sdk(tmp_path: Path) -> None:
+    import httpx2
+    import openai
+
+    from windowsmith.retrieval import OpenAIEmbedder
+
+    seen: list[dict] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        data = [{"object": "embedding", "index": i, "embedding": [float(len(t)), 1.0, 0.0]}
+                for i, t in reversed(list(enumerate(body["input"])))]  # out of order: the embedder sorts
+        return httpx2.Response(200, json={"object": "list", "data": data, "model": body["model"],
+                                          "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+
+    client = openai.OpenAI(api_key="t", http_client=httpx2.Client(transport=httpx2.MockTransport(handler)), max_retries=0)
+    emb = OpenAIEmbedder(client=client, batch=2)
+    vecs = emb.embed(["a", "bbb", "cc"])
+    assert vecs == [[1.0, 1.0, 0.0], [3.0, 1.0, 0.0], [2.0, 1.0, 0.0]]
+    assert [b["input"] for b in seen] == [["a", "bbb"], ["cc"]] and seen[0]["model"] == "text-embedding-3-small"
+    with ws.Engine("gpt-4o", store=tmp_path / "w.db", embedder=emb) as e:
+        e.knowledge.add("# A\nalpha beta\n", name="a.md")
+        [c] = e.store.list_chunks("knowledge", [e.knowledge.scope])
+        assert c.vector is not None and len(c.vector) == 3 * 4

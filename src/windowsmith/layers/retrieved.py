@@ -52,8 +52,10 @@ class RecallLayer(Layer):
 
     name = "recall"
 
-    def __init__(self, *, max_fraction: float = 0.08, max_snippets: int = 4, snippet_chars: int = 600) -> None:
+    def __init__(self, *, max_fraction: float = 0.08, max_snippets: int = 4, snippet_chars: int = 600,
+                 fill_at: float = 0.7) -> None:
         self.max_fraction = max_fraction
+        self.fill_at = fill_at
         self.max_snippets = max_snippets
         self.snippet_chars = snippet_chars
         self.index: HistoryIndex | None = None
@@ -79,7 +81,9 @@ class RecallLayer(Layer):
         hits = self.retriever.search("history", [self.index.scope], queries, limit=self.max_snippets * 2,
                                      texts=[text[-2000:]])
         visible = _visible_text(state)
-        cap = int(ctx.available * self.max_fraction)
+        cap = min(int(ctx.available * self.max_fraction), self._free(ctx))
+        if cap <= 0:
+            return
         used = 0
         n = 0
         for h in hits:
@@ -102,6 +106,18 @@ class RecallLayer(Layer):
             n += 1
             if n >= self.max_snippets:
                 break
+
+
+    def _free(self, ctx: BuildContext) -> int:
+        """Tokens left under ``fill_at`` of the available budget by everything but the tail (estimated
+        as the usage note does): recall only uses room nothing else wants, so it never brings the next
+        compaction closer."""
+        counter = ctx.counter
+        state = ctx.state
+        raw = counter.overheads.per_request + counter.raw_tools(state.tools)
+        raw += sum(counter.raw_segment(t) for t in (*state.system.values(), *state.context.values()) if t)
+        raw += sum(counter.raw_message(m) for m in state.view_slice(state.first_visible_unit()))
+        return int(ctx.available * self.fill_at - raw * counter.scale)
 
 
 def _visible_text(state: SessionState) -> str:
