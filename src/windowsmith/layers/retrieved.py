@@ -72,6 +72,9 @@ class RecallLayer(Layer):
             return
         if not state.records and not state.notes_for("evidence"):
             return  # nothing has left the view or been offloaded
+        last = state.records[-1] if state.records else None
+        if last is not None and last.seq > state.message_seqs[-1] and "provider rejected" in str(getattr(last, "reason", "")):
+            return  # the provider just refused the request as too long: the retry adds nothing optional
         self.index.update(state)
         text = newest_turn_text(state)
         ids = identifiers(text, limit=24)
