@@ -231,7 +231,9 @@ def test_memory_section_is_chosen_by_relevance_fenced_and_listed_in_the_manifest
         assert '<data memory=\\"' in tail and "IGNORE ALL" not in tail
         used = [a for a in p.manifest.actions if a.get("layer") == "memory"]
         assert not used  # nothing dropped
-        assert p.manifest.layers["memory"]["items"] >= 1
+        listed = p.manifest.layers["memory"]["sources"]
+        assert len(listed) == p.manifest.layers["memory"]["items"] >= 1
+        assert all(x.startswith("memory:") and "session" in x and "matched" in x for x in listed)
         items = s.memory.list()
         assert any(m.uses == 1 for m in items if "tmp_path_factory" in m.text)
 

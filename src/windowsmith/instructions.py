@@ -185,18 +185,18 @@ class InstructionsLayer(Layer):
             text = f"[instructions from {f['path']}" + (f", for files under {scope}/]" if scope else "]") + "\n" + f["text"]
             if not scope:
                 yield Item(self.name, "session", "session", text, priority=80, provenance=f"instructions:{f['path']}",
-                           order=100 + i, shrink=shrink_text)
+                           order=100 + i, shrink=shrink_text, meta={"listed": True})
                 continue
             seq = self._touch.get(scope)
             if seq is None:
                 continue
             if seq < boundary:
                 yield Item(self.name, "session", "session", text, priority=70, provenance=f"instructions:{f['path']}",
-                           order=100 + i, shrink=shrink_text)
+                           order=100 + i, shrink=shrink_text, meta={"listed": True})
             else:
                 yield Item(self.name, "tail", "dynamic", text, priority=70, header="INSTRUCTIONS", order=tail_n,
                            provenance=f"instructions:{f['path']} (in scope since seq {seq}, cached at the next compaction)",
-                           shrink=shrink_text)
+                           shrink=shrink_text, meta={"listed": True})
                 tail_n += 1
 
     def _scan(self, state: SessionState, scopes: Sequence[str], root: str) -> None:

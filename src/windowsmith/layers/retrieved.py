@@ -103,7 +103,7 @@ class RecallLayer(Layer):
                 continue
             used += cost
             yield Item(self.name, "tail", "dynamic", content, priority=self.max_snippets - n, header="RECALL",
-                       order=n, shrink=shrink_text, ref=c.source,
+                       order=n, shrink=shrink_text, ref=c.source, meta={"listed": True},
                        provenance=f"recall:{c.source}#L{lines[0]}-{lines[1]} matched {', '.join(h.matched[:5])}; "
                                   f"adds {', '.join(new[:5])}")
             n += 1
@@ -179,7 +179,8 @@ class MemoryLayer(Layer):
             trust = "trusted" if m.trusted else "untrusted tool output"
             content = fence(m.text, memory=str(m.id), scope=m.scope.split(":", 1)[0], source=m.source, trust=trust)
             yield Item(self.name, "tail", "dynamic", content, priority=-1 - k, header="MEMORY", order=base + k,
-                       shrink=shrink_text, provenance=f"memory:{m.id} {m.scope.split(':', 1)[0]} {m.why}")
+                       shrink=shrink_text, provenance=f"memory:{m.id} {m.scope.split(':', 1)[0]} {m.why}",
+                       meta={"listed": True})
         mem.touch([m.id for m in found])
 
     def _sync_lessons(self, state: SessionState, mem: Memory) -> None:
@@ -224,7 +225,7 @@ class KnowledgeLayer(Layer):
             content = fence(c.text, source=c.source)
             why = ("matched " + ", ".join(h.matched[:5])) if h.matched else "related"
             yield Item(self.name, "tail", "dynamic", content, priority=-1 - k, header="KNOWLEDGE", order=len(notes) + k,
-                       shrink=shrink_text, provenance=f"knowledge:{c.source} {why}")
+                       shrink=shrink_text, provenance=f"knowledge:{c.source} {why}", meta={"listed": True})
 
 
 __all__ = ["KnowledgeLayer", "MemoryLayer", "RecallLayer", "fence", "newest_turn_text"]
