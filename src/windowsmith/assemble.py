@@ -55,7 +55,7 @@ class LayerUsage:
     sources: list[str] = field(default_factory=list)  # provenance of kept items a layer asks to list (meta["listed"])
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"allocated": self.allocated, "used": self.used, "items": self.items, "dropped": self.dropped,
+        d: dict[str, Any] = {"allocated": self.allocated, "used": self.used, "items": self.items, "dropped": self.dropped,
              "required": self.required}
         if self.sources:
             d["sources"] = list(self.sources)

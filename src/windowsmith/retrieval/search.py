@@ -106,7 +106,6 @@ class Retriever:
         if not chunks:
             return []
         qv = self.embedder.embed(list(texts))
-        vecs = [unpack_vector(c.vector or b"") for c in chunks]
         out: list[tuple[Chunk, float]] = []
         np: Any = None
         try:
@@ -115,16 +114,23 @@ class Retriever:
             np = numpy
         except ImportError:  # pragma: no cover - numpy comes with the vectors extra
             pass
+        if np is not None:
+            dim = len(chunks[0].vector or b"") // 4
+            same = [c for c in chunks if len(c.vector or b"") == dim * 4]
+            m = np.frombuffer(b"".join(c.vector or b"" for c in same), dtype="<f4").reshape(len(same), dim)
+            norms = np.linalg.norm(m, axis=1) + 1e-9
         for q in qv:
             if np is not None:
-                m = np.asarray(vecs, dtype=np.float32)
                 qa = np.asarray(q, dtype=np.float32)
-                sims = (m @ qa) / (np.linalg.norm(m, axis=1) * (np.linalg.norm(qa) or 1.0) + 1e-9)
-                scored = [(chunks[i], float(sims[i])) for i in range(len(chunks))]
+                if qa.shape[0] != m.shape[1]:
+                    continue  # vectors of another embedder
+                sims = (m @ qa) / (norms * (np.linalg.norm(qa) or 1.0))
+                top_i = np.argsort(-sims, kind="stable")[: self.candidates]
+                top = [(same[int(i)], float(sims[int(i)])) for i in top_i]
             else:
-                scored = [(c, cosine(v, q)) for c, v in zip(chunks, vecs, strict=True)]
-            scored.sort(key=lambda e: (-e[1], e[0].id))
-            top = scored[: self.candidates]
+                scored = [(c, cosine(unpack_vector(c.vector or b""), q)) for c in chunks]
+                scored.sort(key=lambda e: (-e[1], e[0].id))
+                top = scored[: self.candidates]
             rankings.append([c.id for c, _ in top])
             out.extend(top)
         return out
