@@ -285,3 +285,32 @@ def test_bench_variant_without_recall_is_named_not_default() -> None:
     finally:
         plain.close()
         ablated.close()
+
+
+def test_cli_memory_and_recall(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from windowsmith.cli import main
+
+    db = tmp_path / "w.db"
+    with ws.Engine("gpt-4o", store=db, window=8000, memory=MemoryConfig(project="p")) as e:
+        replay_trace(_swe_trace(), e)
+        sid = e.sessions()[0]
+        s = e.session(sid)
+        s.remember("the flaky test is tests/test_dataset.py::test_pixel_array", scope="project")
+    run = CliRunner().invoke
+    r = run(main, ["memory", "list", "--store", str(db), "--project", "p", "--json"])
+    assert r.exit_code == 0, r.output
+    [item] = json.loads(r.output)
+    assert item["scope"] == "project:p" and item["source"] == "user"
+    r = run(main, ["memory", "search", "test_pixel_array", "--store", str(db), "--project", "p", "--json"])
+    assert [m["id"] for m in json.loads(r.output)] == [item["id"]]
+    r = run(main, ["memory", "list", "--store", str(db), "--session", sid, "--json"])
+    assert r.exit_code == 0 and all(m["scope"] == f"session:{sid}" for m in json.loads(r.output))
+    assert run(main, ["memory", "forget", str(item["id"]), "--store", str(db), "--user", "u"]).exit_code == 2
+    assert run(main, ["memory", "forget", str(item["id"]), "--store", str(db), "--project", "p"]).exit_code == 0
+    assert run(main, ["memory", "list", "--store", str(db)]).exit_code == 2  # no scope named
+    r = run(main, ["recall", sid, "pixel_array", "--store", str(db)])
+    assert r.exit_code == 0 and "artifact://" in r.output and "pixel_array" in r.output
+    assert run(main, ["recall", "nope", "x", "--store", str(db)]).exit_code == 2
+    assert run(main, ["recall", sid, "x", "--store", str(tmp_path / "missing.db")]).exit_code == 2
