@@ -38,8 +38,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         s.close()
 
 
-def _engine(store: Store, **kw: object) -> ws.Engine:
-    return ws.Engine(model="gpt-4o", store=store, window=8000, **kw)  # type: ignore[arg-type]
+def _engine(store: Store, window: int = 8000, **kw: object) -> ws.Engine:
+    return ws.Engine(model="gpt-4o", store=store, window=window, **kw)  # type: ignore[arg-type]
 
 
 # -- the store's chunks ------------------------------------------------------------------------------
@@ -146,9 +146,18 @@ def _swe_trace() -> object:
     return load_traces(path)[0]
 
 
+def _eager_recall_layers() -> list:
+    """The default layers with recall allowed up to 95% of the budget (the default 70% leaves this trace
+    little room): the mechanism under test is the same."""
+    from windowsmith.layers.builtin import default_layers
+    from windowsmith.layers.retrieved import RecallLayer
+
+    return [RecallLayer(fill_at=0.95) if isinstance(la, RecallLayer) else la for la in default_layers()]
+
+
 def test_recall_indexes_evicted_history_and_brings_back_snippets(store: Store) -> None:
     trace = _swe_trace()
-    with _engine(store) as e:
+    with _engine(store, window=16000, layers=_eager_recall_layers) as e:
         replay_trace(trace, e)
         sid = e.sessions()[0]
         s = e.session(sid)
@@ -166,7 +175,10 @@ def test_recall_indexes_evicted_history_and_brings_back_snippets(store: Store) -
         recalled = [p for p in s.packs() if p.layers.get("recall", {}).get("used")]
         assert recalled, "no pack recalled anything from the evicted history"
         m = recalled[-1]
-        assert all(r.removeprefix("artifact://") in {c.doc for c in chunks} or True for r in m.artifacts)
+        sources = m.layers["recall"]["sources"]
+        assert sources and all(x.startswith("recall:artifact://") and " adds " in x for x in sources)
+        for x in sources:  # each recalled snippet's artifact is listed among the pack's artifacts
+            assert x.split("#")[0].removeprefix("recall:") in m.artifacts
         # the agent's search tool and the recall API find text that left the view
         evicted = s.state.span_messages(0, s.state.keep_from_seq - 1)
         assert evicted
