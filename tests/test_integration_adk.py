@@ -83,7 +83,7 @@ def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engin
         assert pack.tokens <= pack.manifest.available
     assert assert_cache_prefix_kept(cb.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in cb.packs for a in p.manifest.actions}
-    assert kinds & {"mask", "summary", "truncate"}, kinds
+    assert kinds & {"mask", "summary", "emergency", "truncate"}, kinds
     # ADK strips its call ids before the model call: the log numbers them by position, stable across
     # calls, and paired each with its response, once
     calls = [c for m in session.messages for c in m.tool_calls]

@@ -73,13 +73,13 @@ def _check_run(mock: MockModel, session: ws.Session, mw: WindowsmithMiddleware, 
         assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
         assert pack.tokens <= pack.manifest.available
     assert any(b.get("type") == "thinking" for m in mock.bodies[-1]["messages"] for b in m["content"]
-               if isinstance(b, dict)) or any(a["kind"] in ("mask", "summary") for p in mw.packs for a in p.manifest.actions)
+               if isinstance(b, dict)) or any(a["kind"] in ("mask", "summary", "emergency") for p in mw.packs for a in p.manifest.actions)
     marked = [b for m in mock.bodies[-1]["messages"] for b in m["content"] if "cache_control" in b]
     assert marked, "the message breakpoint reached the transport"
     # compaction at the small window: later requests are smaller than the log they stand for
     assert assert_cache_prefix_kept(mw.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in mw.packs for a in p.manifest.actions}
-    assert kinds & {"mask", "summary", "truncate", "drop"}, kinds
+    assert kinds & {"mask", "summary", "emergency", "truncate", "drop"}, kinds
     assert len(mock.bodies[-1]["messages"]) < 2 * N_TURNS + 1
     # usage recorded from LangChain's AIMessages
     assert len(session.state.usages) == N_TURNS + 1

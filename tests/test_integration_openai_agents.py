@@ -73,7 +73,7 @@ def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., 
         assert pack.tokens <= pack.manifest.available
     assert assert_cache_prefix_kept(memory.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in memory.packs for a in p.manifest.actions}
-    assert kinds & {"mask", "summary", "truncate"}, kinds
+    assert kinds & {"mask", "summary", "emergency", "truncate"}, kinds
     assert any("artifact://" in str(b["input"]) for b in mock.bodies)  # large results offloaded
     # the log holds the whole conversation once, in order
     calls = [c.id for m in session.messages for c in m.tool_calls]

@@ -61,7 +61,7 @@ def _check(mock: MockModel, session: ws.Session, cap: WindowsmithCapability) -> 
         assert pack.tokens <= pack.manifest.available
     assert assert_cache_prefix_kept(cap.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in cap.packs for a in p.manifest.actions}
-    assert kinds & {"mask", "summary", "truncate"}, kinds
+    assert kinds & {"mask", "summary", "emergency", "truncate"}, kinds
     first_thinking = [b for m in mock.bodies[1]["messages"] for b in m["content"] if b["type"] == "thinking"]
     assert first_thinking and first_thinking[0]["signature"] == "c2lnLTE="  # thinking passed back
     assert [c.id for m in session.messages for c in m.tool_calls] == [f"toolu_{i}" for i in range(N_TURNS)]

@@ -16,6 +16,15 @@ figures are therefore reported for each estimator:
   error is measured on the later calls only;
 * ``increments``: the error on the growth between consecutive calls of a run,
   ``(Δestimate - Δbilled) / Δbilled``, which the missing constant block cancels out of.
+
+A fourth estimator, ``calibrated`` ("windowsmith, calibrated online"), is what the engine does in
+production: a second engine builds the same requests and, after each billed call, records its usage
+with ``Session.record``, which feeds the engine's ``tokens.Calibration`` (a multiplicative ratio,
+smoothed). Call k is therefore counted with the ratio learnt from calls 1..k-1 of its run (the
+calibration starts fresh for every run; the first call is uncalibrated). Its ``absolute`` error covers
+every call, ``after_first`` the calls after the first of each run (the calls the offset also covers).
+A ratio cannot stand in for a missing constant block, so on files without tool definitions this
+estimator overcorrects as the history grows; it is reported as it comes out.
 """
 
 from __future__ import annotations
@@ -42,12 +51,24 @@ def _stats(errors: list[float]) -> dict[str, Any]:
     }
 
 
+def _by_run(samples: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        by_run.setdefault(s["run"], []).append(s)
+    for ss in by_run.values():
+        ss.sort(key=lambda s: s["call"])
+    return by_run
+
+
 def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: str = "openai-chat",
                   registry: str | None = None, limit_runs: int | None = None, split: str = "all",
                   traces: Sequence[Any] | None = None) -> list[dict[str, Any]]:
-    """One sample per billed call: ``{run, call, billed, windowsmith, len4}`` (at most ``limit_runs``
-    runs per file, of ``split``; or over ``traces`` when given)."""
+    """One sample per billed call: ``{run, call, billed, windowsmith, calibrated, len4}`` (at most
+    ``limit_runs`` runs per file, of ``split``; or over ``traces`` when given). ``calibrated`` is the
+    count of an engine that records each call's billed usage (``Session.record``) after building it,
+    so call k is counted with the calibration learnt from calls 1..k-1 of its run."""
     from ..engine import Engine
+    from ..tokens import Calibration
     from ..traces import load_traces
     from .metrics import prepare, split_of
 
@@ -61,33 +82,44 @@ def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: s
 
     out: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="ws-billing-") as d, \
-            Engine(model, store=os.path.join(d, "billing.db"), format=fmt, registry=registry) as eng:
-        if True:
-            for t in runs():
-                billed = t.billed or {}
-                if not billed:
-                    continue
-                run = prepare(t)
-                if len(run.messages) != len(t.messages):  # repaired: indices of billed usage would shift
-                    continue
-                s = eng.session(f"billing-{t.id}")
+            Engine(model, store=os.path.join(d, "billing.db"), format=fmt, registry=registry) as eng, \
+            Engine(model, store=os.path.join(d, "calibrated.db"), format=fmt, registry=registry) as cal_eng:
+        for t in runs():
+            billed = t.billed or {}
+            if not billed:
+                continue
+            run = prepare(t)
+            if len(run.messages) != len(t.messages):  # repaired: indices of billed usage would shift
+                continue
+            # the engine as it runs in production: Session.record() feeds the billed usage of each call into
+            # its Calibration, which scales the counts of the later calls; a fresh calibration per run, so
+            # a call is estimated from the earlier billed calls of its own run only
+            cal_eng.store.set_kv("calibration", f"{cal_eng.spec.name}|{fmt}", Calibration().to_dict())
+            sessions = [eng.session(f"billing-{t.id}"), cal_eng.session(f"billing-{t.id}")]
+            for s in sessions:
                 if t.system:
                     s.system(t.system)
                 if t.tools:
                     s.tools(t.tools)
-                call = 0
-                for i, m in enumerate(run.messages):
-                    if m.role == "assistant" and s.state.units:
-                        call += 1
-                        u = billed.get(i)
-                        if u is not None and u.prompt_tokens > 0:
-                            pack = s.build(fmt)
-                            out.append({
-                                "run": t.id, "call": call, "billed": u.prompt_tokens, "windowsmith": pack.tokens,
-                                "len4": len(json.dumps(pack.request, ensure_ascii=False)) / 4,
-                            })
+            raw_s, cal_s = sessions
+            call = 0
+            for i, m in enumerate(run.messages):
+                if m.role == "assistant" and raw_s.state.units:
+                    call += 1
+                    u = billed.get(i)
+                    if u is not None and u.prompt_tokens > 0:
+                        pack = raw_s.build(fmt)
+                        cal_pack = cal_s.build(fmt)  # counted before this call's usage is recorded
+                        out.append({
+                            "run": t.id, "call": call, "billed": u.prompt_tokens, "windowsmith": pack.tokens,
+                            "calibrated": cal_pack.tokens,
+                            "len4": len(json.dumps(pack.request, ensure_ascii=False)) / 4,
+                        })
+                        cal_s.record(usage=u, pack=cal_pack)
+                for s in sessions:
                     s.add(m)
-                eng.store.delete_session(s.id)
+            eng.store.delete_session(raw_s.id)
+            cal_eng.store.delete_session(cal_s.id)
     return out
 
 
@@ -103,11 +135,7 @@ def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fm
         absolute = [(s[key] - s["billed"]) / s["billed"] for s in samples]
         offset: list[float] = []
         inc: list[float] = []
-        by_run: dict[str, list[dict[str, Any]]] = {}
-        for s in samples:
-            by_run.setdefault(s["run"], []).append(s)
-        for ss in by_run.values():
-            ss.sort(key=lambda s: s["call"])
+        for ss in _by_run(samples).values():
             off = ss[0]["billed"] - ss[0][key]
             for s in ss[1:]:
                 offset.append((s[key] + off - s["billed"]) / s["billed"])
@@ -116,6 +144,13 @@ def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fm
                 if db > 0:
                     inc.append(((b[key] - a[key]) - db) / db)
         res[key] = {"absolute": _stats(absolute), "first_call_offset": _stats(offset), "increments": _stats(inc)}
+    # the engine's own online calibration: each call counted with what the earlier calls of its run taught it
+    later = {(s["run"], s["call"]) for ss in _by_run(samples).values() for s in ss[1:]}
+    res["calibrated"] = {
+        "absolute": _stats([(s["calibrated"] - s["billed"]) / s["billed"] for s in samples]),
+        "after_first": _stats([(s["calibrated"] - s["billed"]) / s["billed"] for s in samples
+                               if (s["run"], s["call"]) in later]),
+    }
     res["tools_recorded"] = False
     return res
 

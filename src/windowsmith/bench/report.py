@@ -121,16 +121,19 @@ def token_count_lines(tc: list[dict[str, Any]] | dict[str, Any] | None) -> list[
         return []
     items = tc if isinstance(tc, list) else [tc]
     out = ["token counts against billed prompt_tokens (windowsmith's count; |error| median / p95):",
-           "  file                          model              calls  offset        increments"]
+           "  file                          model              calls  offset        increments    calibrated"]
     for r in items:
         off = r["windowsmith"]["first_call_offset"]
         inc = r["windowsmith"]["increments"]
         model = r["model"] + ("" if r.get("model_from_trace", True) else "?")
         out.append(f"  {_short(r.get('file', ','.join(r['files'])))[:29]:29s} {model[:18]:18s} {r['calls']:5d}  "
                    f"{_pct(off['median_abs']):>5s} / {_pct(off['p95_abs']):>5s}  "
-                   f"{_pct(inc['median_abs']):>5s} / {_pct(inc['p95_abs']):>5s}")
+                   f"{_pct(inc['median_abs']):>5s} / {_pct(inc['p95_abs']):>5s}"
+                   + (f"  {_pct(cal['median_abs']):>5s} / {_pct(cal['p95_abs']):>5s}"
+                      if (cal := (r.get("calibrated") or {}).get("after_first")) else ""))
     out.append("  offset: per run, the first call's difference is added to every later call (the tool block "
-               "is missing from the traces); model?: the billing model is not in the registry, a model of its "
+               "is missing from the traces); calibrated: the engine's online calibration (Session.record), each call "
+               "counted with what the earlier calls of its run taught it; model?: the billing model is not in the registry, a model of its "
                "family (or the bench model) was counted.")
     return out
 
@@ -154,12 +157,15 @@ def markdown(result: dict[str, Any], command: str | None = None) -> str:
         items = tc if isinstance(tc, list) else [tc]
         lines += ["", "Token counts against billed usage, per trace file (windowsmith's count; relative error, "
                   "|median| / p95; offset: the first call's difference added to the later calls of its run):", "",
-                  "| file | model | calls | absolute | offset after first call | increments | len(json)/4 offset |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
+                  "| file | model | calls | absolute | offset after first call | increments | calibrated online "
+                  "(after first call) | len(json)/4 offset |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in items:
             ws, l4 = r["windowsmith"], r["len4"]
             cells = [f"{_pct(ws[k]['median_abs'])} / {_pct(ws[k]['p95_abs'])}"
                      for k in ("absolute", "first_call_offset", "increments")]
+            cal = (r.get("calibrated") or {}).get("after_first")
+            cells.append(f"{_pct(cal['median_abs'])} / {_pct(cal['p95_abs'])}" if cal else "-")
             model = r["model"] if r.get("model_from_trace", True) else \
                 f"{r['model']} for {', '.join(r.get('billed_by') or ['?'])} (not its tokenizer)"
             lines.append(f"| {_short(r.get('file', ','.join(r['files'])))} | {model} | {r['calls']} | "
