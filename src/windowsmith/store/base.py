@@ -234,8 +234,8 @@ class Store(ABC):
     Stores are context managers; leaving the ``with`` block closes them.
 
     **Tenants.** Every row belongs to a tenant (``''`` by default). :meth:`for_tenant` returns the
-    store as one tenant sees it: sessions, events, packs, blobs and key-value rows of other tenants
-    are invisible to it (SQLite: every query checks the tenant column; PostgreSQL: row-level security
+    store as one tenant sees it: sessions, events, packs, blobs, key-value rows and retrieval chunks
+    (memory, knowledge, history index) of other tenants are invisible to it (SQLite: every query checks the tenant column; PostgreSQL: row-level security
     policies keyed by a per-connection setting). Session ids stay unique per store.
     """
 

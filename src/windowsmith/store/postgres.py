@@ -204,6 +204,28 @@ def m008_tenants(cur: psycopg.Cursor[Any]) -> None:
                     f"WITH CHECK (tenant = {_CURRENT_TENANT})")
 
 
+@migration
+def m009_retrieval_tenants(cur: psycopg.Cursor[Any]) -> None:
+    # The retrieval rows per tenant, as m008 did for the other tables: a tenant column (filled from the
+    # connection's setting), keys unique per tenant (two tenants may index the same memory item or
+    # document), and the same forced row-level security policy. A chunk of a session belongs to the
+    # session's tenant.
+    from psycopg import sql
+
+    cur.execute(f'ALTER TABLE chunks ADD COLUMN tenant TEXT COLLATE "C" NOT NULL DEFAULT {_CURRENT_TENANT}')
+    cur.execute("UPDATE chunks c SET tenant = s.tenant FROM sessions s WHERE s.id = c.session_id AND c.tenant <> s.tenant")
+    cur.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'chunks'::regclass AND contype = 'u'")
+    for (name,) in cur.fetchall():
+        cur.execute(sql.SQL("ALTER TABLE chunks DROP CONSTRAINT {}").format(sql.Identifier(name)))
+    cur.execute("ALTER TABLE chunks ADD CONSTRAINT chunks_tenant_key UNIQUE (tenant, namespace, scope, key)")
+    cur.execute("DROP INDEX chunks_by_doc")
+    cur.execute("CREATE INDEX chunks_by_doc ON chunks (tenant, namespace, scope, doc)")
+    cur.execute("ALTER TABLE chunks ENABLE ROW LEVEL SECURITY")
+    cur.execute("ALTER TABLE chunks FORCE ROW LEVEL SECURITY")
+    cur.execute(f"CREATE POLICY tenant_isolation ON chunks USING (tenant = {_CURRENT_TENANT}) "
+                f"WITH CHECK (tenant = {_CURRENT_TENANT})")
+
+
 _TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv", "chunks")
 
 
@@ -658,7 +680,7 @@ class PostgresStore(Store):
             added = 0
             cur.executemany(
                 "INSERT INTO chunks (namespace, scope, key, doc, source, text, meta, session_id, vector) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, scope, key) DO NOTHING "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, namespace, scope, key) DO NOTHING "
                 "RETURNING id", rows, returning=True)
             while True:
                 added += len(cur.fetchall())

@@ -233,6 +233,59 @@ def m008_tenants(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE kv_t RENAME TO kv")
 
 
+@migration
+def m009_retrieval_tenants(conn: sqlite3.Connection) -> None:
+    # The retrieval rows per tenant: a tenant column on chunks, keys unique per tenant (so two tenants can
+    # index the same memory item or document), checked by every chunk query of the store. SQLite cannot
+    # change a UNIQUE constraint: the table is rebuilt (ids kept), then its FTS index and triggers.
+    # A chunk of a session belongs to the session's tenant; the others (project/user memory, knowledge)
+    # to the default tenant ''.
+    for trigger in ("chunks_ai", "chunks_ad", "chunks_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    conn.execute("DROP TABLE IF EXISTS chunks_fts")
+    conn.execute(
+        """CREATE TABLE chunks_t (
+            id INTEGER PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            doc TEXT NOT NULL,
+            source TEXT NOT NULL,
+            text TEXT NOT NULL,
+            meta TEXT NOT NULL,
+            session_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
+            vector BLOB,
+            created_at TEXT NOT NULL,
+            used_at TEXT,
+            uses INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (tenant, namespace, scope, key)
+        )"""
+    )
+    conn.execute(
+        "INSERT INTO chunks_t (id, tenant, namespace, scope, key, doc, source, text, meta, session_id, vector, "
+        "created_at, used_at, uses) SELECT c.id, coalesce(s.tenant, ''), c.namespace, c.scope, c.key, c.doc, c.source, "
+        "c.text, c.meta, c.session_id, c.vector, c.created_at, c.used_at, c.uses "
+        "FROM chunks c LEFT JOIN sessions s ON s.id = c.session_id"
+    )
+    conn.execute("DROP TABLE chunks")
+    conn.execute("ALTER TABLE chunks_t RENAME TO chunks")
+    conn.execute("CREATE INDEX chunks_by_doc ON chunks (tenant, namespace, scope, doc)")
+    conn.execute("CREATE INDEX chunks_by_session ON chunks (session_id)")
+    conn.execute(
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+    conn.execute("CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+    conn.execute("CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END")
+    conn.execute("CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+
+
 _WRITABLE_HINT = (
     "the store needs a writable folder: pass --store (or Engine(store=...)) with a path on a writable "
     "file system, or set WINDOWSMITH_HOME to one"
@@ -662,14 +715,14 @@ class SQLiteStore(Store):
 
     def _add_chunks(self, namespace: str, scope: str, chunks: list[NewChunk], session_id: str | None) -> int:
         ts = _ts()
-        rows = [(namespace, scope, c.key, c.doc, c.source, c.text, to_json(dict(c.meta), f"chunk {c.key!r} meta"),
-                 session_id, c.vector, ts) for c in chunks]
+        rows = [(self.tenant, namespace, scope, c.key, c.doc, c.source, c.text,
+                 to_json(dict(c.meta), f"chunk {c.key!r} meta"), session_id, c.vector, ts) for c in chunks]
         with self._write() as db:
             if session_id is not None:
                 self._require_session(session_id)
             cur = db.executemany(
-                "INSERT INTO chunks (namespace, scope, key, doc, source, text, meta, session_id, vector, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, scope, key) DO NOTHING", rows)
+                "INSERT INTO chunks (tenant, namespace, scope, key, doc, source, text, meta, session_id, vector, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, namespace, scope, key) DO NOTHING", rows)
             return max(0, cur.rowcount)  # executemany sums the rows each insert added
 
     def search_chunks(self, namespace: str, scopes: Sequence[str], terms: Sequence[str], *,
@@ -682,9 +735,9 @@ class SQLiteStore(Store):
         marks = ", ".join("?" * len(scopes))
         rows = self._read(
             f"SELECT {self._CHUNK_COLS}, bm25(chunks_fts) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-            f"WHERE chunks_fts MATCH ? AND c.namespace = ? AND c.scope IN ({marks}) "
+            f"WHERE chunks_fts MATCH ? AND c.tenant = ? AND c.namespace = ? AND c.scope IN ({marks}) "
             "ORDER BY bm25(chunks_fts), c.id LIMIT ?",
-            (match, namespace, *scopes, int(limit)),
+            (match, self.tenant, namespace, *scopes, int(limit)),
         )
         return [self._chunk(r, -float(r[12])) for r in rows]
 
@@ -693,8 +746,8 @@ class SQLiteStore(Store):
         check_namespace(namespace)
         scopes = check_scopes(scopes)
         marks = ", ".join("?" * len(scopes))
-        sql = f"SELECT {self._CHUNK_COLS} FROM chunks c WHERE c.namespace = ? AND c.scope IN ({marks})"
-        params: list[Any] = [namespace, *scopes]
+        sql = f"SELECT {self._CHUNK_COLS} FROM chunks c WHERE c.tenant = ? AND c.namespace = ? AND c.scope IN ({marks})"
+        params: list[Any] = [self.tenant, namespace, *scopes]
         if doc is not None:
             sql += " AND c.doc = ?"
             params.append(doc)
@@ -707,8 +760,8 @@ class SQLiteStore(Store):
     def indexed_docs(self, namespace: str, scope: str) -> set[str]:
         check_namespace(namespace)
         check_scope(scope)
-        return {r[0] for r in self._read("SELECT DISTINCT doc FROM chunks WHERE namespace = ? AND scope = ?",
-                                         (namespace, scope))}
+        return {r[0] for r in self._read("SELECT DISTINCT doc FROM chunks WHERE tenant = ? AND namespace = ? AND scope = ?",
+                                         (self.tenant, namespace, scope))}
 
     def delete_chunks(self, namespace: str, scopes: Sequence[str], ids: Sequence[int]) -> int:
         check_namespace(namespace)
@@ -718,8 +771,8 @@ class SQLiteStore(Store):
             return 0
         with self._write() as db:
             cur = db.execute(
-                f"DELETE FROM chunks WHERE namespace = ? AND scope IN ({', '.join('?' * len(scopes))}) "
-                f"AND id IN ({', '.join('?' * len(ids))})", (namespace, *scopes, *ids))
+                f"DELETE FROM chunks WHERE tenant = ? AND namespace = ? AND scope IN ({', '.join('?' * len(scopes))}) "
+                f"AND id IN ({', '.join('?' * len(ids))})", (self.tenant, namespace, *scopes, *ids))
             return cur.rowcount
 
     def update_chunk(self, namespace: str, scope: str, chunk_id: int, *, text: str,
@@ -728,8 +781,8 @@ class SQLiteStore(Store):
         check_scope(scope)
         meta_json = to_json(dict(meta), f"chunk {chunk_id} meta")
         with self._write() as db:
-            cur = db.execute("UPDATE chunks SET text = ?, meta = ? WHERE id = ? AND namespace = ? AND scope = ?",
-                             (text, meta_json, int(chunk_id), namespace, scope))
+            cur = db.execute("UPDATE chunks SET text = ?, meta = ? WHERE id = ? AND tenant = ? AND namespace = ? AND scope = ?",
+                             (text, meta_json, int(chunk_id), self.tenant, namespace, scope))
             return cur.rowcount > 0
 
     def touch_chunks(self, ids: Sequence[int]) -> None:
@@ -737,5 +790,5 @@ class SQLiteStore(Store):
         if not ids:
             return
         with self._write() as db:
-            db.execute(f"UPDATE chunks SET used_at = ?, uses = uses + 1 WHERE id IN ({', '.join('?' * len(ids))})",
-                       (_ts(), *ids))
+            db.execute(f"UPDATE chunks SET used_at = ?, uses = uses + 1 WHERE tenant = ? AND id IN ({', '.join('?' * len(ids))})",
+                       (_ts(), self.tenant, *ids))
