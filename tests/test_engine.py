@@ -353,7 +353,7 @@ def test_memory_is_dropped_before_history(tmp_path):
                    budget=ws.BudgetConfig(reserved_output=500)) as e:
         s = e.session("mem")
         for i in range(100):
-            s.remember(f"fact {i}: " + "detail " * 40)
+            s.note("memory", f"fact {i}: " + "detail " * 40)
         s.user("question " * 200)
         pack = s.build("openai-chat", model="gpt-4.1")
         m = pack.manifest

@@ -58,7 +58,7 @@ def pg_truncate(schema: str) -> None:
     import psycopg
     from psycopg import sql
 
-    tables = ["sessions", "events", "packs", "blobs", "blob_refs", "kv"]
+    tables = ["sessions", "events", "packs", "blobs", "blob_refs", "kv", "chunks"]
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         conn.execute(
             sql.SQL("TRUNCATE {} CASCADE").format(sql.SQL(", ").join(sql.Identifier(schema, t) for t in tables))

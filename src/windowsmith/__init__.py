@@ -43,11 +43,16 @@ from .errors import (
     WindowsmithError,
 )
 from .ingest.pipeline import IngestConfig
+from .instructions import InstructionFile
+from .knowledge import Knowledge
 from .layers.base import BuildContext, Item, Layer
 from .manifest import Manifest, diff
+from .memory import Memory, MemoryConfig, MemoryItem
 from .model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
 from .registry import ModelSpec, Registry, load_registry
 from .result_tools import RESULT_TOOLS, ResultTools
+from .retrieval import OpenAIEmbedder, WordLlamaEmbedder
+from .retrieval.recall import SEARCH_HISTORY_TOOL
 from .store import SQLiteStore, Store, open_store
 from .tokens import count_text
 
@@ -69,17 +74,23 @@ __all__ = [
     "FileArtifacts",
     "Image",
     "IngestConfig",
+    "InstructionFile",
     "InvalidMessageError",
     "InvalidToolSchemaError",
     "Item",
+    "Knowledge",
     "Layer",
     "LoadResult",
     "Manifest",
+    "Memory",
+    "MemoryConfig",
+    "MemoryItem",
     "Message",
     "ModelRetiredWarning",
     "ModelSpec",
     "ObjectArtifacts",
     "OfflineSummarizer",
+    "OpenAIEmbedder",
     "OpenAISummarizer",
     "Pack",
     "ProviderResponseError",
@@ -87,6 +98,7 @@ __all__ = [
     "Registry",
     "ResultTools",
     "RuntimeFailure",
+    "SEARCH_HISTORY_TOOL",
     "SQLiteStore",
     "Session",
     "Store",
@@ -106,6 +118,7 @@ __all__ = [
     "Usage",
     "UsageError",
     "WindowsmithError",
+    "WordLlamaEmbedder",
     "count_text",
     "diff",
     "load_registry",

@@ -53,10 +53,14 @@ class LayerUsage:
     items: int = 0
     dropped: int = 0
     required: bool = False
+    sources: list[str] = field(default_factory=list)  # provenance of kept items a layer asks to list (meta["listed"])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"allocated": self.allocated, "used": self.used, "items": self.items, "dropped": self.dropped,
-                "required": self.required}
+        d: dict[str, Any] = {"allocated": self.allocated, "used": self.used, "items": self.items, "dropped": self.dropped,
+             "required": self.required}
+        if self.sources:
+            d["sources"] = list(self.sources)
+        return d
 
 
 @dataclass
@@ -212,6 +216,8 @@ def assemble(
         total += n
         if it.ref:
             refs.append(it.ref)
+        if it.meta.get("listed"):
+            usage[it.layer].sources.append(it.provenance)
         if it.slot == "system":
             system.append(Segment(str(it.content), it.layer))
         elif it.slot == "session":

@@ -38,12 +38,15 @@ from .guidance.tools import DeferredToolsLayer, ToolPolicy, describe_found, load
 from .ingest.messages import redact_message, redact_spec
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
 from .ingest.redact import has_candidate, redact
+from .instructions import InstructionFile
+from .knowledge import Knowledge
 from .layers.base import Layer
 from .layers.builtin import default_layers
 from .layers.evidence import StepTracker
 from .loading import LOAD_FORMATS, convert, new_messages, overlapping_new
 from .log import SessionLog
 from .manifest import Manifest
+from .memory import Memory, MemoryConfig, MemoryItem
 from .model import (
     Block,
     Message,
@@ -62,6 +65,7 @@ from .render import get_renderer, is_context_overflow
 from .render.base import Renderer
 from .render.stream import aresolve, resolve
 from .result_tools import ResultTools
+from .retrieval.search import Embedder
 from .state import SessionState
 from .store import Store, open_store
 from .tokens import TokenCounter
@@ -83,6 +87,9 @@ class Engine:
     ``windowsmith.compaction`` for the Anthropic and OpenAI adapters and the fake for tests).
     ``tenant``: work as this tenant of a shared store (:meth:`Store.for_tenant`): other tenants'
     sessions, packs, artifacts and key-value rows are invisible. Needs the embedded artifact store.
+    ``memory``: which project and user memory the sessions share (:class:`MemoryConfig`).
+    ``embedder``: vectors for hybrid retrieval (memory, knowledge, recall), e.g.
+    ``windowsmith.retrieval.WordLlamaEmbedder()`` (offline, ``windowsmith[vectors]``); None: lexical only.
     """
 
     def __init__(
@@ -100,7 +107,11 @@ class Engine:
         compaction: CompactionConfig | None = None,
         summarizer: Summarizer | type[Summarizer] | None = None,
         tenant: str | None = None,
+        memory: MemoryConfig | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
+        self.memory = memory or MemoryConfig()
+        self.embedder = embedder
         self.compaction = compaction or CompactionConfig()
         self.summarizer = summarizer  # None: the offline extractive summarizer
         self.registry = registry if isinstance(registry, Registry) else load_registry(registry)
@@ -129,6 +140,7 @@ class Engine:
         self.tenant = self.store.tenant
         self.artifacts: ArtifactStore = artifacts if artifacts is not None else EmbeddedArtifacts(self.store)
         self.ingest = ingest or IngestConfig()
+        self._knowledge: Knowledge | None = None
         self._layers_factory = layers or (lambda: default_layers(self.budget.history_low_water))
         self._renderers: dict[str, Renderer] = {}
 
@@ -159,6 +171,15 @@ class Engine:
         s = self.session(session_id)
         s.load(messages, format, tools=tools, system=system)
         return s
+
+    @property
+    def knowledge(self) -> Knowledge:
+        """The project's knowledge (``engine.knowledge.add(path_or_text)``; see :mod:`windowsmith.knowledge`);
+        its scope is ``project:<MemoryConfig.project or 'default'>``."""
+        if self._knowledge is None:
+            self._knowledge = Knowledge(self.store, self.memory.project, redact_text=self.ingest.redact,
+                                        embedder=self.embedder)
+        return self._knowledge
 
     def sessions(self) -> list[str]:
         return [r.id for r in self.store.list_sessions()]
@@ -212,7 +233,13 @@ class Session:
         self.id = session_id
         self.store = engine.store
         self.log = SessionLog(engine.store, engine.artifacts, session_id)
-        self._builder = Builder(engine, self.log, engine._layers_factory())
+        self.memory = Memory(engine.store, session_id, engine.memory, embedder=engine.embedder)
+        layers = engine._layers_factory()
+        for layer in layers:  # layers that read the store (memory, recall) bind to their session
+            bind = getattr(layer, "bind", None)
+            if callable(bind):
+                bind(self)
+        self._builder = Builder(engine, self.log, layers)
         self._steps = StepTracker()
         self._thread_lock = threading.RLock()  # one async operation of this session at a time
         self._alock: asyncio.Lock | None = None
@@ -322,8 +349,36 @@ class Session:
             data["ref"] = ref
         self._append("meta", data)
 
-    def remember(self, text: str, *, source: str | None = None) -> None:
-        self.note("memory", text, source=source)
+    def remember(self, text: str, *, scope: str = "session", source: str = "user") -> MemoryItem | None:
+        """Remember ``text`` as a memory item (``scope``: session, project or user; ``source``: user,
+        assistant, tool (untrusted) or lesson). Redacted, deduplicated; the MEMORY section picks items
+        by relevance to the task and the newest turn. See :class:`windowsmith.memory.Memory`."""
+        return self.memory.add(text, scope=scope, source=source, seq=self.state.seq)
+
+    def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None) -> list[InstructionFile]:
+        """Load the instruction files (``AGENTS.md``, ``CLAUDE.md``, ``.windowsmith/instructions/*.md``) of
+        the project ``root`` and the user-global ``user_dir`` into the session: root and user files as
+        cached session context, subfolder files once the session touches a path under them. Redacted,
+        deduplicated, capped (see :mod:`windowsmith.instructions`); recorded in the log only when the set
+        changed. Returns the files in load order (duplicates listed, not loaded)."""
+        from .instructions import discover
+
+        files = discover(root, user_dir)
+        loaded = [{**f.to_dict(), "text": self._redact_text(f.text)} for f in files if f.duplicate_of is None]
+        root_s = str(Path(root).resolve()) if root is not None else ""
+        prev = self.state.notes_for("instruction-files")
+        if not prev or prev[-1].get("files") != loaded or prev[-1].get("root") != root_s:
+            self._append("meta", {"type": "note", "layer": "instruction-files", "text": "", "root": root_s,
+                                  "files": loaded})
+        return files
+
+    def search_history(self, query: str, *, limit: int = 5) -> str:
+        """Handler of the ``search_history`` tool (:data:`windowsmith.SEARCH_HISTORY_TOOL`): the evicted
+        history (compacted spans, offloaded and folded results) matching ``query``, as text with the
+        ``artifact://`` source and line range of each snippet. A bad call returns an ``error: …`` string."""
+        from .retrieval.recall import search_history
+
+        return search_history(self, query, limit=limit)
 
     def add(self, message: Message | Mapping[str, Any]) -> Message:
         """Append a neutral message (or its dict form) after validating it against the session.

@@ -16,7 +16,7 @@ from ..errors import WindowsmithError
 from .html import bench_html
 from .report import LEGEND, markdown, rich_tables, token_count_lines
 from .run import run_bench
-from .strategies import STRATEGIES
+from .strategies import STRATEGIES, VARIANTS
 
 
 def parse_windows(text: str) -> list[int | None]:
@@ -43,9 +43,9 @@ def parse_strategies(text: str | None) -> list[str]:
     if not text:
         return list(STRATEGIES)
     names = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in names if s not in STRATEGIES]
+    bad = [s for s in names if s not in STRATEGIES + VARIANTS]
     if bad:
-        raise click.BadParameter(f"unknown strategy {', '.join(bad)}; use {', '.join(STRATEGIES)}",
+        raise click.BadParameter(f"unknown strategy {', '.join(bad)}; use {', '.join(STRATEGIES + VARIANTS)}",
                                  param_hint="--strategies")
     return names
 

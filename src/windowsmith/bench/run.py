@@ -58,7 +58,7 @@ from ..registry import ModelSpec, load_registry
 from ..request import NeutralRequest
 from ..tokens import TokenCounter
 from .metrics import PreparedRun, is_blind, percentile, prepare, recall_reads, split_of
-from .strategies import STRATEGIES, BenchConfig, Built, Strategy, make_strategy
+from .strategies import STRATEGIES, VARIANTS, BenchConfig, Built, Strategy, make_strategy
 
 DEFAULT_WINDOWS: tuple[int, ...] = (8_000, 16_000, 32_000)
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -340,8 +340,8 @@ def run_bench(
     from ..errors import UsageError
 
     for s in strategies:
-        if s not in STRATEGIES:
-            raise UsageError(f"unknown strategy {s!r}; use one of {', '.join(STRATEGIES)}")
+        if s not in STRATEGIES + VARIANTS:
+            raise UsageError(f"unknown strategy {s!r}; use one of {', '.join(STRATEGIES + VARIANTS)}")
     if split not in SPLITS:
         raise UsageError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
     mspec = load_registry(registry).get(model)

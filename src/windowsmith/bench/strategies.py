@@ -47,6 +47,8 @@ from ..tokens import TokenCounter
 
 STRATEGIES: tuple[str, ...] = ("full", "sticky", "sliding", "sliding-per-turn", "masking", "clear",
                                 "summarize-langchain", "summarize-openhands", "windowsmith")
+#: Variants run only when named (``--strategies windowsmith,windowsmith-norecall``): ablations of windowsmith.
+VARIANTS: tuple[str, ...] = ("windowsmith-norecall",)
 
 
 @dataclass(frozen=True)
@@ -311,9 +313,13 @@ class WindowsmithStrategy(Strategy):
             self._tmpdir = tempfile.mkdtemp(prefix="ws-bench-", dir=tmp_dir)
             store_path = os.path.join(self._tmpdir, "bench.db")
         window = None if cfg.window == cfg.spec.context_window else cfg.window
-        self.engine = Engine(cfg.spec.name, store=store_path, window=window, format=cfg.fmt)
+        self.engine = Engine(cfg.spec.name, store=store_path, window=window, format=cfg.fmt, layers=self.layers())
         self.session: Any = None
         self._n = 0
+
+    def layers(self) -> Any:
+        """The engine's layers (None: the defaults)."""
+        return None
 
     def start(self, run_id: str, system: str | None, tools: Sequence[ToolSpec], *, native_tools: bool = True) -> None:
         super().start(run_id, system, tools, native_tools=native_tools)
@@ -392,10 +398,26 @@ class WindowsmithStrategy(Strategy):
             shutil.rmtree(self._tmpdir, ignore_errors=True)
 
 
+class WindowsmithNoRecall(WindowsmithStrategy):
+    """The engine without recall over evicted history (the default layers minus ``RecallLayer``): what
+    recall adds to strict recall is the difference between this row and ``windowsmith``."""
+
+    name = "windowsmith-norecall"
+
+    def layers(self) -> Any:
+        from ..budget import BudgetConfig
+        from ..layers.builtin import default_layers
+        from ..layers.retrieved import RecallLayer
+
+        low = BudgetConfig().history_low_water
+        return lambda: [la for la in default_layers(low) if not isinstance(la, RecallLayer)]
+
+
 _CLASSES: dict[str, type[Strategy]] = {
     "full": FullHistory,
     "sticky": StickyCut,
     "windowsmith": WindowsmithStrategy,
+    "windowsmith-norecall": WindowsmithNoRecall,
 }
 
 
@@ -417,17 +439,18 @@ def make_strategy(name: str, cfg: BenchConfig, **kw: Any) -> Strategy:
     cls = _CLASSES.get(name) or _peer(name)
     if name == "sliding-per-turn":
         kw.setdefault("per_turn", True)
-    if name != "windowsmith":
+    if not name.startswith("windowsmith"):
         kw.pop("tmp_dir", None)
     if cls is None:
         from ..errors import UsageError
 
-        raise UsageError(f"unknown strategy {name!r}; use one of {', '.join(STRATEGIES)}")
+        raise UsageError(f"unknown strategy {name!r}; use one of {', '.join(STRATEGIES + VARIANTS)}")
     return cls(cfg, **kw)
 
 
 __all__ = [
     "STRATEGIES",
+    "VARIANTS",
     "BenchConfig",
     "Built",
     "FullHistory",

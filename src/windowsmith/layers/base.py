@@ -31,9 +31,8 @@ PHASES: tuple[str, ...] = ("stable", "session", "dynamic")
 SLOTS: tuple[str, ...] = ("tools", "system", "session", "history", "tail")
 
 #: Standard tail section headers, in the order they are rendered.
-TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "TOOLS", "ACCEPTANCE", "EVIDENCE", "MEMORY", "KNOWLEDGE", "CODEMAP", "FAILURES",
-                                 "NOTE",
-                                 "FOCUS")
+TAIL_HEADERS: tuple[str, ...] = ("TASK", "STEP", "TOOLS", "ACCEPTANCE", "INSTRUCTIONS", "EVIDENCE", "MEMORY", "KNOWLEDGE",
+                                 "RECALL", "CODEMAP", "FAILURES", "NOTE", "FOCUS")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from ..model import Message
 from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
 from .evidence import EvidenceLayer
+from .retrieved import KnowledgeLayer, MemoryLayer, RecallLayer
 from .shrink import Shrink, apply_shrinks, plan_shrinks
 
 if TYPE_CHECKING:
@@ -275,13 +276,17 @@ def usage_note(ctx: BuildContext, history_raw: int) -> str | None:
 
 
 def default_layers(low_water: float = 0.7) -> list[Layer]:
+    from ..instructions import InstructionsLayer
+
     return [
         ToolsLayer(),
         SystemLayer(),
         ContextLayer(),
+        InstructionsLayer(),
         HistoryLayer(low_water),
         TaskLayer(),
         EvidenceLayer(),
-        NotesLayer("memory", "MEMORY"),
-        NotesLayer("knowledge", "KNOWLEDGE"),
+        MemoryLayer(),
+        KnowledgeLayer(),
+        RecallLayer(),
     ]

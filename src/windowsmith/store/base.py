@@ -31,6 +31,7 @@ from typing import Any, Generic, Self, TypeVar
 from ..errors import ConflictError, InvalidMessageError, StoreError, UsageError
 from ..hashing import HASH_SCHEME, canonical_json, chain_hash
 from ..model import EVENT_KINDS, Event
+from .chunks import Chunk, NewChunk, check_chunks, check_namespace, check_scope
 
 _SHA_IN_TEXT = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 
@@ -233,8 +234,8 @@ class Store(ABC):
     Stores are context managers; leaving the ``with`` block closes them.
 
     **Tenants.** Every row belongs to a tenant (``''`` by default). :meth:`for_tenant` returns the
-    store as one tenant sees it: sessions, events, packs, blobs and key-value rows of other tenants
-    are invisible to it (SQLite: every query checks the tenant column; PostgreSQL: row-level security
+    store as one tenant sees it: sessions, events, packs, blobs, key-value rows and retrieval chunks
+    (memory, knowledge, history index) of other tenants are invisible to it (SQLite: every query checks the tenant column; PostgreSQL: row-level security
     policies keyed by a per-connection setting). Session ids stay unique per store.
     """
 
@@ -451,6 +452,49 @@ class Store(ABC):
     @abstractmethod
     def set_kv(self, scope: str, key: str, value: Any) -> None:
         """Store a JSON-able value under (scope, key), replacing any previous one."""
+
+    # -- retrieval (memory, knowledge, history index; see store/chunks.py) -------------------------
+
+    def add_chunks(self, namespace: str, scope: str, chunks: Sequence[NewChunk], *,
+                   session_id: str | None = None) -> int:
+        """Index ``chunks`` under (namespace, scope) in one transaction; a key already there is kept as it
+        is. ``session_id`` ties the chunks to a session (deleted with it). Returns how many were new."""
+        check_namespace(namespace)
+        check_scope(scope)
+        check_chunks(chunks)
+        if session_id is not None:
+            check_session_id(session_id)
+        return self._add_chunks(namespace, scope, list(chunks), session_id) if chunks else 0
+
+    @abstractmethod
+    def _add_chunks(self, namespace: str, scope: str, chunks: list[NewChunk], session_id: str | None) -> int: ...
+
+    @abstractmethod
+    def search_chunks(self, namespace: str, scopes: Sequence[str], terms: Sequence[str], *,
+                      limit: int = 20) -> list[Chunk]:
+        """Lexical search: the chunks of ``scopes`` matching any term (a phrase of its words), best first."""
+
+    @abstractmethod
+    def list_chunks(self, namespace: str, scopes: Sequence[str], *, doc: str | None = None,
+                    limit: int | None = None) -> list[Chunk]:
+        """The chunks of ``scopes`` (of one ``doc`` if given), oldest first."""
+
+    @abstractmethod
+    def indexed_docs(self, namespace: str, scope: str) -> set[str]:
+        """The docs already indexed under (namespace, scope)."""
+
+    @abstractmethod
+    def delete_chunks(self, namespace: str, scopes: Sequence[str], ids: Sequence[int]) -> int:
+        """Delete the chunks with these ids, but only those in ``scopes``; returns how many went."""
+
+    @abstractmethod
+    def update_chunk(self, namespace: str, scope: str, chunk_id: int, *, text: str,
+                     meta: Mapping[str, Any]) -> bool:
+        """Replace a chunk's text and metadata (a merge of near-duplicates); False if it is not there."""
+
+    @abstractmethod
+    def touch_chunks(self, ids: Sequence[int]) -> None:
+        """Mark chunks used now (``used_at``, ``uses + 1``): what decay reads."""
 
     # -- lifecycle --------------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from .base import (
     to_json,
     unknown_session,
 )
+from .chunks import Chunk, NewChunk, check_namespace, check_scope, check_scopes, tsquery
 
 if TYPE_CHECKING:
     import psycopg
@@ -147,6 +148,33 @@ def m006_pack_deltas(cur: psycopg.Cursor[Any]) -> None:
             cur.execute("UPDATE packs SET base_ord = %s, snap_ord = %s, manifest = %s WHERE ord = %s", (base, snap, text, o))
 
 
+@migration
+def m007_retrieval(cur: psycopg.Cursor[Any]) -> None:
+    # memory items, knowledge chunks and the history index; lexical search over a generated tsvector
+    cur.execute(
+        """CREATE TABLE chunks (
+            id BIGSERIAL PRIMARY KEY,
+            namespace TEXT COLLATE "C" NOT NULL,
+            scope TEXT COLLATE "C" NOT NULL,
+            key TEXT COLLATE "C" NOT NULL,
+            doc TEXT COLLATE "C" NOT NULL,
+            source TEXT NOT NULL,
+            text TEXT NOT NULL,
+            meta TEXT NOT NULL,
+            session_id TEXT COLLATE "C" REFERENCES sessions(id) ON DELETE CASCADE,
+            vector BYTEA,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            used_at TIMESTAMPTZ,
+            uses INTEGER NOT NULL DEFAULT 0,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+            UNIQUE (namespace, scope, key)
+        )"""
+    )
+    cur.execute("CREATE INDEX chunks_by_doc ON chunks (namespace, scope, doc)")
+    cur.execute("CREATE INDEX chunks_by_session ON chunks (session_id)")
+    cur.execute("CREATE INDEX chunks_tsv ON chunks USING GIN (tsv)")
+
+
 #: The tenant of a connection: ``set_config('windowsmith.tenant', ...)`` when the store opens.
 TENANT_SETTING = "windowsmith.tenant"
 _CURRENT_TENANT = f"coalesce(current_setting('{TENANT_SETTING}', true), '')"
@@ -176,7 +204,29 @@ def m008_tenants(cur: psycopg.Cursor[Any]) -> None:
                     f"WITH CHECK (tenant = {_CURRENT_TENANT})")
 
 
-_TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv")
+@migration
+def m009_retrieval_tenants(cur: psycopg.Cursor[Any]) -> None:
+    # The retrieval rows per tenant, as m008 did for the other tables: a tenant column (filled from the
+    # connection's setting), keys unique per tenant (two tenants may index the same memory item or
+    # document), and the same forced row-level security policy. A chunk of a session belongs to the
+    # session's tenant.
+    from psycopg import sql
+
+    cur.execute(f'ALTER TABLE chunks ADD COLUMN tenant TEXT COLLATE "C" NOT NULL DEFAULT {_CURRENT_TENANT}')
+    cur.execute("UPDATE chunks c SET tenant = s.tenant FROM sessions s WHERE s.id = c.session_id AND c.tenant <> s.tenant")
+    cur.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'chunks'::regclass AND contype = 'u'")
+    for (name,) in cur.fetchall():
+        cur.execute(sql.SQL("ALTER TABLE chunks DROP CONSTRAINT {}").format(sql.Identifier(name)))
+    cur.execute("ALTER TABLE chunks ADD CONSTRAINT chunks_tenant_key UNIQUE (tenant, namespace, scope, key)")
+    cur.execute("DROP INDEX chunks_by_doc")
+    cur.execute("CREATE INDEX chunks_by_doc ON chunks (tenant, namespace, scope, doc)")
+    cur.execute("ALTER TABLE chunks ENABLE ROW LEVEL SECURITY")
+    cur.execute("ALTER TABLE chunks FORCE ROW LEVEL SECURITY")
+    cur.execute(f"CREATE POLICY tenant_isolation ON chunks USING (tenant = {_CURRENT_TENANT}) "
+                f"WITH CHECK (tenant = {_CURRENT_TENANT})")
+
+
+_TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv", "chunks")
 
 
 def _psycopg() -> Any:
@@ -610,3 +660,89 @@ class PostgresStore(Store):
                 "DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
                 (scope, key, value_json),
             )
+
+    # -- retrieval --------------------------------------------------------------------------------
+
+    _CHUNK_COLS = "c.id, c.namespace, c.scope, c.key, c.doc, c.source, c.text, c.meta, c.created_at, c.used_at, c.uses, c.vector"
+
+    @staticmethod
+    def _chunk(row: Sequence[Any], score: float = 0.0) -> Chunk:
+        vec = row[11]
+        return Chunk(int(row[0]), row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]), row[8], row[9],
+                     int(row[10]), score, bytes(vec) if vec is not None else None)
+
+    def _add_chunks(self, namespace: str, scope: str, chunks: list[NewChunk], session_id: str | None) -> int:
+        rows = [(namespace, scope, c.key, c.doc, c.source, c.text, to_json(dict(c.meta), f"chunk {c.key!r} meta"),
+                 session_id, c.vector) for c in chunks]
+        if session_id is not None:
+            self._require_session(session_id)
+        with self._tx() as cur:
+            added = 0
+            cur.executemany(
+                "INSERT INTO chunks (namespace, scope, key, doc, source, text, meta, session_id, vector) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (tenant, namespace, scope, key) DO NOTHING "
+                "RETURNING id", rows, returning=True)
+            while True:
+                added += len(cur.fetchall())
+                if not cur.nextset():
+                    break
+            return added
+
+    def search_chunks(self, namespace: str, scopes: Sequence[str], terms: Sequence[str], *,
+                      limit: int = 20) -> list[Chunk]:
+        check_namespace(namespace)
+        scopes = check_scopes(scopes)
+        q = tsquery(terms)
+        if q is None or limit <= 0:
+            return []
+        rows = self._read(
+            f"SELECT {self._CHUNK_COLS}, ts_rank_cd(c.tsv, q) AS r FROM chunks c, to_tsquery('english', %s) q "
+            "WHERE c.tsv @@ q AND c.namespace = %s AND c.scope = ANY(%s) ORDER BY r DESC, c.id LIMIT %s",
+            (q, namespace, scopes, int(limit)),
+        )
+        return [self._chunk(r, float(r[12])) for r in rows]
+
+    def list_chunks(self, namespace: str, scopes: Sequence[str], *, doc: str | None = None,
+                    limit: int | None = None) -> list[Chunk]:
+        check_namespace(namespace)
+        scopes = check_scopes(scopes)
+        rows = self._read(
+            f"SELECT {self._CHUNK_COLS} FROM chunks c WHERE c.namespace = %s AND c.scope = ANY(%s) "
+            "AND (%s::text IS NULL OR c.doc = %s) ORDER BY c.id LIMIT %s",
+            (namespace, scopes, doc, doc, limit),
+        )
+        return [self._chunk(r) for r in rows]
+
+    def indexed_docs(self, namespace: str, scope: str) -> set[str]:
+        check_namespace(namespace)
+        check_scope(scope)
+        return {r[0] for r in self._read("SELECT DISTINCT doc FROM chunks WHERE namespace = %s AND scope = %s",
+                                         (namespace, scope))}
+
+    def delete_chunks(self, namespace: str, scopes: Sequence[str], ids: Sequence[int]) -> int:
+        check_namespace(namespace)
+        scopes = check_scopes(scopes)
+        ids = [int(i) for i in ids]
+        if not ids:
+            return 0
+        with self._tx() as cur:
+            cur.execute("DELETE FROM chunks WHERE namespace = %s AND scope = ANY(%s) AND id = ANY(%s)",
+                        (namespace, scopes, ids))
+            return cur.rowcount
+
+    def update_chunk(self, namespace: str, scope: str, chunk_id: int, *, text: str,
+                     meta: Mapping[str, Any]) -> bool:
+        check_namespace(namespace)
+        check_scope(scope)
+        meta_json = to_json(dict(meta), f"chunk {chunk_id} meta")
+        with self._tx() as cur:
+            cur.execute("UPDATE chunks SET text = %s, meta = %s WHERE id = %s AND namespace = %s AND scope = %s",
+                        (text, meta_json, int(chunk_id), namespace, scope))
+            return cur.rowcount > 0
+
+    def touch_chunks(self, ids: Sequence[int]) -> None:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return
+        with self._tx() as cur:
+            cur.execute("UPDATE chunks SET used_at = clock_timestamp(), uses = uses + 1 WHERE id = ANY(%s)", (ids,))

@@ -46,6 +46,7 @@ from .base import (
     to_json,
     unknown_session,
 )
+from .chunks import Chunk, NewChunk, check_namespace, check_scope, check_scopes, fts5_query
 
 MIGRATIONS_TABLE = "_windowsmith_migrations"
 
@@ -146,6 +147,42 @@ def m006_pack_deltas(conn: sqlite3.Connection) -> None:
 
 
 @migration
+def m007_retrieval(conn: sqlite3.Connection) -> None:
+    # memory items, knowledge chunks and the history index, with an FTS5 index kept by triggers
+    conn.execute(
+        """CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            namespace TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            doc TEXT NOT NULL,
+            source TEXT NOT NULL,
+            text TEXT NOT NULL,
+            meta TEXT NOT NULL,
+            session_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
+            vector BLOB,
+            created_at TEXT NOT NULL,
+            used_at TEXT,
+            uses INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (namespace, scope, key)
+        )"""
+    )
+    conn.execute("CREATE INDEX chunks_by_doc ON chunks (namespace, scope, doc)")
+    conn.execute("CREATE INDEX chunks_by_session ON chunks (session_id)")
+    conn.execute(
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+    conn.execute("CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END")
+    conn.execute("CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+
+
+@migration
 def m008_tenants(conn: sqlite3.Connection) -> None:
     # Tenants (Engine(tenant=...)): a tenant column on every table, checked by every query of the store.
     # Blobs and key-value rows become per tenant (their keys gain the tenant), so no content is shared
@@ -194,6 +231,59 @@ def m008_tenants(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO kv_t (tenant, scope, key, value, updated_at) SELECT '', scope, key, value, updated_at FROM kv")
     conn.execute("DROP TABLE kv")
     conn.execute("ALTER TABLE kv_t RENAME TO kv")
+
+
+@migration
+def m009_retrieval_tenants(conn: sqlite3.Connection) -> None:
+    # The retrieval rows per tenant: a tenant column on chunks, keys unique per tenant (so two tenants can
+    # index the same memory item or document), checked by every chunk query of the store. SQLite cannot
+    # change a UNIQUE constraint: the table is rebuilt (ids kept), then its FTS index and triggers.
+    # A chunk of a session belongs to the session's tenant; the others (project/user memory, knowledge)
+    # to the default tenant ''.
+    for trigger in ("chunks_ai", "chunks_ad", "chunks_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    conn.execute("DROP TABLE IF EXISTS chunks_fts")
+    conn.execute(
+        """CREATE TABLE chunks_t (
+            id INTEGER PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            doc TEXT NOT NULL,
+            source TEXT NOT NULL,
+            text TEXT NOT NULL,
+            meta TEXT NOT NULL,
+            session_id TEXT REFERENCES sessions(id) ON DELETE CASCADE,
+            vector BLOB,
+            created_at TEXT NOT NULL,
+            used_at TEXT,
+            uses INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (tenant, namespace, scope, key)
+        )"""
+    )
+    conn.execute(
+        "INSERT INTO chunks_t (id, tenant, namespace, scope, key, doc, source, text, meta, session_id, vector, "
+        "created_at, used_at, uses) SELECT c.id, coalesce(s.tenant, ''), c.namespace, c.scope, c.key, c.doc, c.source, "
+        "c.text, c.meta, c.session_id, c.vector, c.created_at, c.used_at, c.uses "
+        "FROM chunks c LEFT JOIN sessions s ON s.id = c.session_id"
+    )
+    conn.execute("DROP TABLE chunks")
+    conn.execute("ALTER TABLE chunks_t RENAME TO chunks")
+    conn.execute("CREATE INDEX chunks_by_doc ON chunks (tenant, namespace, scope, doc)")
+    conn.execute("CREATE INDEX chunks_by_session ON chunks (session_id)")
+    conn.execute(
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+    conn.execute("CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+    conn.execute("CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END")
+    conn.execute("CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
 
 
 _WRITABLE_HINT = (
@@ -612,3 +702,93 @@ class SQLiteStore(Store):
                 "ON CONFLICT (tenant, scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
                 (self.tenant, scope, key, value_json, _ts()),
             )
+
+    # -- retrieval --------------------------------------------------------------------------------
+
+    _CHUNK_COLS = "c.id, c.namespace, c.scope, c.key, c.doc, c.source, c.text, c.meta, c.created_at, c.used_at, c.uses, c.vector"
+
+    @staticmethod
+    def _chunk(row: Sequence[Any], score: float = 0.0) -> Chunk:
+        return Chunk(int(row[0]), row[1], row[2], row[3], row[4], row[5], row[6], json.loads(row[7]),
+                     datetime.fromisoformat(row[8]), datetime.fromisoformat(row[9]) if row[9] else None,
+                     int(row[10]), score, row[11])
+
+    def _add_chunks(self, namespace: str, scope: str, chunks: list[NewChunk], session_id: str | None) -> int:
+        ts = _ts()
+        rows = [(self.tenant, namespace, scope, c.key, c.doc, c.source, c.text,
+                 to_json(dict(c.meta), f"chunk {c.key!r} meta"), session_id, c.vector, ts) for c in chunks]
+        with self._write() as db:
+            if session_id is not None:
+                self._require_session(session_id)
+            cur = db.executemany(
+                "INSERT INTO chunks (tenant, namespace, scope, key, doc, source, text, meta, session_id, vector, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, namespace, scope, key) DO NOTHING", rows)
+            return max(0, cur.rowcount)  # executemany sums the rows each insert added
+
+    def search_chunks(self, namespace: str, scopes: Sequence[str], terms: Sequence[str], *,
+                      limit: int = 20) -> list[Chunk]:
+        check_namespace(namespace)
+        scopes = check_scopes(scopes)
+        match = fts5_query(terms)
+        if match is None or limit <= 0:
+            return []
+        marks = ", ".join("?" * len(scopes))
+        rows = self._read(
+            f"SELECT {self._CHUNK_COLS}, bm25(chunks_fts) FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ? AND c.tenant = ? AND c.namespace = ? AND c.scope IN ({marks}) "
+            "ORDER BY bm25(chunks_fts), c.id LIMIT ?",
+            (match, self.tenant, namespace, *scopes, int(limit)),
+        )
+        return [self._chunk(r, -float(r[12])) for r in rows]
+
+    def list_chunks(self, namespace: str, scopes: Sequence[str], *, doc: str | None = None,
+                    limit: int | None = None) -> list[Chunk]:
+        check_namespace(namespace)
+        scopes = check_scopes(scopes)
+        marks = ", ".join("?" * len(scopes))
+        sql = f"SELECT {self._CHUNK_COLS} FROM chunks c WHERE c.tenant = ? AND c.namespace = ? AND c.scope IN ({marks})"
+        params: list[Any] = [self.tenant, namespace, *scopes]
+        if doc is not None:
+            sql += " AND c.doc = ?"
+            params.append(doc)
+        sql += " ORDER BY c.id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [self._chunk(r) for r in self._read(sql, tuple(params))]
+
+    def indexed_docs(self, namespace: str, scope: str) -> set[str]:
+        check_namespace(namespace)
+        check_scope(scope)
+        return {r[0] for r in self._read("SELECT DISTINCT doc FROM chunks WHERE tenant = ? AND namespace = ? AND scope = ?",
+                                         (self.tenant, namespace, scope))}
+
+    def delete_chunks(self, namespace: str, scopes: Sequence[str], ids: Sequence[int]) -> int:
+        check_namespace(namespace)
+        scopes = check_scopes(scopes)
+        ids = [int(i) for i in ids]
+        if not ids:
+            return 0
+        with self._write() as db:
+            cur = db.execute(
+                f"DELETE FROM chunks WHERE tenant = ? AND namespace = ? AND scope IN ({', '.join('?' * len(scopes))}) "
+                f"AND id IN ({', '.join('?' * len(ids))})", (self.tenant, namespace, *scopes, *ids))
+            return cur.rowcount
+
+    def update_chunk(self, namespace: str, scope: str, chunk_id: int, *, text: str,
+                     meta: Mapping[str, Any]) -> bool:
+        check_namespace(namespace)
+        check_scope(scope)
+        meta_json = to_json(dict(meta), f"chunk {chunk_id} meta")
+        with self._write() as db:
+            cur = db.execute("UPDATE chunks SET text = ?, meta = ? WHERE id = ? AND tenant = ? AND namespace = ? AND scope = ?",
+                             (text, meta_json, int(chunk_id), self.tenant, namespace, scope))
+            return cur.rowcount > 0
+
+    def touch_chunks(self, ids: Sequence[int]) -> None:
+        ids = [int(i) for i in ids]
+        if not ids:
+            return
+        with self._write() as db:
+            db.execute(f"UPDATE chunks SET used_at = ?, uses = uses + 1 WHERE tenant = ? AND id IN ({', '.join('?' * len(ids))})",
+                       (_ts(), self.tenant, *ids))

@@ -1,0 +1,145 @@
+"""CLI commands over what goes in besides the transcript: ``instructions``, ``memory``, ``recall``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .cli import STORE_HELP, _clean_errors, _console, _existing_store, _fail, _table, main
+from .errors import WindowsmithError
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--user-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="User-global folder with AGENTS.md, CLAUDE.md, instructions/*.md.")
+@click.option("--json", "as_json", is_flag=True, help="Print the files (with their loaded text) as JSON.")
+@_clean_errors
+def instructions(path: Path, user_dir: Path | None, as_json: bool) -> None:
+    """Which instruction files under PATH load, in what order and how large."""
+    from .instructions import TOTAL_CHARS, discover
+
+    files = discover(path, user_dir)
+    if as_json:
+        click.echo(json.dumps([{**f.to_dict(), "duplicate_of": f.duplicate_of} for f in files], indent=2))
+        return
+    loaded = [f for f in files if f.duplicate_of is None]
+    cols: list[tuple[str, str, list[str]]] = [
+        ("#", "right", [str(i) for i in range(1, len(files) + 1)]),
+        ("file", "left", [f.path for f in files]),
+        ("applies", "left", ["always" if not f.scope else f"under {f.scope}/" for f in files]),
+        ("chars", "right", [f"{f.chars:,}" for f in files]),
+        ("loaded", "right", [f"{len(f.text):,}" if f.duplicate_of is None else "0" for f in files]),
+        ("note", "left", [f"duplicate of {f.duplicate_of}" if f.duplicate_of else ("[truncated]" if f.truncated else "")
+                          for f in files]),
+    ]
+    console = _console()
+    total = sum(len(f.text) for f in loaded)
+    console.print(_table(f"{len(loaded)} instruction file(s), {total:,} of {TOTAL_CHARS:,} chars", cols, console,
+                         drop=["#", "note"]))
+
+
+@main.group()
+def memory() -> None:
+    """List, search and forget long-term memory items."""
+
+
+def _memory(st: Any, session_id: str | None, project: str | None, user: str | None) -> Any:
+    from .memory import Memory, MemoryConfig
+
+    if session_id is not None and st.get_session(session_id) is None:
+        _fail(WindowsmithError(f"no session {session_id!r} in the store; list them with `windowsmith sessions`"))
+    if session_id is None and not project and not user:
+        _fail(WindowsmithError("name what to read: --session ID, --project NAME and/or --user NAME"))
+    return Memory(st, session_id, MemoryConfig(project=project, user=user))
+
+
+_SCOPE_OPTS = [
+    click.option("--store", default=None, help=STORE_HELP),
+    click.option("--session", "session_id", default=None, help="A session's own memory."),
+    click.option("--project", default=None, help="A project's memory."),
+    click.option("--user", default=None, help="A user's memory."),
+    click.option("--json", "as_json", is_flag=True, help="Print JSON."),
+]
+
+
+def _scoped(fn: Any) -> Any:
+    for opt in reversed(_SCOPE_OPTS):
+        fn = opt(fn)
+    return fn
+
+
+def _print_items(items: list[Any], title: str, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps([{"id": m.id, "scope": m.scope, "text": m.text, "source": m.source, "trusted": m.trusted,
+                                "provenance": m.provenance, "created_at": m.created_at.isoformat(),
+                                "used_at": m.used_at.isoformat() if m.used_at else None, "uses": m.uses,
+                                "score": m.score, "why": m.why} for m in items], indent=2))
+        return
+    cols: list[tuple[str, str, list[str]]] = [
+        ("id", "right", [str(m.id) for m in items]),
+        ("scope", "left", [m.scope.split(":", 1)[0] for m in items]),
+        ("source", "left", [m.source + ("" if m.trusted else " (untrusted)") for m in items]),
+        ("uses", "right", [str(m.uses) for m in items]),
+        ("text", "left", [m.text for m in items]),
+    ]
+    console = _console()
+    console.print(_table(title, cols, console, drop=["uses", "source"], fold="text"))
+
+
+@memory.command("list")
+@_scoped
+@_clean_errors
+def memory_list(store: str | None, session_id: str | None, project: str | None, user: str | None, as_json: bool) -> None:
+    """Memory items of a session, project or user, oldest first."""
+    with _existing_store(store) as st:
+        items = _memory(st, session_id, project, user).list()
+    _print_items(items, f"{len(items)} memory item(s)", as_json)
+
+
+@memory.command("search")
+@click.argument("query")
+@_scoped
+@_clean_errors
+def memory_search(query: str, store: str | None, session_id: str | None, project: str | None, user: str | None,
+                  as_json: bool) -> None:
+    """Memory items relevant to QUERY, best first."""
+    with _existing_store(store) as st:
+        items = _memory(st, session_id, project, user).search(query)
+    _print_items(items, f"{len(items)} match(es) for {query!r}", as_json)
+
+
+@memory.command("forget")
+@click.argument("item_id", type=int)
+@_scoped
+@_clean_errors
+def memory_forget(item_id: int, store: str | None, session_id: str | None, project: str | None, user: str | None,
+                  as_json: bool) -> None:
+    """Delete memory item ITEM_ID (from the scopes named)."""
+    with _existing_store(store) as st:
+        ok = _memory(st, session_id, project, user).forget(item_id)
+    if not ok:
+        _fail(WindowsmithError(f"no memory item {item_id} in those scopes; list them with `windowsmith memory list`"))
+    click.echo(json.dumps({"forgot": item_id}) if as_json else f"forgot memory item {item_id}")
+
+
+@main.command()
+@click.argument("session_id")
+@click.argument("query")
+@click.option("--store", default=None, help=STORE_HELP)
+@click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True, help="Snippets to show.")
+@_clean_errors
+def recall(session_id: str, query: str, store: str | None, limit: int) -> None:
+    """Search SESSION_ID's whole history (compacted spans, offloaded and folded results) for QUERY."""
+    from .engine import Engine
+
+    st = _existing_store(store)
+    if st.get_session(session_id) is None:
+        st.close()
+        _fail(WindowsmithError(f"no session {session_id!r} in the store; list them with `windowsmith sessions`"))
+    with Engine("gpt-4o", store=st) as e:
+        click.echo(e.session(session_id).search_history(query, limit=limit))
+    st.close()
