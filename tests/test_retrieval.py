@@ -152,7 +152,7 @@ def _eager_recall_layers() -> list:
     from windowsmith.layers.builtin import default_layers
     from windowsmith.layers.retrieved import RecallLayer
 
-    return [RecallLayer(fill_at=0.95) if isinstance(la, RecallLayer) else la for la in default_layers()]
+    return [RecallLayer(fill_at=0.95) if isinstance(la, RecallLayer) else la for la in default_layers(recall=True)]
 
 
 def test_recall_indexes_evicted_history_and_brings_back_snippets(store: Store) -> None:
@@ -281,22 +281,22 @@ def test_lessons_become_session_memory_once(store: Store) -> None:
         assert all(m.provenance.get("count", 1) == 1 for m in s2.memory.list() if m.source == "lesson")
 
 
-def test_bench_variant_without_recall_is_named_not_default() -> None:
+def test_recall_is_an_opt_in_layer_and_a_named_bench_variant() -> None:
     from windowsmith.bench.strategies import STRATEGIES, VARIANTS, BenchConfig, make_strategy
     from windowsmith.layers.retrieved import RecallLayer
     from windowsmith.registry import load_registry
 
-    assert "windowsmith-norecall" in VARIANTS and "windowsmith-norecall" not in STRATEGIES
+    assert "windowsmith-recall" in VARIANTS and "windowsmith-recall" not in STRATEGIES
     cfg = BenchConfig.make(load_registry().get("gpt-4o"), window=8000)
-    plain, ablated = make_strategy("windowsmith", cfg), make_strategy("windowsmith-norecall", cfg)
+    plain, recalling = make_strategy("windowsmith", cfg), make_strategy("windowsmith-recall", cfg)
     try:
         plain.start("r", None, [])
-        ablated.start("r", None, [])
-        assert any(isinstance(la, RecallLayer) for la in plain.session._builder.layers)
-        assert not any(isinstance(la, RecallLayer) for la in ablated.session._builder.layers)
+        recalling.start("r", None, [])
+        assert not any(isinstance(la, RecallLayer) for la in plain.session._builder.layers)
+        assert any(isinstance(la, RecallLayer) for la in recalling.session._builder.layers)
     finally:
         plain.close()
-        ablated.close()
+        recalling.close()
 
 
 def test_cli_memory_and_recall(tmp_path: Path) -> None:

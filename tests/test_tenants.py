@@ -89,6 +89,7 @@ def fill(engine: ws.Engine, sid: str) -> dict[str, Any]:
         s.tool_result(f"{sid}-c{i}", big(f"{sid}-{i}") if i % 3 == 0 else f"ok {i}")
     s.compact()
     pack = s.build()
+    s.search_history(f"pytest {sid}")  # indexes the session's history (recall is opt-in; the index is on demand)
     shas = {a.removeprefix("artifact://") for a in pack.manifest.artifacts}
     shas |= set(engine.store.named_artifacts(sid))
     return {"session": s, "pack": pack, "shas": sorted(shas), "packs": [m.pack_id for m in s.packs()]}

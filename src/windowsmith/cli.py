@@ -259,7 +259,7 @@ def replay(trace_path: Path, trace_format: str | None, index: int, model: str, w
               help="Comma-separated windows (tokens); the model's own window is always added.")
 @click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model whose tokenizer, window and prices to use.")
 @click.option("--strategies", default=None, help="Comma-separated subset of: full, sticky, sliding, sliding-per-turn, "
-              "masking, clear, summarize-langchain, summarize-openhands, windowsmith; or the ablation windowsmith-norecall.")
+              "masking, clear, summarize-langchain, summarize-openhands, windowsmith; or the opt-in variant windowsmith-recall (recall over history).")
 @click.option("--split", type=click.Choice(["all", "dev", "validation"]), default="all", show_default=True,
               help="Runs to replay: the dev or validation half (by a hash of the run id), or all.")
 @click.option("--limit-runs", type=click.IntRange(min=1), default=None, help="At most N runs per trace file.")

@@ -47,8 +47,8 @@ from ..tokens import TokenCounter
 
 STRATEGIES: tuple[str, ...] = ("full", "sticky", "sliding", "sliding-per-turn", "masking", "clear",
                                 "summarize-langchain", "summarize-openhands", "windowsmith")
-#: Variants run only when named (``--strategies windowsmith,windowsmith-norecall``): ablations of windowsmith.
-VARIANTS: tuple[str, ...] = ("windowsmith-norecall",)
+#: Variants run only when named (``--strategies windowsmith,windowsmith-recall``): options of windowsmith.
+VARIANTS: tuple[str, ...] = ("windowsmith-recall",)
 
 
 @dataclass(frozen=True)
@@ -398,26 +398,25 @@ class WindowsmithStrategy(Strategy):
             shutil.rmtree(self._tmpdir, ignore_errors=True)
 
 
-class WindowsmithNoRecall(WindowsmithStrategy):
-    """The engine without recall over evicted history (the default layers minus ``RecallLayer``): what
-    recall adds to strict recall is the difference between this row and ``windowsmith``."""
+class WindowsmithRecall(WindowsmithStrategy):
+    """The engine with recall over evicted history (``default_layers(recall=True)``, opt-in): what recall adds
+    to strict recall, and costs, is the difference between this row and ``windowsmith``."""
 
-    name = "windowsmith-norecall"
+    name = "windowsmith-recall"
 
     def layers(self) -> Any:
         from ..budget import BudgetConfig
         from ..layers.builtin import default_layers
-        from ..layers.retrieved import RecallLayer
 
         low = BudgetConfig().history_low_water
-        return lambda: [la for la in default_layers(low) if not isinstance(la, RecallLayer)]
+        return lambda: default_layers(low, recall=True)
 
 
 _CLASSES: dict[str, type[Strategy]] = {
     "full": FullHistory,
     "sticky": StickyCut,
     "windowsmith": WindowsmithStrategy,
-    "windowsmith-norecall": WindowsmithNoRecall,
+    "windowsmith-recall": WindowsmithRecall,
 }
 
 

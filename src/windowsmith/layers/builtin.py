@@ -275,10 +275,13 @@ def usage_note(ctx: BuildContext, history_raw: int) -> str | None:
 
 
 
-def default_layers(low_water: float = 0.7) -> list[Layer]:
+def default_layers(low_water: float = 0.7, *, recall: bool = False) -> list[Layer]:
+    """The built-in layers. ``recall=True`` adds recall over evicted history (the RECALL section): on the
+    bench it raises strict recall a little and costs more (its snippets are new input on every call), so it
+    is opt-in: ``Engine(layers=lambda: default_layers(recall=True))``."""
     from ..instructions import InstructionsLayer
 
-    return [
+    layers: list[Layer] = [
         ToolsLayer(),
         SystemLayer(),
         ContextLayer(),
@@ -288,5 +291,7 @@ def default_layers(low_water: float = 0.7) -> list[Layer]:
         EvidenceLayer(),
         MemoryLayer(),
         KnowledgeLayer(),
-        RecallLayer(),
     ]
+    if recall:
+        layers.append(RecallLayer())
+    return layers
