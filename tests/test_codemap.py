@@ -3,7 +3,6 @@ budgeted render, incremental updates, the layer (focus from the session, cache p
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from pathlib import Path
@@ -13,13 +12,8 @@ from click.testing import CliRunner
 
 import windowsmith as ws
 from test_invariants import (
-    _anthropic_prefix,
-    _canon,
-    _cut_at,
-    _message_array,
     _replay_packs,
-    _stable_messages,
-    _strip_cc,
+    assert_prefix_kept_between_compactions,
 )
 from windowsmith.cli import main
 from windowsmith.codemap import CodeMap, CodeMapLayer, parse_source
@@ -157,15 +151,7 @@ def test_codemap_layer_keeps_the_cache_prefix_on_a_real_trace(traces_dir, tmp_pa
     with ws.Engine(model=model, store=tmp_path / "w.db", layers=lambda: [*default_layers(), layer]) as engine:
         packs = _replay_packs(engine, trace, fmt, "c")
     assert all("## CODEMAP" in p.neutral.tail for p in packs)
-    for prev, cur in itertools.pairwise(packs):
-        if cur.manifest.actions:
-            continue
-        if fmt == "anthropic":
-            prefix, pos = _anthropic_prefix(prev.request)
-            assert _canon(_strip_cc(json.loads(prefix))) == _canon(_strip_cc(json.loads(_cut_at(cur.request, pos))))
-        else:
-            before = _stable_messages(fmt, prev.request, prev.neutral.tail)
-            assert _canon(_message_array(fmt, cur.request)[: len(before)]) == _canon(before)
+    assert_prefix_kept_between_compactions(packs, fmt)
 
 
 def test_cli_map(tmp_path):

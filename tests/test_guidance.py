@@ -6,22 +6,14 @@ format) and a property checks that everything but the tail is byte-identical to 
 
 from __future__ import annotations
 
-import itertools
-import json
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
 from test_invariants import (
-    _anthropic_prefix,
-    _canon,
-    _cut_at,
-    _message_array,
     _replay_packs,
-    _stable_messages,
-    _strip_cc,
+    assert_prefix_kept_between_compactions,
 )
 from windowsmith.guidance import (
     FailuresLayer,
@@ -275,16 +267,7 @@ def test_guidance_layers_keep_the_cache_prefix_on_real_traces(traces_dir, tmp_pa
         packs = _replay_packs(engine, trace, fmt, "g")
     sections = {h for p in packs for h in ("FAILURES", "FOCUS") if f"## {h}" in (p.neutral.tail or "")}
     assert sections == {"FAILURES", "FOCUS"}, "both guidance sections appear on these traces"
-    for prev, cur in itertools.pairwise(packs):
-        if cur.manifest.actions:
-            continue
-        if fmt == "anthropic":
-            prefix, pos = _anthropic_prefix(prev.request)
-            assert _canon(_strip_cc(json.loads(prefix))) == _canon(_strip_cc(json.loads(_cut_at(cur.request, pos))))
-        else:
-            before = _stable_messages(fmt, prev.request, prev.neutral.tail)
-            assert _canon(_message_array(fmt, cur.request)[: len(before)]) == _canon(before)
-            assert _canon(prev.request.get("tools")) == _canon(cur.request.get("tools"))
+    assert_prefix_kept_between_compactions(packs, fmt, tools=True)
 
 
 OUTCOMES = st.sampled_from(["ok", "FAILED test_a.py::t - assert 0\n1 failed", "cat: f: No such file or directory\nexit code 1",

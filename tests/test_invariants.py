@@ -100,6 +100,23 @@ def _replay_packs(engine: ws.Engine, trace, fmt: str, sid: str):
     return packs
 
 
+def assert_prefix_kept_between_compactions(packs, fmt: str, *, tools: bool = False) -> None:
+    """Between two packs with no compaction action, the later request starts with the earlier one's cacheable
+    prefix (Anthropic: up to its last breakpoint; other formats: the stable messages, and the tool list when
+    ``tools``)."""
+    for prev, cur in itertools.pairwise(packs):
+        if cur.manifest.actions:
+            continue
+        if fmt == "anthropic":
+            prefix, pos = _anthropic_prefix(prev.request)
+            assert _canon(_strip_cc(json.loads(prefix))) == _canon(_strip_cc(json.loads(_cut_at(cur.request, pos))))
+        else:
+            before = _stable_messages(fmt, prev.request, prev.neutral.tail)
+            assert _canon(_message_array(fmt, cur.request)[: len(before)]) == _canon(before)
+            if tools:
+                assert _canon(prev.request.get("tools")) == _canon(cur.request.get("tools"))
+
+
 @needs_data
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 @pytest.mark.parametrize(("path", "indices"), CASES)

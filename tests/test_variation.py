@@ -3,7 +3,6 @@ changes (a property, and a replay of real traces in every format), and JSON tool
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import pytest
@@ -12,13 +11,8 @@ from hypothesis import strategies as st
 
 import windowsmith as ws
 from test_invariants import (
-    _anthropic_prefix,
-    _canon,
-    _cut_at,
-    _message_array,
     _replay_packs,
-    _stable_messages,
-    _strip_cc,
+    assert_prefix_kept_between_compactions,
 )
 from windowsmith.guidance import guided_layers
 from windowsmith.guidance.failures import FailuresLayer
@@ -99,15 +93,7 @@ def test_variation_keeps_the_cache_prefix_on_real_traces(traces_dir, tmp_path, f
     with ws.Engine(model=model, store=tmp_path / "w.db", layers=varied_layers) as engine:
         packs = _replay_packs(engine, trace, fmt, "v")
     assert len({p.neutral.tail.split("\n", 1)[0] for p in packs}) == 4  # every style was used
-    for prev, cur in itertools.pairwise(packs):
-        if cur.manifest.actions:
-            continue
-        if fmt == "anthropic":
-            prefix, pos = _anthropic_prefix(prev.request)
-            assert _canon(_strip_cc(json.loads(prefix))) == _canon(_strip_cc(json.loads(_cut_at(cur.request, pos))))
-        else:
-            before = _stable_messages(fmt, prev.request, prev.neutral.tail)
-            assert _canon(_message_array(fmt, cur.request)[: len(before)]) == _canon(before)
+    assert_prefix_kept_between_compactions(packs, fmt)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
