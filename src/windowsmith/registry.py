@@ -489,8 +489,11 @@ class Registry:
         raise UnknownModelError(self._unknown_message(name))
 
     def find(self, name: str) -> ModelSpec | None:
-        """Like :meth:`get`, but None for a model the registry does not know."""
-        return self.get(name) if name in self else None
+        """Like :meth:`get`, but None for a model the registry does not know (one lookup, not two)."""
+        try:
+            return self.get(name)
+        except UnknownModelError:
+            return None
 
     def _lookup(self, key: str) -> ModelSpec | None:
         if key in self._specs:
