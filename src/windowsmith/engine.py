@@ -17,11 +17,9 @@ same packs byte for byte.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,6 @@ from .compaction.pipeline import Compactor
 from .compaction.references import reconstruct
 from .errors import ConfigError, InvalidMessageError, ModelRetiredWarning, UnmatchedToolResultError, UsageError
 from .guidance.repair import repair_message
-from .guidance.tools import DeferredToolsLayer, ToolPolicy, describe_found, load_event, select
 from .ingest.messages import redact_message, redact_spec
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
 from .ingest.redact import has_candidate, redact
@@ -43,7 +40,6 @@ from .knowledge import Knowledge
 from .layers.base import Layer
 from .layers.builtin import default_layers
 from .layers.evidence import StepTracker
-from .loading import LOAD_FORMATS, convert, new_messages, overlapping_new
 from .log import SessionLog
 from .manifest import Manifest
 from .memory import Memory, MemoryConfig, MemoryItem
@@ -63,9 +59,11 @@ from .model import (
 from .registry import ModelSpec, Registry, load_registry
 from .render import get_renderer, is_context_overflow
 from .render.base import Renderer
-from .render.stream import aresolve, resolve
-from .result_tools import ResultTools
+from .render.stream import resolve
 from .retrieval.search import Embedder
+from .session_async import AsyncSessionMixin, check_sync, is_async_callable, overflow_reason
+from .session_load import LoadMixin, LoadResult
+from .session_tools import ToolHandlersMixin
 from .state import SessionState
 from .store import Store, open_store
 from .tokens import TokenCounter
@@ -225,7 +223,7 @@ def _without_blank_text(msg: Message) -> Message:
     return msg if len(blocks) == len(msg.content) else Message(msg.role, blocks)
 
 
-class Session:
+class Session(LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
     """One agent conversation: an append-only log plus the state folded from it."""
 
     def __init__(self, engine: Engine, session_id: str) -> None:
@@ -372,14 +370,6 @@ class Session:
                                   "files": loaded})
         return files
 
-    def search_history(self, query: str, *, limit: int = 5) -> str:
-        """Handler of the ``search_history`` tool (:data:`windowsmith.SEARCH_HISTORY_TOOL`): the evicted
-        history (compacted spans, offloaded and folded results) matching ``query``, as text with the
-        ``artifact://`` source and line range of each snippet. A bad call returns an ``error: …`` string."""
-        from .retrieval.recall import search_history
-
-        return search_history(self, query, limit=limit)
-
     def add(self, message: Message | Mapping[str, Any]) -> Message:
         """Append a neutral message (or its dict form) after validating it against the session.
 
@@ -484,88 +474,6 @@ class Session:
         ing = self._ingest(output, name, call_id)
         return self._add(Message("tool", (ToolResult(call_id, ing.blocks, bool(is_error), name),)), {call_id: ing})
 
-    def tool_search(self, query: str, limit: int = 5, **_: Any) -> str:
-        """Handler of the ``tool_search`` tool (``windowsmith.guidance.tools``): finds deferred tools matching
-        ``query``, logs a ``tools_loaded`` event (the next build sends them) and returns their descriptions."""
-        if not isinstance(query, str) or not query.strip():
-            return "error: tool_search needs a non-empty query, e.g. tool_search(query='create issue')"
-        limit = max(1, min(10, limit if isinstance(limit, int) else 5))
-        event, found = load_event(self.state, query, limit, self._tool_policy())
-        if event["names"]:
-            self._append("meta", event)
-        return describe_found(found, query)
-
-    def scope_tools(self, tools: Sequence[str] | None, *, step: str | None = None) -> None:
-        """Restrict the tools of a step (default: the current one) to ``tools`` (names or ``"tag:x"``); None
-        lifts it. The tool list stays (cache-safe): the request's tool choice says what is allowed."""
-        if tools is not None and (isinstance(tools, str) or not all(isinstance(t, str) for t in tools)):
-            raise UsageError("scope_tools takes a list of tool names or 'tag:x', e.g. ['get_order', 'tag:billing']")
-        policy = self._tool_policy()
-        if tools:
-            unknown = [t for t in tools if not select(self.state.tools, [t], policy.tags)]
-            if unknown:
-                raise UsageError(f"scope_tools: {unknown} match no declared tool; declare them with tools() first "
-                                 f"(declared: {[t.name for t in self.state.tools]})")
-        self._append("meta", {"type": "tool_scope", "step": self.state.task.step if step is None else step,
-                              "tools": list(tools) if tools else None})
-
-    def _tool_policy(self) -> ToolPolicy:
-        return next((la.policy for la in self._builder.layers if isinstance(la, DeferredToolsLayer)), ToolPolicy())
-    def load(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
-             system: str | None = None, overlap: bool = False, repairs: Sequence[str] = ()) -> LoadResult:
-        """Load a provider-native history: ``format`` is ``openai-chat`` (chat messages), ``openai-responses``
-        (Responses items), ``anthropic`` (Messages API messages) or ``gemini`` (contents); dicts or SDK objects.
-
-        Appends only the messages past the log's end (matched by position, role and tool-call ids), so a
-        framework can hand over its whole history before every call. System messages found in the list
-        and ``system`` set the system prompt; ``tools`` (any provider's shape) declare the tools. Each
-        message goes through :meth:`add` (redaction, offload of large tool results); each repair the
-        conversion made is recorded once in the log (manifests list it). A history that does not continue
-        the log raises :class:`UsageError` before anything is written.
-
-        ``overlap=True``: ``messages`` is not the whole history but a window of it that may repeat the
-        log's newest messages (a framework saving one turn's items): the longest run of the log's newest
-        messages it starts with is skipped (user and assistant messages compared by their redacted text,
-        tool results by call id) and the rest appended. ``repairs``: notes of a conversion the caller made
-        before (a framework adapter mapping its own message types), recorded like the loader's own.
-        """
-        if format not in LOAD_FORMATS:
-            raise UsageError(f"unknown message format {format!r}; use one of {', '.join(LOAD_FORMATS)}")
-        loaded = convert(messages, format, tools=tools, system=system)
-        if overlap:
-            incoming = [redact_message(m) if self.engine.ingest.redact and m.role != "tool" else m
-                        for m in loaded.messages]
-            new = overlapping_new(self.state.messages, incoming)
-        else:
-            new = new_messages(self.state.messages, loaded.messages, format)
-        seen = set(self.state.call_names)
-        for m in new:
-            for c in m.tool_calls:
-                if c.id in seen:
-                    raise InvalidMessageError(f"tool call id {c.id!r} of the {format} history was already used in this "
-                                              "session; ids must be unique (load the history into a new session)")
-                seen.add(c.id)
-        if loaded.system:
-            self.system(loaded.system)
-        if loaded.tools:
-            self.tools(loaded.tools)
-        known = {r.what for r in self.state.repairs}
-        fresh = [w for w in dict.fromkeys(f"load {format}: {r}" for r in (*repairs, *loaded.repairs)) if w not in known]
-        if fresh:
-            self.log.append_many([("meta", {"type": "repair", "what": w}) for w in fresh])
-        added = tuple(self.add(m) for m in new)
-        return LoadResult(added, (*repairs, *loaded.repairs))
-
-    @property
-    def result_tools(self) -> ResultTools:
-        """Handler for the ``read_result``/``search_result`` tools (``windowsmith.RESULT_TOOLS``):
-        ``session.result_tools(name, arguments) -> str``."""
-        rt = self.__dict__.get("_result_tools")
-        if rt is None:
-            rt = ResultTools(self.engine.artifacts, self.id)
-            self.__dict__["_result_tools"] = rt
-        return rt
-
     # ------------------------------------------------------------------ building
 
     def counter(self, fmt: str) -> TokenCounter:
@@ -616,7 +524,7 @@ class Session:
         recognizes each SDK's error), compact harder and retry once; a per-call circuit breaker makes
         sure no compaction stage runs twice and nothing loops. A second overflow is raised as is.
         """
-        if _is_async_callable(send):
+        if is_async_callable(send):
             raise UsageError(f"send {getattr(send, '__name__', send)!r} is async: use `await session.acall(send)`; "
                              "call() needs a synchronous send (e.g. a sync SDK client)")
         builder = self._builder
@@ -624,21 +532,16 @@ class Session:
         breaker = Breaker()
         pack = builder.build(fmt, breaker, model)
         try:
-            response = _check_sync(send(pack.request))
+            response = check_sync(send(pack.request))
         except Exception as exc:
             if not is_context_overflow(exc):
                 raise
-            builder.compact(fmt, breaker, harder=True, reason=_overflow_reason(pack, exc))
+            builder.compact(fmt, breaker, harder=True, reason=overflow_reason(pack, exc))
             pack = builder.build(fmt, breaker, model)
-            response = _check_sync(send(pack.request))
+            response = check_sync(send(pack.request))
         if record:
             self.record(response, pack=pack)
         return response
-
-    def compact_context(self, reason: str | None = None, **_: Any) -> str:
-        """Handler of the ``compact_context`` tool (:data:`windowsmith.COMPACT_CONTEXT_TOOL`):
-        compacts now and returns a short report for the tool result. Safe while the call is open."""
-        return self.compact(reason=f"the agent called compact_context{': ' + reason if reason else ''}").describe()
 
     @property
     def lessons(self) -> list[dict[str, Any]]:
@@ -683,83 +586,6 @@ class Session:
                 self.store.set_kv("calibration", self._builder.calibration_key(pack.format), cal.to_dict())
         return msg
 
-    # ------------------------------------------------------------------ async
-
-    def _async_lock(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
-        if self._alock is None or self.__dict__.get("_alock_loop") is not loop:
-            self._alock = asyncio.Lock()
-            self.__dict__["_alock_loop"] = loop
-        return self._alock
-
-    async def _offload(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``fn`` (store I/O, assembling, rendering) in a worker thread, one at a time per session."""
-        def run() -> Any:
-            with self._thread_lock:
-                return fn(*args, **kwargs)
-        return await asyncio.to_thread(run)
-
-    async def abuild(self, provider: str | None = None, *, model: str | None = None) -> Pack:
-        """:meth:`build` without blocking the event loop (the work runs in a worker thread)."""
-        async with self._async_lock():
-            return await self._offload(self.build, provider, model=model)
-
-    async def acall(self, send: Callable[[dict[str, Any]], Awaitable[Any] | Any], provider: str | None = None, *,
-                    record: bool = True, model: str | None = None) -> Any:
-        """:meth:`call` for async clients: ``send(request_kwargs)`` may return an awaitable (e.g.
-        ``lambda req: client.messages.create(**req)`` on ``AsyncAnthropic``). Calls on one session run one
-        after the other (build → send → record), so each builds on the previous one's recorded response."""
-        async with self._async_lock():
-            builder = self._builder
-            fmt = builder.format(provider)
-            breaker = Breaker()
-            pack = await self._offload(builder.build, fmt, breaker, model)
-            try:
-                response = await _maybe_await(send(pack.request))
-            except Exception as exc:
-                if not is_context_overflow(exc):
-                    raise
-                await self._offload(builder.compact, fmt, breaker, harder=True, reason=_overflow_reason(pack, exc))
-                pack = await self._offload(builder.build, fmt, breaker, model)
-                response = await _maybe_await(send(pack.request))
-            if record:
-                await self._arecord(response, pack=pack)
-            return response
-
-    async def arecord(self, response: Any = None, *, message: Message | None = None,
-                      usage: Usage | Mapping[str, int] | None = None, pack: Pack | None = None) -> Message | None:
-        """:meth:`record` for async SDKs: also takes an ``AsyncStream``, an async iterator of events, an
-        async stream (its final message is awaited) or a coroutine returning a response."""
-        async with self._async_lock():
-            return await self._arecord(response, message=message, usage=usage, pack=pack)
-
-    async def _arecord(self, response: Any, **kwargs: Any) -> Message | None:
-        if response is not None:
-            pack = kwargs.get("pack") or self.last_pack
-            if pack is None:
-                if inspect.iscoroutine(response):
-                    response.close()
-                raise UsageError("arecord(response) needs the pack it answers; call abuild() first or pass pack=")
-            response = await aresolve(pack.format, response)
-        return await self._offload(self.record, response, **kwargs)  # type: ignore[no-any-return]
-
-    async def aload(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
-                    system: str | None = None, overlap: bool = False, repairs: Sequence[str] = ()) -> LoadResult:
-        """:meth:`load` without blocking the event loop."""
-        async with self._async_lock():
-            return await self._offload(self.load, messages, format, tools=tools, system=system,  # type: ignore[no-any-return]
-                                       overlap=overlap, repairs=repairs)
-
-    async def aadd(self, message: Message | Mapping[str, Any]) -> Message:
-        """:meth:`add` without blocking the event loop."""
-        async with self._async_lock():
-            return await self._offload(self.add, message)  # type: ignore[no-any-return]
-
-    async def atool_result(self, call_id: str, output: Any, *, is_error: bool = False) -> Message:
-        """:meth:`tool_result` without blocking the event loop."""
-        async with self._async_lock():
-            return await self._offload(self.tool_result, call_id, output, is_error=is_error)  # type: ignore[no-any-return]
-
     # ------------------------------------------------------------------ reading
 
     @property
@@ -769,35 +595,6 @@ class Session:
 
     def packs(self) -> list[Manifest]:
         return [Manifest.from_dict(m) for m in self.store.list_packs(self.id)]
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """What :meth:`Session.load` did: the messages it appended (as stored) and the conversion's repairs."""
-
-    appended: tuple[Message, ...]
-    repairs: tuple[str, ...]
-
-
-def _is_async_callable(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
-
-
-def _check_sync(response: Any) -> Any:
-    if inspect.isawaitable(response):
-        if inspect.iscoroutine(response):
-            response.close()  # never awaited: close it so no warning fires later
-        raise UsageError(f"send returned an awaitable ({type(response).__name__}), so the client is async: use "
-                         "`await session.acall(send)`; call() needs a synchronous send")
-    return response
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
-def _overflow_reason(pack: Pack, exc: BaseException) -> str:
-    return f"the provider rejected {pack.tokens:,} tokens as too long ({type(exc).__name__})"
 
 
 __all__ = ["Engine", "LoadResult", "Pack", "Session"]
