@@ -328,7 +328,7 @@ _ADVERSARIAL_UNITS = {
 def _counted_steps(monkeypatch: pytest.MonkeyPatch, text: str) -> int:
     steps = [0]
     with monkeypatch.context() as mp:
-        for name in ("_KEYWORD", "_KEYWORD_I", "_KEY_RUN", "_ASSIGN", "_FLAG", "_XML", "_PEM_BEGIN", "_PEM_END", "_PEM_BODY"):
+        for name in ("KEYWORD", "KEYWORD_I", "KEY_RUN", "ASSIGN", "FLAG", "XML", "PEM_BEGIN", "PEM_END", "PEM_BODY"):
             mp.setattr(R, name, _Counted(getattr(R, name), steps))
 
         def counting(find: Any) -> Any:

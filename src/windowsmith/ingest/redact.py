@@ -55,31 +55,59 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["SECRET_TYPES", "Redaction", "has_candidate", "redact", "redact_obj", "redact_schema", "shannon_entropy"]
-
-MARKER = "[REDACTED:{}]"
-
-SECRET_TYPES: tuple[str, ...] = (
-    "private_key_block",
-    "gcp_service_account_private_key",
-    "aws_access_key_id",
-    "aws_secret_access_key",
-    "github_token",
-    "openai_api_key",
-    "anthropic_api_key",
-    "openrouter_api_key",
-    "slack_token",
-    "slack_webhook",
-    "stripe_key",
-    "google_api_key",
-    "jwt",
-    "bearer_token",
-    "basic_auth",
-    "authorization_header",
-    "url_password",
-    "password_assignment",
-    "generic_secret_assignment",
+from .redact_rules import (
+    ASSIGN,
+    AUTH_MIN_LENGTH,
+    AUTH_SCHEMES,
+    CAMEL_SEG,
+    CODE_SEGMENT,
+    COMPARISONS,
+    CONTEXT_RULES,
+    DOTTED_IDENT,
+    FLAG,
+    FORMAT_RULES,
+    GCP_KEY_CONTEXT,
+    GENERIC_MIN_LENGTH,
+    HEX,
+    HEX_MIN_ENTROPY,
+    HEX_MIN_LENGTH,
+    IDENT_NO_DIGIT,
+    KEY_CHARS,
+    KEY_MAX,
+    KEY_RUN,
+    KEYED_TRIGGERS,
+    KEYWORD,
+    KEYWORD_I,
+    MARKER,
+    MARKER_RX,
+    META_SPLIT,
+    META_SUFFIXES,
+    MIN_ENTROPY,
+    MYSQL_CLIENT,
+    NON_SECRET_TOKEN_QUALIFIERS,
+    NUMBER,
+    P_KEY_BLOCK,
+    P_KEYED,
+    PASSWORD_KEY,
+    PATH,
+    PEM_BEGIN,
+    PEM_BODY,
+    PEM_END,
+    PEM_MAX,
+    PLACEHOLDER_RX,
+    PLACEHOLDER_WORDS,
+    REST_OF_LINE,
+    SECRET_KEY,
+    SECRET_TYPES,
+    TYPE_WORDS,
+    VALUE_KEYWORDS,
+    VERSION,
+    WORDS_LOWER,
+    XML,
+    RegexRule,
 )
+
+__all__ = ["SECRET_TYPES", "Redaction", "has_candidate", "redact", "redact_obj", "redact_schema", "shannon_entropy"]
 
 
 @dataclass(frozen=True)
@@ -109,8 +137,6 @@ def shannon_entropy(value: str) -> float:
 
 Span = tuple[int, int, str, int]
 
-_P_KEY_BLOCK, _P_FORMAT, _P_CONTEXT, _P_HEADER, _P_KEYED = 0, 1, 2, 3, 4
-
 
 @dataclass(frozen=True)
 class _Rule:
@@ -121,19 +147,11 @@ class _Rule:
     scans: tuple[re.Pattern[str], ...] = ()  # the patterns it runs over the text (checked for linear time)
 
 
-def _regex_rule(
-    name: str,
-    kind: str,
-    pattern: str,
-    priority: int,
-    *,
-    triggers: tuple[str, ...] = (),
-    itriggers: tuple[str, ...] = (),
-    group: str | int = 0,
-    check: Callable[[re.Match[str]], bool] | None = None,
-    flags: int = 0,
-) -> _Rule:
-    rx = re.compile(pattern, flags)
+def _regex_rule(spec: RegexRule) -> _Rule:
+    """The rule that scans ``spec.pattern`` over the text and keeps the matches its check accepts."""
+    rx = re.compile(spec.pattern)
+    check = CHECKS[spec.check] if spec.check is not None else None
+    kind, priority, group = spec.kind, spec.priority, spec.group
 
     def find(text: str) -> Iterator[Span]:
         for m in rx.finditer(text):
@@ -141,151 +159,29 @@ def _regex_rule(
                 continue
             yield m.start(group), m.end(group), kind, priority
 
-    return _Rule(name, find, triggers, itriggers, (rx,))
+    return _Rule(spec.name, find, spec.triggers, spec.itriggers, (rx,))
 
-
-# Token formats. Each pattern starts with a negative look-behind on its own character class, so a
-# match can only start at the beginning of a token: the engine never rescans inside a long run, which
-# keeps every rule linear even on adversarial input. Every repetition is bounded.
-_B = r"(?<![A-Za-z0-9_-])"  # token start
-_E = r"(?![A-Za-z0-9_-])"  # token end
-
-_FORMAT_RULES = [
-    _regex_rule(
-        "aws_access_key_id",
-        "aws_access_key_id",
-        r"(?<![A-Za-z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}(?![A-Za-z0-9])",
-        _P_FORMAT,
-        triggers=("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
-    ),
-    _regex_rule(
-        "github_token",
-        "github_token",
-        _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,247})" + _E,
-        _P_FORMAT,
-        triggers=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),
-    _regex_rule(
-        "anthropic_api_key",
-        "anthropic_api_key",
-        _B + r"sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,300}" + _E,
-        _P_FORMAT,
-        triggers=("sk-ant-",),
-    ),
-    _regex_rule(
-        "openrouter_api_key",
-        "openrouter_api_key",
-        _B + r"sk-or-v[0-9]-[A-Za-z0-9]{32,128}" + _E,
-        _P_FORMAT,
-        triggers=("sk-or-",),
-    ),
-    _regex_rule(
-        "openai_api_key",
-        "openai_api_key",
-        _B
-        + r"sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,300}"
-        + r"|[A-Za-z0-9]{8,200}T3BlbkFJ[A-Za-z0-9]{8,200}"
-        + r"|[A-Za-z0-9]{48})"
-        + _E,
-        _P_FORMAT,
-        triggers=("sk-",),
-    ),
-    _regex_rule(
-        "slack_token",
-        "slack_token",
-        r"(?<![A-Za-z0-9_-])(?:xox(?:e\.xox[bp]|[abposre])|xapp)-[0-9A-Za-z][A-Za-z0-9-]{9,300}" + _E,
-        _P_FORMAT,
-        triggers=("xox", "xapp-"),
-    ),
-    _regex_rule(
-        "slack_webhook",
-        "slack_webhook",
-        r"(?<![A-Za-z0-9.-])(?i:(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/)(?P<v>[A-Za-z0-9+/_-]{20,300})",
-        _P_FORMAT,
-        itriggers=("hooks.slack.com",),
-        group="v",
-    ),
-    _regex_rule(
-        "stripe_key",
-        "stripe_key",
-        r"(?<![A-Za-z0-9_])(?:(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,250}|whsec_[A-Za-z0-9+/=]{24,120})"
-        + r"(?![A-Za-z0-9])",
-        _P_FORMAT,
-        triggers=("sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_", "whsec_"),
-    ),
-    _regex_rule(
-        "google_api_key",
-        "google_api_key",
-        _B + r"AIza[A-Za-z0-9_-]{35}" + _E,
-        _P_FORMAT,
-        triggers=("AIza",),
-    ),
-    _regex_rule(
-        "jwt",
-        "jwt",
-        _B + r"eyJ[A-Za-z0-9_-]{8,4000}\.eyJ[A-Za-z0-9_-]{8,8000}(?:\.[A-Za-z0-9_-]{0,4000})?" + _E,
-        _P_FORMAT,
-        triggers=("eyJ",),
-    ),
-]
 
 # ---------------------------------------------------------------------------------------------------
 # Placeholders and value shapes
 # ---------------------------------------------------------------------------------------------------
-
-_PLACEHOLDER_WORDS = frozenset(
-    ["changeme", "change_me", "change-me", "changethis", "password", "passwd", "pass", "secret", "secrets", "token", "apikey", "api_key", "api-key", "key", "example", "sample", "dummy", "fake", "test", "testing", "tests", "none", "null", "nil", "undefined", "true", "false", "yes", "no", "redacted", "placeholder", "todo", "tbd", "fixme", "required", "optional", "empty", "default", "hidden", "masked", "notset", "not_set", "unset", "string", "str", "bytes", "int", "bool", "any", "value", "foo", "bar", "baz", "mysecret", "mypassword", "secretkey", "xxx"]
-)
-_PLACEHOLDER_RX = re.compile(
-    r"""(?ix)^(?:
-        [x*.#_\-•]{1,64}                       # xxx, ***, ...
-      | (?P<rep>[A-Za-z0-9])(?P=rep){1,15}      # yyy, 0000: one character repeated
-      | \$\{\{.{0,120}\}\}                       # ${{ secrets.FOO }} (CI templates)
-      | <[^<>]{0,80}>                          # <token>
-      | \$\{[^{}]{0,120}\}?                    # ${VAR} (a bare value may lose its closing brace)
-      | \$[A-Za-z_][A-Za-z0-9_]{0,80}          # $VAR
-      | \$\(.{0,120}\)                         # $(cmd)
-      | %\(?[A-Za-z_]{0,40}\)?s | %s | \$[0-9] | %~?[0-9*]  # %s, %(name)s, $1, %1 (batch files)
-      | \{\{.{0,120}\}\} | \{%.{0,120}%\}      # {{ var }}, {% x %}
-      | \{[A-Za-z_][A-Za-z0-9_.]{0,80}\}       # {var}
-      | %[A-Za-z_][A-Za-z0-9_]{0,80}%          # %VAR%
-      | @[A-Za-z_][A-Za-z0-9_]{0,80}@          # @VAR@
-      | (?:os\.environ|os\.getenv|process\.env|env|getenv|ENV|System\.getenv|secrets|vars)\b.{0,160}
-      | [a-z_\- ]{0,40}(?:your|my|insert|enter|replace)[-_ ]?[a-z_\- ]{0,60}(?:here|key|token|secret|password)s?
-      | [a-z_\-]{0,60}[-_]here
-      | \{[A-Za-z_][A-Za-z0-9_.!:\[\]'"]{0,80}\}?     # {var}, f"{pw}" cut at its closing brace
-      | [\[{(][^A-Za-z0-9]{0,4}                     # a list, dict or call opens: not a scalar
-    )$""",
-)
-_TYPE_WORDS = frozenset(
-    ["str", "string", "int", "integer", "bool", "boolean", "bytes", "float", "number", "any", "object", "optional", "none", "secretstr", "securestring", "text", "char", "varchar", "list", "dict"]
-)
-_DOTTED_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
-_CODE_SEGMENT = re.compile(r"[A-Za-z_]+[0-9]{0,3}")
-_IDENT_NO_DIGIT = re.compile(r"[A-Za-z_]+")
-_WORDS_LOWER = re.compile(r"[a-z]+(?:[-_. /][a-z]+)*|[A-Z]+(?:[-_. /][A-Z]+)*")
-_CAMEL_SEG = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-_PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+-]*(?:/[\w.@+-]*)+|[A-Za-z]:\\.*")
-_VERSION = re.compile(r"v?[0-9]+(?:\.[0-9]+)+(?:[-+.][0-9A-Za-z.-]*)?")
-_HEX = re.compile(r"[0-9a-fA-F]+")
-_NUMBER = re.compile(r"[-+]?[0-9][0-9_,.]*")
 
 
 def _is_placeholder(value: str) -> bool:
     v = value.strip()
     if not v or "REDACTED" in v:
         return True
-    if v.lower() in _PLACEHOLDER_WORDS:
+    if v.lower() in PLACEHOLDER_WORDS:
         return True
-    return len(v) <= 300 and _PLACEHOLDER_RX.match(v) is not None
+    return len(v) <= 300 and PLACEHOLDER_RX.match(v) is not None
 
 
 def _looks_like_words(v: str) -> bool:
     """Ordinary words (``my-app-db-credentials``, ``SessionTokenName``), not a random string."""
-    if _WORDS_LOWER.fullmatch(v):
+    if WORDS_LOWER.fullmatch(v):
         return True
     if v.isalpha():
-        segs = _CAMEL_SEG.findall(v)
+        segs = CAMEL_SEG.findall(v)
         return bool(segs) and sum(map(len, segs)) == len(v) and len(v) / len(segs) >= 3.5
     return False
 
@@ -294,58 +190,6 @@ def _looks_like_words(v: str) -> bool:
 # Keyed values: KEY=value, "key": "value", key: value, --key value
 # ---------------------------------------------------------------------------------------------------
 
-_PASSWORD_KEY = re.compile(r"password|passwd|passphrase|pwd|(?<![a-z])pass(?![a-z])|(?<![a-z])pw(?![a-z])")
-_SECRET_KEY = re.compile(
-    r"secret|token|api[_.-]?key|apikey|access[_.-]?key|private[_.-]?key|signing[_.-]?key|encryption[_.-]?key"
-    r"|master[_.-]?key|client[_.-]?key|account[_.-]?key|auth(?!or)|credential|creds|session[_.-]?key|(?<![a-z])salt(?![a-z])"
-    r"|connection[_.-]?string|dsn(?![a-z])"
-)
-# Keys that name metadata about a secret, not the secret itself.
-_META_SUFFIXES = (
-    "id", "ids", "url", "uri", "urls", "endpoint", "type", "types", "name", "names", "path", "file", "files",
-    "dir", "length", "len", "count", "size", "expires", "expiry", "expiration", "ttl", "at", "time",
-    "timeout", "header", "field", "env", "var", "prefix", "format", "method", "mode", "enabled", "required",
-    "version", "limit", "usage", "tokens", "provider", "scheme", "hint", "policy", "kind", "label",
-    "location", "ref", "arn", "region", "scope", "scopes", "status", "state", "rotation", "hash", "algorithm",
-    "algo", "strategy", "store", "manager", "backend", "source", "class", "dialog", "page", "form", "error",
-    "errors", "valid", "check", "regex", "pattern", "min", "max", "user", "username", "login", "email",
-    "model", "models", "backends", "classes", "hasher", "hashers", "validator", "validators", "reset", "changed",
-    "field", "fields", "input", "widget", "label", "placeholder", "prompt", "confirm", "confirmation",
-    "required", "complexity", "strength", "handler", "middleware", "view", "views", "template", "test", "tests",
-)
-# A token qualified by one of these words is not a credential: pagination cursors, tokenizer tokens.
-_NON_SECRET_TOKEN_QUALIFIERS = frozenset(
-    ["page", "next", "prev", "previous", "continuation", "cursor", "pagination", "resume", "resumption", "sync",
-     "delta", "start", "end", "last", "first", "stop", "eos", "bos", "pad", "unk", "sep", "mask", "cls", "special",
-     "input", "output", "prompt", "completion", "cache", "cached", "reasoning", "max", "num", "total"]
-)
-_META_SPLIT = re.compile(r"[_.\-]|(?<=[a-z0-9])(?=[A-Z])")
-
-# Matched at a key start found from a keyword hit (see _find_keyed), never scanned with finditer.
-_TYPE_ANNOTATION = (
-    r"""(?:[ \t]{0,4}:?[ \t]{1,4}(?:string|String|str|&str|&'static[ \t]str|\[\]byte|char[ \t]?\*|QString"""
-    r"""|NSString[ \t]?\*|SecureString|SecretStr)[ \t]{0,4}(?=[:.+!=]))?"""
-)
-_ASSIGN = re.compile(
-    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P<kq>["']?(?:\]|\[\])?)""" + _TYPE_ANNOTATION + r"""[ \t]{0,8}"""
-    r"""(?P<sep>:::=|::=|:=|===|!==|==|!=|=>|\?=|\.=|\+=|=|:|,|(?<=[ \t])(?=["']))[ \t]{0,8}@?"""
-    r"""(?:"(?P<dq>[^"\n]{0,512})"|'(?P<sq>[^'\n]{0,512})'|`(?P<bq>[^`\n]{0,512})`|(?P<bare>[^\s\x00"'`,;&|<>)\]}]{1,512}))"""
-)
-# <password>value</password>, <add name="x"><ApiKey>value</ApiKey>: the element name is the key.
-_XML = re.compile(
-    r"""(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P<kq>)(?:[ \t][^<>\n]{0,200})?(?P<sep>>)(?P<dq>[^<>\n]{1,512})</"""
-)
-_COMPARISONS = frozenset({"==", "===", "!=", "!==", ","})
-_FLAG = re.compile(
-    r"""--?(?P<key>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]{1,8}"""
-    r"""(?:"(?P<dq>[^"\n]{1,512})"|'(?P<sq>[^'\n]{1,512})'|(?P<bare>[^\s\x00"'`;&|<>-][^\s\x00"'`;&|<>]{0,511}))"""
-)
-_KEYWORD = re.compile(r"pass|pwd|pw|secret|token|key|auth|cred|salt|dsn|connection")
-_KEYWORD_I = re.compile(_KEYWORD.pattern, re.IGNORECASE)
-_KEY_RUN = re.compile(r"[A-Za-z0-9_.\-]{0,100}")
-_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_KEY_MAX = 64
-
 
 @lru_cache(maxsize=4096)
 def _key_kind(key: str) -> str | None:
@@ -353,15 +197,15 @@ def _key_kind(key: str) -> str | None:
     k = key.strip("\"'").lower()
     if not k or len(k) > 64:
         return None
-    parts = [p for p in _META_SPLIT.split(key.strip("\"'")) if p]
-    if parts and parts[-1].lower() in _META_SUFFIXES and len(parts) > 1:
+    parts = [p for p in META_SPLIT.split(key.strip("\"'")) if p]
+    if parts and parts[-1].lower() in META_SUFFIXES and len(parts) > 1:
         return None
     low = [p.lower() for p in parts]
-    if len(low) >= 2 and low[-1] == "token" and low[-2] in _NON_SECRET_TOKEN_QUALIFIERS:
+    if len(low) >= 2 and low[-1] == "token" and low[-2] in NON_SECRET_TOKEN_QUALIFIERS:
         return None  # nextPageToken, eos_token, page_token
-    if _PASSWORD_KEY.search(k):
+    if PASSWORD_KEY.search(k):
         return "password_assignment"
-    if _SECRET_KEY.search(k):
+    if SECRET_KEY.search(k):
         return "generic_secret_assignment"
     return None
 
@@ -372,25 +216,25 @@ def _classify(key: str, value: str, *, quoted: bool, sep: str, line_start: bool)
     if kind is None:
         return None
     v = value.strip()
-    if kind == "generic_secret_assignment" and len(v) < 12:
+    if kind == "generic_secret_assignment" and len(v) < GENERIC_MIN_LENGTH:
         return None
     if _is_placeholder(v):
         return None
     if v.startswith(("data:", "artifact://", "file://")) or v.endswith("("):
         return None
     if kind == "password_assignment":
-        if "pwd" in key.lower() and _PATH.fullmatch(v):
+        if "pwd" in key.lower() and PATH.fullmatch(v):
             return None  # PWD=/home/user is the working directory
         bare_key = key.strip("\"'")
         if bare_key == "PASS" and sep == ":":
             return None  # test runners: "--- PASS: TestX (0.00s)", "PASS: test_name"
-        if bare_key.lower() in ("pass", "pw") and not quoted and _IDENT_NO_DIGIT.fullmatch(v):
+        if bare_key.lower() in ("pass", "pw") and not quoted and IDENT_NO_DIGIT.fullmatch(v):
             return None  # "pass: done", "pw: Piecewise": a short key needs a value that is not a word
         if quoted:
             return kind
-        if "(" in v or _DOTTED_IDENT.fullmatch(v) or v.lower() in _TYPE_WORDS:
+        if "(" in v or DOTTED_IDENT.fullmatch(v) or v.lower() in TYPE_WORDS:
             return None  # code: password=get_password(), self.password, password: str
-        if _IDENT_NO_DIGIT.fullmatch(v):
+        if IDENT_NO_DIGIT.fullmatch(v):
             # A bare identifier is a variable in code (password=password) unless the key is an
             # environment variable (DB_PASSWORD=letmein) or a YAML key at the start of a line.
             env_key = key.strip("\"'").upper() == key.strip("\"'") and sep == "="
@@ -399,23 +243,23 @@ def _classify(key: str, value: str, *, quoted: bool, sep: str, line_start: bool)
                 return None
         return kind
     # generic: the value must look random.
-    if len(v) < 12 or any(c.isspace() for c in v):
+    if len(v) < GENERIC_MIN_LENGTH or any(c.isspace() for c in v):
         return None
-    if _NUMBER.fullmatch(v) or _VERSION.fullmatch(v) or _PATH.fullmatch(v) or "://" in v:
+    if NUMBER.fullmatch(v) or VERSION.fullmatch(v) or PATH.fullmatch(v) or "://" in v:
         return None
     if not quoted and ("(" in v or _is_attribute_path(v)):
         return None
-    if _looks_like_words(v) or (_DOTTED_IDENT.fullmatch(v) and all(map(_looks_like_words, v.split(".")))):
+    if _looks_like_words(v) or (DOTTED_IDENT.fullmatch(v) and all(map(_looks_like_words, v.split(".")))):
         return None  # AUTH_USER_MODEL = "accounts.CustomUser"
-    limit = 3.0 if _HEX.fullmatch(v) else 3.5
-    if _HEX.fullmatch(v) and len(v) < 16:
+    limit = HEX_MIN_ENTROPY if HEX.fullmatch(v) else MIN_ENTROPY
+    if HEX.fullmatch(v) and len(v) < HEX_MIN_LENGTH:
         return None
     return kind if shannon_entropy(v) >= limit else None
 
 
 def _is_attribute_path(v: str) -> bool:
     """``self.config.api_key``, ``settings.SECRET_KEY2``: code, not a value (random segments are a value)."""
-    return _DOTTED_IDENT.fullmatch(v) is not None and all(_CODE_SEGMENT.fullmatch(p) for p in v.split("."))
+    return DOTTED_IDENT.fullmatch(v) is not None and all(CODE_SEGMENT.fullmatch(p) for p in v.split("."))
 
 
 def _line_start(text: str, pos: int) -> bool:
@@ -435,29 +279,29 @@ def _value_group(m: re.Match[str]) -> tuple[str, bool] | None:
 def _find_keyed(text: str) -> Iterator[Span]:
     """Keyed values, found from keyword hits so that text without assignments costs one scan."""
     lowered = text.lower()
-    hits = _KEYWORD.finditer(lowered) if len(lowered) == len(text) else _KEYWORD_I.finditer(text)
+    hits = KEYWORD.finditer(lowered) if len(lowered) == len(text) else KEYWORD_I.finditer(text)
     skip_until = -1
     for hit in hits:
         p = hit.start()
         if p < skip_until:
             continue
-        word_end = _KEY_RUN.match(text, p).end()  # type: ignore[union-attr]
+        word_end = KEY_RUN.match(text, p).end()  # type: ignore[union-attr]
         skip_until = word_end
         i = p
-        lo = max(0, p - _KEY_MAX)
-        while i > lo and text[i - 1] in _KEY_CHARS:
+        lo = max(0, p - KEY_MAX)
+        while i > lo and text[i - 1] in KEY_CHARS:
             i -= 1
-        if (i == lo and lo > 0 and text[i - 1] in _KEY_CHARS) or word_end - i > _KEY_MAX + 2:
+        if (i == lo and lo > 0 and text[i - 1] in KEY_CHARS) or word_end - i > KEY_MAX + 2:
             continue  # a long run of word characters, not a key
         j = i
         while j < p and text[j] == "-":
             j += 1
         candidates: list[tuple[re.Match[str] | None, bool]] = []
         if 0 < j - i <= 2:
-            candidates.append((_FLAG.match(text, i), True))
+            candidates.append((FLAG.match(text, i), True))
         if i > 0 and text[i - 1] == "<":
-            candidates.append((_XML.match(text, i), False))
-        candidates.append((_ASSIGN.match(text, j), False))
+            candidates.append((XML.match(text, i), False))
+        candidates.append((ASSIGN.match(text, j), False))
         for m, is_flag in candidates:
             if m is None or m.end("key") < hit.end():
                 continue
@@ -467,9 +311,6 @@ def _find_keyed(text: str) -> Iterator[Span]:
                 yield span
                 skip_until = max(skip_until, span[1])
                 break
-
-
-_REST_OF_LINE = re.compile(r"[^\n\x00]{0,80}")
 
 
 def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
@@ -484,31 +325,31 @@ def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
     sep = " " if is_flag else m.group("sep")
     if sep == "" and not (quoted and text.startswith(";", m.end())):
         return None  # private_key "v"; (a directive and its quoted value) needs the closing semicolon
-    if sep in _COMPARISONS and (not quoted or (sep == "," and not m.group("kq"))):
+    if sep in COMPARISONS and (not quoted or (sep == "," and not m.group("kq"))):
         return None  # password == other, f(token, x): a comparison or an argument list needs a literal
-    if sep == "," and (len(value) < 6 or _IDENT_NO_DIGIT.fullmatch(value) or _looks_like_words(value)):
+    if sep == "," and (len(value) < 6 or IDENT_NO_DIGIT.fullmatch(value) or _looks_like_words(value)):
         return None  # ("pass", "raise"), ["password", "email"]: a list of words, not a key and its value
     if sep == ":" and not m.group("kq") and text.startswith("//", m.end("sep")):
         return None  # a URL scheme, not a key
     kind = _classify(key, value, quoted=quoted, sep=sep, line_start=_line_start(text, m.start()))
     if kind is None:
         return None
-    if not quoted and sep == ":" and _IDENT_NO_DIGIT.fullmatch(value):
-        rest = _REST_OF_LINE.match(text, m.end(g))
+    if not quoted and sep == ":" and IDENT_NO_DIGIT.fullmatch(value):
+        rest = REST_OF_LINE.match(text, m.end(g))
         if rest is not None and rest.group().strip() and not rest.group().lstrip().startswith("#"):
             return None  # "passwd: files systemd" (nsswitch.conf): a word among words, not a YAML value
     start, end = m.start(g), m.end(g)
     if not quoted:  # trailing punctuation is not part of a bare value
         while end > start and text[end - 1] in ".:":
             end -= 1
-    return start, end, kind, _P_KEYED
+    return start, end, kind, P_KEYED
 
 
 def _check_bearer(m: re.Match[str]) -> bool:
     v = m.group("v")
     if _is_placeholder(v) or _looks_like_words(v):
         return False
-    return not v.isalpha() or shannon_entropy(v) >= 3.5
+    return not v.isalpha() or shannon_entropy(v) >= MIN_ENTROPY
 
 
 def _check_basic(m: re.Match[str]) -> bool:
@@ -527,158 +368,65 @@ def _check_url_password(m: re.Match[str]) -> bool:
     return not _is_placeholder(v) and not _is_placeholder(v.strip("<>[]"))
 
 
-_MYSQL_CLIENT = re.compile(r"(?<![\w-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)(?![\w-])")
-
-
 def _check_mysql_password(m: re.Match[str]) -> bool:
     """``-pSECRET`` glued to the flag is a password only on a MySQL client's command line."""
     text = m.string
     line_start = max(text.rfind("\n", max(0, m.start() - 300), m.start()) + 1, m.start() - 300)
-    return _MYSQL_CLIENT.search(text, line_start, m.start()) is not None and _check_url_password(m)
+    return MYSQL_CLIENT.search(text, line_start, m.start()) is not None and _check_url_password(m)
 
 
 def _check_authorization(m: re.Match[str]) -> bool:
     v = m.group("v").rstrip(".,:;")
-    if _is_placeholder(v) or _looks_like_words(v) or v.lower() in _AUTH_SCHEMES:
+    if _is_placeholder(v) or _looks_like_words(v) or v.lower() in AUTH_SCHEMES:
         return False
-    return any(c.isdigit() for c in v) or (len(v) >= 16 and shannon_entropy(v) >= 3.5)
+    return any(c.isdigit() for c in v) or (len(v) >= AUTH_MIN_LENGTH and shannon_entropy(v) >= MIN_ENTROPY)
 
 
-_AUTH_SCHEMES = frozenset(
-    ["bearer", "basic", "digest", "negotiate", "ntlm", "token", "api-token", "apikey", "api-key", "key", "sso-key",
-     "jwt", "dpop", "hmac", "aws4-hmac-sha256"]
-)
+#: The checks a :class:`RegexRule` names: a match is a secret only if its check accepts it.
+CHECKS: dict[str, Callable[[re.Match[str]], bool]] = {
+    "authorization": _check_authorization,
+    "basic": _check_basic,
+    "bearer": _check_bearer,
+    "mysql_password": _check_mysql_password,
+    "url_password": _check_url_password,
+}
 
-
-_CONTEXT_RULES = [
-    _regex_rule(
-        "aws_secret_access_key",
-        "aws_secret_access_key",
-        r"""(?i:aws[A-Za-z0-9_.\-]{0,20}secret[A-Za-z0-9_.\-]{0,20}|secret_?access_?key)["']?[ \t]{0,5}"""
-        r"""(?:=|:|=>|,)[ \t]{0,5}["']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])""",
-        _P_CONTEXT,
-        itriggers=("secret",),
-        group="v",
-    ),
-    _regex_rule(
-        "url_password",
-        "url_password",
-        r"""(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,20}://[^\s:/@'"<>]{0,256}:(?P<v>[^\s/@'"<>]{1,256})@"""
-        r"""(?=[A-Za-z0-9\[])""",
-        _P_CONTEXT,
-        triggers=("://",),
-        group="v",
-        check=_check_url_password,
-    ),
-    _regex_rule(
-        "bearer_token",
-        "bearer_token",
-        r"(?<![A-Za-z0-9])(?i:bearer)[ \t]{1,8}(?P<v>[A-Za-z0-9._~+/=-]{16,4096})(?![A-Za-z0-9._~+/=-])",
-        _P_HEADER,
-        itriggers=("bearer",),
-        group="v",
-        check=_check_bearer,
-    ),
-    _regex_rule(
-        "basic_auth",
-        "basic_auth",
-        r"(?<![A-Za-z0-9])(?i:basic)[ \t]{1,8}(?P<v>[A-Za-z0-9+/]{8,1024}={0,2})(?![A-Za-z0-9+/=])",
-        _P_HEADER,
-        itriggers=("basic",),
-        group="v",
-        check=_check_basic,
-    ),
-    _regex_rule(
-        "authorization_header",
-        "authorization_header",
-        r"""(?<![A-Za-z0-9_-])(?i:(?:proxy-)?authorization|x-auth-token|x-access-token|x-api-token|api-token"""
-        r"""|private-token)["']?\]?[ \t]{0,4}[:=,][ \t]{0,4}["']?"""
-        r"""(?!(?i:bearer|basic)[ \t])(?:(?i:token|api-token|apikey|api-key|key|sso-key|jwt|dpop|hmac)[ \t=]{1,4})?"""
-        r"""(?P<v>[A-Za-z0-9._~+/=:@-]{8,4096})(?![A-Za-z0-9._~+/=:@-])""",
-        _P_HEADER,
-        itriggers=("authorization", "-token"),
-        group="v",
-        check=_check_authorization,
-    ),
-    _regex_rule(
-        "mysql_password",
-        "password_assignment",
-        r"""(?<![\w-])-p(?P<v>[^\s'"-][^\s'"]{0,127})""",
-        _P_HEADER,
-        itriggers=("mysql", "mariadb"),
-        group="v",
-        check=_check_mysql_password,
-    ),
-    _regex_rule(
-        "sshpass",
-        "password_assignment",
-        r"""(?<![\w-])sshpass[ \t]{1,8}-p[ \t]{0,8}["']?(?P<v>[^\s'"]{1,256})""",
-        _P_HEADER,
-        triggers=("sshpass",),
-        group="v",
-        check=_check_url_password,
-    ),
-    _regex_rule(
-        "curl_user_only",  # curl -u "sk_live_...:" / -u "APIKEY:": the key is the user name, no password
-        "password_assignment",
-        r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?(?P<v>[^\s:'"]{8,256}):(?=["']?(?:\s|$))""",
-        _P_HEADER,
-        triggers=("-u", "--user"),
-        group="v",
-        check=_check_authorization,
-    ),
-    _regex_rule(
-        "curl_user",
-        "password_assignment",
-        r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?[^\s:'"]{0,128}["']?:["']?(?P<v>[^\s'"]{1,256})""",
-        _P_HEADER,
-        triggers=("-u", "--user"),
-        group="v",
-        check=_check_url_password,
-    ),
-]
 
 # ---------------------------------------------------------------------------------------------------
 # PEM private keys (found by markers, not one regex: the BEGIN and END lines may be far apart)
 # ---------------------------------------------------------------------------------------------------
 
-_PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,.-]{0,20000}")
-_PEM_MAX = 20000
-_GCP_KEY_CONTEXT = re.compile(r"""["']?private_key["']?\s{0,4}[:=]\s{0,4}["']?$""")
-
 
 def _find_private_keys(text: str) -> Iterator[Span]:
-    ends = [m.end() for m in _PEM_END.finditer(text)]
+    ends = [m.end() for m in PEM_END.finditer(text)]
     pos = 0
     while True:
-        m = _PEM_BEGIN.search(text, pos)
+        m = PEM_BEGIN.search(text, pos)
         if m is None:
             return
         i = bisect_left(ends, m.end())
-        if i < len(ends) and ends[i] - m.end() <= _PEM_MAX:
+        if i < len(ends) and ends[i] - m.end() <= PEM_MAX:
             end = ends[i]
         else:  # truncated key: redact the base64 body that follows
-            body = _PEM_BODY.match(text, m.end())
+            body = PEM_BODY.match(text, m.end())
             end = body.end() if body else m.end()
             while end > m.end() and text[end - 1] in " \t\r\n-":
                 end -= 1
         before = text[max(0, m.start() - 40) : m.start()]
-        kind = "gcp_service_account_private_key" if _GCP_KEY_CONTEXT.search(before) else "private_key_block"
-        yield m.start(), end, kind, _P_KEY_BLOCK
+        kind = "gcp_service_account_private_key" if GCP_KEY_CONTEXT.search(before) else "private_key_block"
+        yield m.start(), end, kind, P_KEY_BLOCK
         pos = max(end, m.end())
 
 
 _RULES: tuple[_Rule, ...] = (
-    _Rule("private_key", _find_private_keys, triggers=("PRIVATE KEY",), scans=(_PEM_BEGIN, _PEM_END, _PEM_BODY)),
-    *_FORMAT_RULES,
-    *_CONTEXT_RULES,
+    _Rule("private_key", _find_private_keys, triggers=("PRIVATE KEY",), scans=(PEM_BEGIN, PEM_END, PEM_BODY)),
+    *map(_regex_rule, FORMAT_RULES),
+    *map(_regex_rule, CONTEXT_RULES),
     _Rule(
         "keyed",
         _find_keyed,
-        itriggers=("pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "salt", "dsn", "connection"),
-        scans=(_KEYWORD, _KEYWORD_I, _KEY_RUN, _ASSIGN, _FLAG, _XML),
+        itriggers=KEYED_TRIGGERS,
+        scans=(KEYWORD, KEYWORD_I, KEY_RUN, ASSIGN, FLAG, XML),
     ),
 )
 
@@ -738,9 +486,6 @@ def _select(spans: list[Span]) -> list[Span]:
     return chosen
 
 
-_MARKER_RX = re.compile(r"\[REDACTED:[a-z0-9_]{1,40}\]")
-
-
 def _touches(marks: list[tuple[int, int]], starts: list[int], a: int, b: int) -> bool:
     i = bisect_right(starts, b)  # markers starting at or before b; the last of them may reach a
     return i > 0 and marks[i - 1][1] >= a
@@ -757,7 +502,7 @@ def redact(text: str) -> Redaction:
             if "REDACTED:" not in text[s[0] : s[1]]:
                 spans.append(s)
     if spans and "[REDACTED:" in text:  # a span that touches an existing marker: idempotence
-        marks = [(m.start(), m.end()) for m in _MARKER_RX.finditer(text)]
+        marks = [(m.start(), m.end()) for m in MARKER_RX.finditer(text)]
         starts = [a for a, _ in marks]
         spans = [s for s in spans if not _touches(marks, starts, s[0], s[1])]
     if not spans:
@@ -819,10 +564,6 @@ def redact_obj(value: Any) -> tuple[Any, dict[str, int]]:
     return result, dict(sorted(counts.items()))
 
 
-#: JSON Schema keywords whose values are sample *values* of the property (not schema).
-_VALUE_KEYWORDS = frozenset({"default", "const", "enum", "examples", "example"})
-
-
 def redact_schema(schema: Any) -> tuple[Any, dict[str, int]]:
     """Redact a JSON Schema (a tool's parameters) like :func:`redact_obj`, plus one schema rule: the
     sample values of a property (``default``, ``const``, ``enum``, ``examples``) are judged with the
@@ -853,7 +594,7 @@ def redact_schema(schema: Any) -> tuple[Any, dict[str, int]]:
         for k, v in node.items():
             if k == "properties" and isinstance(v, dict):
                 out[k] = {p: walk(sub, p) for p, sub in v.items()}
-            elif k in _VALUE_KEYWORDS and name is not None:
+            elif k in VALUE_KEYWORDS and name is not None:
                 out[k] = values(name, v)
             elif isinstance(v, dict | list):
                 out[k] = walk(v, name if k in ("items", "anyOf", "oneOf", "allOf") else None)
