@@ -337,22 +337,50 @@ def false_positives(texts: list[str | dict[str, Any]]) -> tuple[int, list[str]]:
     return hits, examples
 
 
-ADVERSARIAL = {
-    "jwt-prefix": "eyJ" * 1_700_000, "jwt-dots": "eyJaaaaaaaa." * 420_000, "assignments": "token=" * 850_000,
-    "one-run": "a" * 5_000_000, "keyword-run": "token" * 1_000_000, "pem-begin": "-----BEGIN PRIVATE KEY-----!" * 180_000,
-    "url-userinfo": "a://b:c@" * 620_000, "bearer": "Bearer " * 700_000, "quotes": "password = '" * 420_000,
-    "flags": "--password " * 450_000, "sk": "sk-" * 1_700_000, "authorization": "Authorization: " * 330_000,
-    "xml": "<password>" * 500_000, "curl-user": "-u :" * 1_250_000, "commas": '"token", ' * 550_000,
-    "hex": "0123456789abcdef" * 312_500, "mysql-p": "mysql -pa " * 500_000, "sshpass": "sshpass -p " * 460_000,
+# Each unit is repeated to 5 MB (and to a quarter of that: a linear rule takes about 4 times as long on the
+# full size). They stress the patterns scanned over the text: long runs of one character class, many
+# candidate starts.
+ADVERSARIAL_UNITS = {
+    "jwt-prefix": "eyJ", "jwt-dots": "eyJaaaaaaaa.", "assignments": "token=", "one-run": "a", "keyword-run": "token",
+    "pem-begin": "-----BEGIN PRIVATE KEY-----!", "url-userinfo": "a://b:c@", "bearer": "Bearer ",
+    "quotes": "password = '", "flags": "--password ", "sk": "sk-", "authorization": "Authorization: ",
+    "xml": "<password>", "curl-user": "-u :", "commas": '"token", ', "hex": "0123456789abcdef",
+    "mysql-p": "mysql -pa ", "sshpass": "sshpass -p ",
 }
+# The value-shape checks a keyed or header value goes through (a dotted number, a word list, a path, a
+# "your ... here" placeholder), each fed 5 MB of values of 32 and of 256 characters: a check linear in
+# the value's length costs the same on both (ratio about 1), a quadratic one about 8 times more.
+VALUE_SHAPES = {
+    "version": lambda n: 'api_key="' + ("1." * n)[:n] + '1!"\n',
+    "fill-in": lambda n: 'password = "' + ("my " * n)[:n] + '"\n',
+    "words": lambda n: "Bearer " + ("ab-" * n)[:n] + "1\n",
+    "path": lambda n: 'PWD="' + ("/a" * n)[:n] + '!"\n',
+    "dotted": lambda n: 'api_key="' + ("a.b" * n)[:n] + '!"\n',
+}
+ADVERSARIAL_BYTES = 5_000_000
 
 
-def adversarial() -> dict[str, float]:
+def _timed(text: str) -> float:
+    start = time.perf_counter()
+    redact(text)
+    return round(time.perf_counter() - start, 3)
+
+
+def adversarial() -> dict[str, dict[str, float]]:
+    """Per input, seconds on a quarter and on all of ADVERSARIAL_BYTES (scans) or on short and long values
+    (value shapes), and their ratio."""
     out = {}
-    for name, text in ADVERSARIAL.items():
-        start = time.perf_counter()
-        redact(text)
-        out[name] = round(time.perf_counter() - start, 3)
+    for name, unit in ADVERSARIAL_UNITS.items():
+        row = {"quarter": _timed(unit * (ADVERSARIAL_BYTES // 4 // len(unit))),
+               "full": _timed(unit * (ADVERSARIAL_BYTES // len(unit)))}
+        row["ratio"] = round(row["full"] / max(row["quarter"], 1e-3), 2)
+        out[name] = row
+    for name, make in VALUE_SHAPES.items():
+        short, long = make(32), make(256)
+        row = {"values_32": _timed(short * (ADVERSARIAL_BYTES // len(short))),
+               "values_256": _timed(long * (ADVERSARIAL_BYTES // len(long)))}
+        row["ratio"] = round(row["values_256"] / max(row["values_32"], 1e-3), 2)
+        out[f"value-{name}"] = row
     return out
 
 
@@ -394,7 +422,12 @@ def main(argv: list[str]) -> int:
         print(f"\n{TRACES} not found: false-positive rate not measured")
     if "--adversarial" in argv:
         report["adversarial_seconds"] = adv = adversarial()
-        print("\nadversarial 5 MB inputs (seconds): " + ", ".join(f"{k} {v}" for k, v in adv.items()))
+        print(f"\nadversarial inputs, seconds: scans at {ADVERSARIAL_BYTES // 4:,} and {ADVERSARIAL_BYTES:,} bytes "
+              f"(linear: ratio about 4); value shapes, {ADVERSARIAL_BYTES:,} bytes of 32- and of 256-character values "
+              "(linear in the value: ratio about 1)")
+        for name, row in adv.items():
+            a, b, ratio = row.values()
+            print(f"  {name:16} {a:>8.3f} {b:>8.3f} {ratio:>6.2f}")
     OUT.mkdir(exist_ok=True)
     (OUT / "redact.json").write_text(json.dumps(report, indent=1) + "\n")
     return 0

@@ -359,3 +359,88 @@ def test_clean_1mb_log_takes_no_match_attempt_and_is_returned_as_is(monkeypatch:
     assert not has_candidate(text)
     assert _counted_steps(monkeypatch, text) == 0
     assert redact(text).text is text
+
+
+# ---------------------------------------------------------------------------------------------------
+# Value shapes: patterns fullmatched against one value (at most 512 characters, a header value 4,096)
+# ---------------------------------------------------------------------------------------------------
+
+RULES = sys.modules["windowsmith.ingest.redact_rules"]
+
+
+def _no_backtracking_repeat_nests(items: Any, inside: bool = False) -> list[str]:
+    """Where a repetition that can backtrack (greedy or lazy, more than once) sits inside another one.
+    A possessive repetition or an atomic group gives nothing back, so what is inside starts afresh."""
+    from re import _constants as C  # type: ignore[attr-defined]
+
+    found: list[str] = []
+    for op, av in items:
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT):
+            _, hi, sub = av
+            if inside and hi > 1:
+                found.append(f"{op} {av!r}"[:80])
+            found += _no_backtracking_repeat_nests(sub, inside or hi > 1)
+        elif op is getattr(C, "POSSESSIVE_REPEAT", None):
+            found += _no_backtracking_repeat_nests(av[2], False)
+        elif op is getattr(C, "ATOMIC_GROUP", None):
+            found += _no_backtracking_repeat_nests(av, False)
+        elif op is C.SUBPATTERN:
+            found += _no_backtracking_repeat_nests(av[3], inside)
+        elif op is C.BRANCH:
+            for branch in av[1]:
+                found += _no_backtracking_repeat_nests(branch, inside)
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            found += _no_backtracking_repeat_nests(av[1], inside)
+    return found
+
+
+def test_no_value_shape_pattern_nests_a_backtracking_repetition() -> None:
+    # ``(?:\.[0-9]+)+`` made VERSION quadratic on 1.1.1…1! (every split retried); the same shape in
+    # WORDS_LOWER, PATH and DOTTED_IDENT. A backtracking repetition inside another must not come back.
+    from re import _parser  # type: ignore[attr-defined]
+
+    scanned = {id(rx) for rule in R._RULES for rx in rule.scans}
+    patterns = {n: v for n, v in vars(RULES).items() if isinstance(v, re.Pattern) and id(v) not in scanned}
+    assert {"VERSION", "WORDS_LOWER", "PATH", "DOTTED_IDENT", "PLACEHOLDER_RX", "FILL_IN_CHARS"} <= set(patterns)
+    nested = {n: f for n, rx in patterns.items() if (f := _no_backtracking_repeat_nests(list(_parser.parse(rx.pattern, rx.flags))))}
+    assert not nested
+    # the check finds the shapes it is about
+    assert _no_backtracking_repeat_nests(list(_parser.parse(r"v?[0-9]+(?:\.[0-9]+)+(?:[-+.][0-9A-Za-z.-]*)?")))
+    assert not _no_backtracking_repeat_nests(list(_parser.parse(r"[a-z]++(?:[-_. /][a-z]++)*+")))
+
+
+# The patterns as they were before their runs were made possessive: they must accept the same values.
+_BEFORE = {
+    "VERSION": re.compile(r"v?[0-9]+(?:\.[0-9]+)+(?:[-+.][0-9A-Za-z.-]*)?"),
+    "WORDS_LOWER": re.compile(r"[a-z]+(?:[-_. /][a-z]+)*|[A-Z]+(?:[-_. /][A-Z]+)*"),
+    "PATH": re.compile(r"(?:~|\.{1,2})?/[\w.@+-]*(?:/[\w.@+-]*)+|[A-Za-z]:\\.*"),
+    "DOTTED_IDENT": re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+"),
+}
+_SHAPE_PIECES = ["1", "12", ".", "a", "ab", "B", "_", "-", "+", "/", "~", "v", "..", "@", " ", "!", "C:\\", "x9"]
+
+
+@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_SHAPE_PIECES), max_size=16).map("".join))
+def test_possessive_value_shapes_accept_exactly_what_they_did(value: str) -> None:
+    for name, before in _BEFORE.items():
+        assert (getattr(RULES, name).fullmatch(value) is None) == (before.fullmatch(value) is None), (name, value)
+
+
+_FILL_IN_BEFORE = re.compile(
+    r"(?i)[a-z_\- ]{0,40}(?:your|my|insert|enter|replace)[-_ ]?[a-z_\- ]{0,60}(?:here|key|token|secret|password)s?")
+_FILL_IN_PIECES = ["my", "your", "insert", "enter", "replace", "here", "key", "token", "secret", "password", "s", "-",
+                   "_", " ", "a", "API", "x" * 20, "1", "."]
+
+
+@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_FILL_IN_PIECES), max_size=24).map("".join))
+def test_fill_in_scan_accepts_exactly_what_the_regex_it_replaced_did(value: str) -> None:
+    # The regex tried every split of its two adjacent runs: 0.5 ms on a 300-character "my my my …".
+    assert R._asks_to_fill_in(value) == (_FILL_IN_BEFORE.fullmatch(value) is not None), value
+
+
+@pytest.mark.parametrize("value", ["your-api-key-here", "insert token", "MY SECRET KEY", "enter_your_passwords",
+                                   "replace-" + "x" * 55 + "-here"])
+def test_fill_in_placeholders_are_kept(value: str) -> None:
+    assert redact(f'password = "{value}"').text == f'password = "{value}"'
+    assert redact('password = "my secret key 2"').total == 1

@@ -64,6 +64,11 @@ from .redact_rules import (
     COMPARISONS,
     CONTEXT_RULES,
     DOTTED_IDENT,
+    FILL_IN_BEFORE,
+    FILL_IN_BETWEEN,
+    FILL_IN_CHARS,
+    FILL_IN_NOUNS,
+    FILL_IN_WORDS,
     FLAG,
     FORMAT_RULES,
     GCP_KEY_CONTEXT,
@@ -173,7 +178,27 @@ def _is_placeholder(value: str) -> bool:
         return True
     if v.lower() in PLACEHOLDER_WORDS:
         return True
-    return len(v) <= 300 and PLACEHOLDER_RX.match(v) is not None
+    return len(v) <= 300 and (PLACEHOLDER_RX.match(v) is not None or _asks_to_fill_in(v))
+
+
+def _asks_to_fill_in(v: str) -> bool:
+    """``your-api-key-here``, ``insert token``, ``my secret key`` (see ``redact_rules.FILL_IN_WORDS``): one
+    ``find`` per occurrence of a fill-in word among the first characters, linear in the value."""
+    if not FILL_IN_CHARS.fullmatch(v):
+        return False
+    low = v.lower()
+    nouns = [len(low) - len(n) - plural for n in FILL_IN_NOUNS for plural in (0, 1) if low.endswith(n + "s" * plural)]
+    for word in FILL_IN_WORDS:
+        limit = FILL_IN_BEFORE + len(word)
+        at = low.find(word, 0, limit)
+        while at != -1:
+            end = at + len(word)
+            for start in nouns:
+                gap = start - end
+                if 0 <= gap <= FILL_IN_BETWEEN or (gap == FILL_IN_BETWEEN + 1 and low[end] in "-_ "):
+                    return True
+            at = low.find(word, at + 1, limit)
+    return False
 
 
 def _looks_like_words(v: str) -> bool:

@@ -277,22 +277,35 @@ PLACEHOLDER_RX = re.compile(
       | %[A-Za-z_][A-Za-z0-9_]{0,80}%          # %VAR%
       | @[A-Za-z_][A-Za-z0-9_]{0,80}@          # @VAR@
       | (?:os\.environ|os\.getenv|process\.env|env|getenv|ENV|System\.getenv|secrets|vars)\b.{0,160}
-      | [a-z_\- ]{0,40}(?:your|my|insert|enter|replace)[-_ ]?[a-z_\- ]{0,60}(?:here|key|token|secret|password)s?
       | [a-z_\-]{0,60}[-_]here
       | \{[A-Za-z_][A-Za-z0-9_.!:\[\]'"]{0,80}\}?     # {var}, f"{pw}" cut at its closing brace
       | [\[{(][^A-Za-z0-9]{0,4}                     # a list, dict or call opens: not a scalar
     )$""",
 )
+# "your-api-key-here", "insert token", "my secret key": up to FILL_IN_BEFORE characters, a fill-in word, an
+# optional separator, up to FILL_IN_BETWEEN characters, a noun (or its plural); letters, "_", "-" and spaces
+# only. Found by a scan over the words' positions (redact._asks_to_fill_in), not a regex: two adjacent
+# bounded runs of one class made a regex try every split of the value.
+FILL_IN_WORDS = ("your", "my", "insert", "enter", "replace")
+FILL_IN_NOUNS = ("here", "key", "token", "secret", "password")
+FILL_IN_BEFORE, FILL_IN_BETWEEN = 40, 60
+FILL_IN_MAX = FILL_IN_BEFORE + max(map(len, FILL_IN_WORDS)) + 1 + FILL_IN_BETWEEN + max(map(len, FILL_IN_NOUNS)) + 1
+FILL_IN_CHARS = re.compile(rf"[a-z_\- ]{{1,{FILL_IN_MAX}}}", re.IGNORECASE)
 TYPE_WORDS = frozenset(
     ["str", "string", "int", "integer", "bool", "boolean", "bytes", "float", "number", "any", "object", "optional", "none", "secretstr", "securestring", "text", "char", "varchar", "list", "dict"]
 )
-DOTTED_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+# The value shapes are only ever fullmatched against one value; their runs are possessive (``*+``, ``++``):
+# each run is followed by a character it cannot contain, so giving characters back could never help, and
+# without it a value that fails at its last character made the engine retry every split (quadratic).
+DOTTED_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)++")
 CODE_SEGMENT = re.compile(r"[A-Za-z_]+[0-9]{0,3}")
 IDENT_NO_DIGIT = re.compile(r"[A-Za-z_]+")
-WORDS_LOWER = re.compile(r"[a-z]+(?:[-_. /][a-z]+)*|[A-Z]+(?:[-_. /][A-Z]+)*")
+WORDS_LOWER = re.compile(r"[a-z]++(?:[-_. /][a-z]++)*+|[A-Z]++(?:[-_. /][A-Z]++)*+")
 CAMEL_SEG = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+-]*(?:/[\w.@+-]*)+|[A-Za-z]:\\.*")
-VERSION = re.compile(r"v?[0-9]+(?:\.[0-9]+)+(?:[-+.][0-9A-Za-z.-]*)?")
+PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+-]*+(?:/[\w.@+-]*+)++|[A-Za-z]:\\.*")
+# 1.2, 1.2.3-rc.1, v2.0.0+build: ``(?:\.[0-9]+)+`` before a tail that may start with "." was ambiguous (every
+# split of 1.1.1...1 tried); "1.2" then any tail starting with [-+.] is the same set of strings.
+VERSION = re.compile(r"v?[0-9]++\.[0-9]++(?:[-+.][0-9A-Za-z.-]*+)?")
 HEX = re.compile(r"[0-9a-fA-F]+")
 NUMBER = re.compile(r"[-+]?[0-9][0-9_,.]*")
 
