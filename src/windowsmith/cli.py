@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
+import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar, cast
@@ -22,6 +24,8 @@ from .errors import WindowsmithError
 #: the model the commands use when --model is not given: a current one (see the registry's `retires` dates)
 DEFAULT_MODEL = "claude-sonnet-5-5"
 STORE_HELP = "Session store: a SQLite file path or a postgresql:// URL (default ./.windowsmith/windowsmith.db)."
+TENANT_HELP = ("Work as this tenant of a shared store, as Engine(tenant=...) does: other tenants' sessions, packs "
+               "and memory are invisible (default: the default tenant '').")
 
 
 def _console() -> Console:
@@ -64,11 +68,25 @@ def _engine(model: str, store: Any, window: int | None = None, fmt: str | None =
     return Engine(model=model, store=store, window=window, format=fmt)
 
 
-def _existing_store(store: str | None) -> Any:
-    """The store ``--store`` names, which must exist: read-only commands never create one."""
+@contextlib.contextmanager
+def _existing_store(store: str | None, tenant: str | None = None) -> Iterator[Any]:
+    """The store ``--store`` names, which must exist (read-only commands never create one), as ``--tenant``
+    sees it (:meth:`Store.for_tenant`)."""
     from .store import open_store
 
-    return open_store(store, create=False)
+    with open_store(store, create=False) as base:
+        if tenant is None:
+            yield base
+            return
+        with base.for_tenant(tenant) as view:
+            yield view
+
+
+def _no_session(session_id: str, st: Any) -> NoReturn:
+    """Exit with the one-line error for a session the store (as its tenant sees it) does not hold."""
+    whose, flag = (f" of tenant {st.tenant!r}", f" --tenant {shlex.quote(st.tenant)}") if st.tenant else ("", "")
+    _fail(WindowsmithError(f"no session {session_id!r} in the store{whose}; "
+                           f"list them with `windowsmith sessions{flag}`"))
 
 
 def _fits(cols: list[tuple[str, str, list[str]]], width: int, *, drop: Sequence[str] = (),
@@ -279,15 +297,16 @@ def bench(paths: tuple[Path, ...], windows: str, model: str, strategies: str | N
 @main.command()
 @click.argument("session_id")
 @click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the manifests as JSON.")
 @_clean_errors
-def inspect(session_id: str, store: str | None, as_json: bool) -> None:
+def inspect(session_id: str, store: str | None, tenant: str | None, as_json: bool) -> None:
     """Per-turn composition of every pack built for SESSION_ID."""
     from .manifest import Manifest
 
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
         if st.get_session(session_id) is None:
-            _fail(WindowsmithError(f"no session {session_id!r} in the store; list them with `windowsmith sessions`"))
+            _no_session(session_id, st)
         packs = [Manifest.from_dict(m) for m in st.list_packs(session_id)]
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in packs], indent=2))
@@ -316,14 +335,15 @@ def inspect(session_id: str, store: str | None, as_json: bool) -> None:
 @click.argument("pack_a")
 @click.argument("pack_b")
 @click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the diff as JSON.")
 @_clean_errors
-def diff(pack_a: str, pack_b: str, store: str | None, as_json: bool) -> None:
+def diff(pack_a: str, pack_b: str, store: str | None, tenant: str | None, as_json: bool) -> None:
     """What changed between two packs (ids or unique prefixes) and where the cache prefix broke."""
     from .manifest import Manifest
     from .manifest import diff as diff_manifests
 
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
         ma, mb = st.get_pack(pack_a), st.get_pack(pack_b)
         for pid, m in ((pack_a, ma), (pack_b, mb)):
             if m is None:
@@ -349,10 +369,11 @@ def diff(pack_a: str, pack_b: str, store: str | None, as_json: bool) -> None:
 
 @main.command()
 @click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @_clean_errors
-def sessions(store: str | None) -> None:
+def sessions(store: str | None, tenant: str | None) -> None:
     """List the sessions in the store."""
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
         records = st.list_sessions()
     cols: list[tuple[str, str, list[str]]] = [
         ("session", "left", [r.id for r in records]),
@@ -366,10 +387,13 @@ def sessions(store: str | None) -> None:
 @main.command()
 @click.argument("session_id")
 @click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @_clean_errors
-def verify(session_id: str, store: str | None) -> None:
+def verify(session_id: str, store: str | None, tenant: str | None) -> None:
     """Recompute every hash of SESSION_ID's log and check the parent links."""
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
+        if st.get_session(session_id) is None:
+            _no_session(session_id, st)
         st.verify(session_id)
     click.echo(f"session {session_id}: log verified")
 
@@ -379,15 +403,17 @@ def verify(session_id: str, store: str | None) -> None:
 @click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model whose window and prices to use.")
 @click.option("--window", type=int, default=None, help="Override the model's context window (tokens).")
 @click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--reason", default=None, help="Why (recorded in the compaction record).")
 @_clean_errors
-def compact(session_id: str, model: str, window: int | None, store: str | None, reason: str | None) -> None:
+def compact(session_id: str, model: str, window: int | None, store: str | None, tenant: str | None,
+            reason: str | None) -> None:
     """Compact SESSION_ID now: fold old tool results, summarize the oldest span (offline summarizer).
 
     Appends compaction records to the log; nothing is deleted."""
-    with _existing_store(store) as st, _engine(model, st, window) as eng:
+    with _existing_store(store, tenant) as st, _engine(model, st, window) as eng:
         if eng.store.get_session(session_id) is None:
-            raise click.ClickException(f"no session {session_id!r} in the store; list them with `windowsmith sessions`")
+            _no_session(session_id, eng.store)
         result = eng.session(session_id).compact(reason=reason or "windowsmith compact")
     click.echo(result.describe())
 
@@ -395,16 +421,17 @@ def compact(session_id: str, model: str, window: int | None, store: str | None, 
 @main.command()
 @click.argument("session_id")
 @click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @_clean_errors
-def delete(session_id: str, store: str | None, yes: bool) -> None:
+def delete(session_id: str, store: str | None, tenant: str | None, yes: bool) -> None:
     """Delete SESSION_ID: its events, packs and blob references.
 
     Its blobs, and the space it took in the store, are freed by `windowsmith gc`."""
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
         rec = st.get_session(session_id)
         if rec is None:
-            _fail(WindowsmithError(f"no session {session_id!r} in the store; list them with `windowsmith sessions`"))
+            _no_session(session_id, st)
         if not yes:
             click.confirm(f"delete session {session_id!r} ({rec.event_count:,} events)?", abort=True, err=True)
         st.delete_session(session_id)

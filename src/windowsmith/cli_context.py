@@ -8,7 +8,17 @@ from typing import Any
 
 import click
 
-from .cli import STORE_HELP, _clean_errors, _console, _existing_store, _fail, _table, main
+from .cli import (
+    STORE_HELP,
+    TENANT_HELP,
+    _clean_errors,
+    _console,
+    _existing_store,
+    _fail,
+    _no_session,
+    _table,
+    main,
+)
 from .errors import WindowsmithError
 
 
@@ -51,7 +61,7 @@ def _memory(st: Any, session_id: str | None, project: str | None, user: str | No
     from .memory import Memory, MemoryConfig
 
     if session_id is not None and st.get_session(session_id) is None:
-        _fail(WindowsmithError(f"no session {session_id!r} in the store; list them with `windowsmith sessions`"))
+        _no_session(session_id, st)
     if session_id is None and not project and not user:
         _fail(WindowsmithError("name what to read: --session ID, --project NAME and/or --user NAME"))
     return Memory(st, session_id, MemoryConfig(project=project, user=user))
@@ -59,6 +69,7 @@ def _memory(st: Any, session_id: str | None, project: str | None, user: str | No
 
 _SCOPE_OPTS = [
     click.option("--store", default=None, help=STORE_HELP),
+    click.option("--tenant", default=None, help=TENANT_HELP),
     click.option("--session", "session_id", default=None, help="A session's own memory."),
     click.option("--project", default=None, help="A project's memory."),
     click.option("--user", default=None, help="A user's memory."),
@@ -93,9 +104,10 @@ def _print_items(items: list[Any], title: str, as_json: bool) -> None:
 @memory.command("list")
 @_scoped
 @_clean_errors
-def memory_list(store: str | None, session_id: str | None, project: str | None, user: str | None, as_json: bool) -> None:
+def memory_list(store: str | None, tenant: str | None, session_id: str | None, project: str | None, user: str | None,
+                as_json: bool) -> None:
     """Memory items of a session, project or user, oldest first."""
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
         items = _memory(st, session_id, project, user).list()
     _print_items(items, f"{len(items)} memory item(s)", as_json)
 
@@ -104,10 +116,10 @@ def memory_list(store: str | None, session_id: str | None, project: str | None, 
 @click.argument("query")
 @_scoped
 @_clean_errors
-def memory_search(query: str, store: str | None, session_id: str | None, project: str | None, user: str | None,
-                  as_json: bool) -> None:
+def memory_search(query: str, store: str | None, tenant: str | None, session_id: str | None, project: str | None,
+                  user: str | None, as_json: bool) -> None:
     """Memory items relevant to QUERY, best first."""
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
         items = _memory(st, session_id, project, user).search(query)
     _print_items(items, f"{len(items)} match(es) for {query!r}", as_json)
 
@@ -116,10 +128,10 @@ def memory_search(query: str, store: str | None, session_id: str | None, project
 @click.argument("item_id", type=int)
 @_scoped
 @_clean_errors
-def memory_forget(item_id: int, store: str | None, session_id: str | None, project: str | None, user: str | None,
-                  as_json: bool) -> None:
+def memory_forget(item_id: int, store: str | None, tenant: str | None, session_id: str | None, project: str | None,
+                  user: str | None, as_json: bool) -> None:
     """Delete memory item ITEM_ID (from the scopes named)."""
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
         ok = _memory(st, session_id, project, user).forget(item_id)
     if not ok:
         _fail(WindowsmithError(f"no memory item {item_id} in those scopes; list them with `windowsmith memory list`"))
@@ -130,16 +142,15 @@ def memory_forget(item_id: int, store: str | None, session_id: str | None, proje
 @click.argument("session_id")
 @click.argument("query")
 @click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True, help="Snippets to show.")
 @_clean_errors
-def recall(session_id: str, query: str, store: str | None, limit: int) -> None:
+def recall(session_id: str, query: str, store: str | None, tenant: str | None, limit: int) -> None:
     """Search SESSION_ID's whole history (compacted spans, offloaded and folded results) for QUERY."""
     from .engine import Engine
 
-    st = _existing_store(store)
-    if st.get_session(session_id) is None:
-        st.close()
-        _fail(WindowsmithError(f"no session {session_id!r} in the store; list them with `windowsmith sessions`"))
-    with Engine("gpt-4o", store=st) as e:
-        click.echo(e.session(session_id).search_history(query, limit=limit))
-    st.close()
+    with _existing_store(store, tenant) as st:
+        if st.get_session(session_id) is None:
+            _no_session(session_id, st)
+        with Engine("gpt-4o", store=st) as e:
+            click.echo(e.session(session_id).search_history(query, limit=limit))
