@@ -54,12 +54,16 @@ class LayerUsage:
     dropped: int = 0
     required: bool = False
     sources: list[str] = field(default_factory=list)  # provenance of kept items a layer asks to list (meta["listed"])
+    # what a retrieval layer put in, one dict per kept item (meta["retrieved"]): id, source, score, matched terms
+    retrieved: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"allocated": self.allocated, "used": self.used, "items": self.items, "dropped": self.dropped,
              "required": self.required}
         if self.sources:
             d["sources"] = list(self.sources)
+        if self.retrieved:
+            d["retrieved"] = [dict(r) for r in self.retrieved]
         return d
 
 
@@ -218,6 +222,8 @@ def assemble(
             refs.append(it.ref)
         if it.meta.get("listed"):
             usage[it.layer].sources.append(it.provenance)
+        if "retrieved" in it.meta:
+            usage[it.layer].retrieved.append(it.meta["retrieved"])
         if it.slot == "system":
             system.append(Segment(str(it.content), it.layer))
         elif it.slot == "session":

@@ -329,6 +329,27 @@ def inspect(session_id: str, store: str | None, tenant: str | None, as_json: boo
     optional = ["#", "seq", "prefix", *[_SHORT.get(n, n) for n in reversed(names) if n != "history"]]
     console = _console()
     console.print(_table(f"session {session_id}: {len(packs)} pack(s)", cols, console, drop=optional, fold="actions"))
+    lines = _retrieved_lines(packs)
+    if lines:
+        console.print("retrieved into the window (pack #, layer: id, source, score, why):")
+        for line in lines:
+            console.print(line, markup=False, overflow="fold")
+
+
+def _retrieved_lines(packs: list[Any]) -> list[str]:
+    """One line per item a retrieval layer (memory, knowledge, recall) put in a pack, from its manifest."""
+    out = []
+    for i, p in enumerate(packs, 1):
+        for layer, usage in p.layers.items():
+            for r in usage.get("retrieved", ()):
+                where = r.get("source", "")
+                if "lines" in r:
+                    where += f"#L{r['lines'][0]}-{r['lines'][1]}"
+                if r.get("scope"):
+                    where += f" ({r['scope']})"
+                why = r.get("why") or ("matched " + ", ".join(r["matched"]) if r.get("matched") else "")
+                out.append(f"  #{i} {layer}: {r.get('id')} {where} score {r.get('score')}" + (f"  {why}" if why else ""))
+    return out
 
 
 @main.command()

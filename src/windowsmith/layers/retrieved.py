@@ -33,6 +33,17 @@ def fence(text: str, **attrs: str) -> str:
     return f"<data {head}>\n{body}\n</data>"
 
 
+def retrieved(item_id: int, source: str, score: float, matched: Iterable[str], **extra: Any) -> dict[str, Any]:
+    """What the manifest records of one retrieved item (never its text): its id in the store's chunks, its
+    source, its score (rounded: 4 significant digits) and the query terms it matched (at most 5)."""
+    entry: dict[str, Any] = {"id": item_id, "source": source, "score": float(f"{score:.4g}")}
+    terms = list(matched)[:5]
+    if terms:
+        entry["matched"] = terms
+    entry.update((k, v) for k, v in extra.items() if v not in (None, "", []))
+    return entry
+
+
 def newest_turn_text(state: SessionState, messages: int = 2, max_chars: int = 8000) -> str:
     """Text of the newest ``messages`` messages (the last action and what answered it), clipped."""
     parts = []
@@ -103,7 +114,9 @@ class RecallLayer(Layer):
                 continue
             used += cost
             yield Item(self.name, "tail", "dynamic", content, priority=self.max_snippets - n, header="RECALL",
-                       order=n, shrink=shrink_text, ref=c.source, meta={"listed": True},
+                       order=n, shrink=shrink_text, ref=c.source,
+                       meta={"listed": True, "retrieved": retrieved(c.id, c.source, h.score, h.matched,
+                                                                    lines=[lines[0], lines[1]])},
                        provenance=f"recall:{c.source}#L{lines[0]}-{lines[1]} matched {', '.join(h.matched[:5])}; "
                                   f"adds {', '.join(new[:5])}")
             n += 1
@@ -180,7 +193,8 @@ class MemoryLayer(Layer):
             content = fence(m.text, memory=str(m.id), scope=m.scope.split(":", 1)[0], source=m.source, trust=trust)
             yield Item(self.name, "tail", "dynamic", content, priority=-1 - k, header="MEMORY", order=base + k,
                        shrink=shrink_text, provenance=f"memory:{m.id} {m.scope.split(':', 1)[0]} {m.why}",
-                       meta={"listed": True})
+                       meta={"listed": True, "retrieved": retrieved(m.id, m.source, m.score, (),
+                                                                    scope=m.scope.split(":", 1)[0], why=m.why)})
         mem.touch([m.id for m in found])
 
     def _sync_lessons(self, state: SessionState, mem: Memory) -> None:
@@ -225,7 +239,8 @@ class KnowledgeLayer(Layer):
             content = fence(c.text, source=c.source)
             why = ("matched " + ", ".join(h.matched[:5])) if h.matched else "related"
             yield Item(self.name, "tail", "dynamic", content, priority=-1 - k, header="KNOWLEDGE", order=len(notes) + k,
-                       shrink=shrink_text, provenance=f"knowledge:{c.source} {why}", meta={"listed": True})
+                       shrink=shrink_text, provenance=f"knowledge:{c.source} {why}",
+                       meta={"listed": True, "retrieved": retrieved(c.id, c.source, h.score, h.matched)})
 
 
-__all__ = ["KnowledgeLayer", "MemoryLayer", "RecallLayer", "fence", "newest_turn_text"]
+__all__ = ["KnowledgeLayer", "MemoryLayer", "RecallLayer", "fence", "newest_turn_text", "retrieved"]
