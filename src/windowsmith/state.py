@@ -77,37 +77,28 @@ def message_images(m: Message) -> Iterator[tuple[tuple[int, ...], Image]]:
 
 def stub_images(m: Message, stubs: Mapping[tuple[int, ...], str]) -> Message:
     """``m`` with the image at each path replaced by a text block (a path that holds no image is skipped)."""
-    blocks = list(m.content)
-    changed = False
-    for path, text in stubs.items():
-        if not 1 <= len(path) <= 2 or not 0 <= path[0] < len(blocks):
-            continue
-        b = blocks[path[0]]
-        if len(path) == 1 and isinstance(b, Image):
-            blocks[path[0]] = Text(text)
-            changed = True
-        elif len(path) == 2 and isinstance(b, ToolResult) and 0 <= path[1] < len(b.content) \
-                and isinstance(b.content[path[1]], Image):
-            items = list(b.content)
-            items[path[1]] = Text(text)
-            blocks[path[0]] = dataclasses.replace(b, content=tuple(items))
-            changed = True
-    return Message(m.role, tuple(blocks)) if changed else m
+    return _replace_blocks(m, stubs, Image)
 
 
 def shrink_texts(m: Message, views: Mapping[tuple[int, ...], str]) -> Message:
     """``m`` with the text block at each path replaced by ``views[path]`` (a path that holds no text is skipped)."""
+    return _replace_blocks(m, views, Text)
+
+
+def _replace_blocks(m: Message, texts: Mapping[tuple[int, ...], str], kind: type[Image] | type[Text]) -> Message:
+    """``m`` with the ``kind`` block at each path (a block's index, or a tool result's index and the index of
+    a block inside it) replaced by a text block; a path that holds no ``kind`` block is skipped."""
     blocks = list(m.content)
     changed = False
-    for path, text in views.items():
+    for path, text in texts.items():
         if not 1 <= len(path) <= 2 or not 0 <= path[0] < len(blocks):
             continue
         b = blocks[path[0]]
-        if len(path) == 1 and isinstance(b, Text):
+        if len(path) == 1 and isinstance(b, kind):
             blocks[path[0]] = Text(text)
             changed = True
         elif len(path) == 2 and isinstance(b, ToolResult) and 0 <= path[1] < len(b.content) \
-                and isinstance(b.content[path[1]], Text):
+                and isinstance(b.content[path[1]], kind):
             items = list(b.content)
             items[path[1]] = Text(text)
             blocks[path[0]] = dataclasses.replace(b, content=tuple(items))
