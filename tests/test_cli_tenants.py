@@ -87,6 +87,12 @@ def test_every_store_command_sees_only_its_tenant(store_url: str) -> None:
     assert r.exit_code == 2 and "of tenant 'team-b'" in r.output
     r = run("delete", "team-a-1", "--store", store_url, "--tenant", "team-a", "--yes")
     assert r.exit_code == 0, r.output
+    # blobs are per tenant: only gc as the tenant frees the deleted session's
+    assert "deleted 0 blob(s)" in run("gc", "--store", store_url, "--grace", "0").output
+    r = run("gc", "--store", store_url, "--tenant", "team-b", "--grace", "0")
+    assert r.exit_code == 0 and "deleted 0 blob(s)" in r.output, r.output
+    r = run("gc", "--store", store_url, "--tenant", "team-a", "--grace", "0")
+    assert r.exit_code == 0 and "deleted 0 blob(s)" not in r.output and "deleted " in r.output, r.output
     r = run("sessions", "--store", store_url, "--tenant", "team-b")
     assert "team-b-1" in r.output  # the other tenant's session is untouched
 
@@ -96,7 +102,7 @@ def test_an_invalid_tenant_is_one_line_and_changes_nothing(tmp_path: Path, tenan
     db = tmp_path / "ws.db"
     ws.Engine("claude-sonnet-4-5", store=db).close()
     before = db.read_bytes()
-    for cmd in (["sessions"], ["memory", "list", "--project", "p"], ["recall", "s", "q"]):
+    for cmd in (["sessions"], ["memory", "list", "--project", "p"], ["recall", "s", "q"], ["gc"]):
         r = run(*cmd, "--store", str(db), "--tenant", tenant)
         assert r.exit_code == 2 and r.output.startswith("error: tenant ") and "Traceback" not in r.output, r.output
     assert db.read_bytes() == before

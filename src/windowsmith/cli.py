@@ -461,16 +461,17 @@ def delete(session_id: str, store: str | None, tenant: str | None, yes: bool) ->
 
 @main.command()
 @click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--grace", "grace_seconds", type=click.FloatRange(min=0), default=3600.0, show_default=True,
               help="Keep blob references younger than this many seconds (an append may still be on its way).")
 @click.option("--no-vacuum", is_flag=True, help="Skip VACUUM (which rewrites a SQLite file and needs free space).")
 @_clean_errors
-def gc(store: str | None, grace_seconds: float, no_vacuum: bool) -> None:
+def gc(store: str | None, tenant: str | None, grace_seconds: float, no_vacuum: bool) -> None:
     """Free blobs no session uses (deleted sessions, lost appends), then VACUUM the store so deleted
-    content leaves the file."""
+    content leaves the file. Blobs are per tenant: --tenant frees that tenant's."""
     from .artifacts import collect_garbage
 
-    with _existing_store(store) as st:
+    with _existing_store(store, tenant) as st:
         r = collect_garbage(st, grace_seconds=grace_seconds, vacuum=not no_vacuum)
     click.echo(f"dropped {r['refs_dropped']:,} orphan reference(s), deleted {r['blobs_deleted']:,} blob(s); "
                f"store {r['bytes_before']:,} → {r['bytes_after']:,} bytes")
