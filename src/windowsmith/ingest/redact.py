@@ -21,25 +21,13 @@ keyword and entropy plugins; no code is taken from either):
 * **Credentials in context**: ``scheme://user:password@host``, ``Authorization: Bearer|Basic ...``,
   ``Authorization: Token|Api-Token|<raw value>``, ``PRIVATE-TOKEN: ...``, ``curl -u user:password``.
 
-Decisions (documented because they are judgement calls):
-
-* No *unkeyed* entropy scan. Tool output is full of git SHAs, sha256/sha512 digests, UUIDs, base64
-  images and lockfile integrity hashes; an agent that cannot see a commit id or a digest is broken.
-  So bare high-entropy strings are kept; only known formats and keyed values are redacted.
-* Base64 ``data:`` URIs (images) are not secrets and are kept.
-* Keys that name metadata about a secret are not secrets: ``AUTH_USER_MODEL``, ``PASSWORD_HASHERS``,
-  ``token_url``, and tokens qualified as pagination or tokenizer tokens (``nextPageToken``,
-  ``eos_token``). ``PASS:`` in capitals followed by ``:`` is a test runner's line, not a password.
-* Placeholders are kept: ``changeme``, ``password``, ``xxx``, ``***``, ``<token>``, ``${VAR}``,
-  ``$VAR``, ``{{ var }}``, ``your-api-key-here``, ``None``/``null``, ... They carry no secret and are
-  useful context when an agent debugs configuration. The "your/my ... key" shape holds only letters
-  and separators, so ``MyPassword2024!`` or ``MyS3cretKey`` is a password, not a placeholder.
-* AWS's documented example key ``AKIAIOSFODNN7EXAMPLE`` *is* redacted: over-redacting a doc example is
-  harmless, and real keys can end in EXAMPLE.
+The judgement calls behind the rules (no unkeyed entropy scan, which keys and values are kept, the
+AWS example key) are documented with the rule data, in :mod:`windowsmith.ingest.redact_rules`.
 
 Guarantees: idempotent (markers never match a rule), linear time (every pattern that scans the text has
 bounded repetitions, none nested, so one match attempt reads at most the pattern's width; token
-patterns start at a token boundary), and a clean text costs a few substring checks.
+patterns start at a token boundary; the checks of one value are linear in its length), and a clean text
+costs a few substring checks.
 """
 
 from __future__ import annotations

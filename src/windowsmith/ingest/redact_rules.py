@@ -3,12 +3,29 @@
 The secret types, the token formats and credential contexts (one pattern each, as :class:`RegexRule`),
 the keyed-value patterns and key vocabularies, the placeholder and value-shape patterns, the entropy
 and length limits, and the PEM markers. The code that applies them (finding spans, judging a keyed
-value, choosing among overlapping spans, replacing) is :mod:`windowsmith.ingest.redact`; the judgement
-calls behind these lists are documented there.
+value, choosing among overlapping spans, replacing) is :mod:`windowsmith.ingest.redact`, whose docstring
+says how secrets are found.
+
+Decisions (documented because they are judgement calls):
+
+* No *unkeyed* entropy scan. Tool output is full of git SHAs, sha256/sha512 digests, UUIDs, base64
+  images and lockfile integrity hashes; an agent that cannot see a commit id or a digest is broken.
+  So bare high-entropy strings are kept; only known formats and keyed values are redacted.
+* Base64 ``data:`` URIs (images) are not secrets and are kept.
+* Keys that name metadata about a secret are not secrets: ``AUTH_USER_MODEL``, ``PASSWORD_HASHERS``,
+  ``token_url``, and tokens qualified as pagination or tokenizer tokens (``nextPageToken``,
+  ``eos_token``). ``PASS:`` in capitals followed by ``:`` is a test runner's line, not a password.
+* Placeholders are kept: ``changeme``, ``password``, ``xxx``, ``***``, ``<token>``, ``${VAR}``,
+  ``$VAR``, ``{{ var }}``, ``your-api-key-here``, ``None``/``null``, ... They carry no secret and are
+  useful context when an agent debugs configuration. The "your/my ... key" shape holds only letters
+  and separators, so ``MyPassword2024!`` or ``MyS3cretKey`` is a password, not a placeholder.
+* AWS's documented example key ``AKIAIOSFODNN7EXAMPLE`` *is* redacted: over-redacting a doc example is
+  harmless, and real keys can end in EXAMPLE.
 
 Every pattern a rule scans over the text has bounded repetitions, none nested (a test parses each one),
-so one match attempt reads at most the pattern's width; patterns applied to one value are applied only
-to a bounded slice (a value is at most 512 characters, a header value 4,096).
+so one match attempt reads at most the pattern's width. The patterns fullmatched against one value (at
+most 512 characters, a header value 4,096) nest no repetition that can backtrack in another (possessive
+runs; checked by the same test), so their cost is linear in the value's length.
 """
 
 from __future__ import annotations
