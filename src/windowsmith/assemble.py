@@ -208,6 +208,7 @@ def assemble(
     messages: tuple[Message, ...] = ()
     tail_items: list[Item] = []
     history: Item | None = None
+    lineage = None
     refs: list[str] = []
     total = fixed - sum(required_by_layer.values())
     for it, n in kept:
@@ -229,6 +230,7 @@ def assemble(
             assert isinstance(it.content, tuple)
             messages = it.content
             history = it
+            lineage = it.lineage if it.lineage is not None and it.lineage.messages is it.content else None
         elif it.slot == "tail":
             tail_items.append(it)
     tail_items.sort(key=lambda it: (TAIL_HEADERS.index(it.header) if it.header in TAIL_HEADERS else 99, it.order))
@@ -247,6 +249,7 @@ def assemble(
         cache_key=cache_key,
         deferred=deferred,
         allowed_tools=allowed,
+        lineage=lineage,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance)
 

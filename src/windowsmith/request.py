@@ -50,6 +50,30 @@ class CachePlan:
         return int(self.tools) + int(self.system) + int(self.session) + int(self.message_index is not None)
 
 
+class Lineage:
+    """Proof that requests' histories share a prefix, so nothing has to compare them.
+
+    :class:`~windowsmith.state.SessionState` issues one per epoch of its view (a new one whenever a
+    compaction record rewrites the view, the first visible unit moves or the summary changes). Within an
+    epoch the history only grows at its end, so of two message tuples issued under the same lineage the
+    shorter is a prefix of the longer, element by element the same objects. ``messages`` is the tuple it was
+    last issued for: a request proves its history with ``lineage.messages is request.messages``
+    (:func:`extends`); a request built otherwise carries no lineage and is compared instead.
+    """
+
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        self.messages: tuple[Message, ...] = ()
+
+
+def extends(req: NeutralRequest, lineage: Lineage | None, n: int) -> bool:
+    """Whether ``req.messages[:n]`` are the first ``n`` messages of an earlier request issued under
+    ``lineage`` (proven in O(1); False means unknown, not different)."""
+    lin = req.lineage
+    return lin is not None and lin is lineage and lin.messages is req.messages and len(req.messages) >= n
+
+
 @dataclass(frozen=True)
 class NeutralRequest:
     model: str
@@ -63,6 +87,8 @@ class NeutralRequest:
     cache: CachePlan = field(default_factory=CachePlan)
     deferred: tuple[str, ...] = ()  # tools sent with the provider's deferred loading (see guidance/tools.py)
     allowed_tools: tuple[str, ...] | None = None  # the step's tool scope (tool_choice/allowed tools), or None
+    #: the history's lineage (set by the assembler from the history layer; see :class:`Lineage`)
+    lineage: Lineage | None = field(default=None, compare=False, repr=False)
 
     @property
     def system_text(self) -> str:
@@ -86,4 +112,4 @@ class NeutralRequest:
         return "new"
 
 
-__all__ = ["CachePlan", "NeutralRequest", "Segment"]
+__all__ = ["CachePlan", "Lineage", "NeutralRequest", "Segment", "extends"]
