@@ -14,7 +14,6 @@ circuit breaker: a :class:`~windowsmith.compaction.Breaker` passed to :meth:`Bui
 from __future__ import annotations
 
 import hashlib
-import itertools
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -361,7 +360,7 @@ class Builder:
         stable = rendered.stable
         if k and len(parts) >= k and ((stable is not None and stable[0] is token and stable[1] >= k)
                                       or parts[:k] == prev[:k]):
-            out = short + "".join(p[:PART_LEN] for p in itertools.islice(parts, k, None))
+            out = short + "".join(p[:PART_LEN] for p in parts[k:])
         else:
             out = "".join(p[:PART_LEN] for p in parts)
         # keep only the stable prefix (the last parts — tail, final message — change every turn)

@@ -12,9 +12,7 @@ parser side by side), and the tracker of every reference and redaction marker in
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Iterable
 
 from .artifacts import REF_RE as ARTIFACT_RE
 from .artifacts import artifact_uri
@@ -109,7 +107,7 @@ class RefTracker:
         msgs = req.messages
         k = len(self._messages)
         if k and len(msgs) >= k and (extends(req, self._lineage, k) or msgs[:k] == self._messages):
-            new: Iterable[Message] = itertools.islice(msgs, k, None)
+            new = msgs[k:]  # a slice of the new messages only
         else:
             self._counts = {}
             self._redactions = {}

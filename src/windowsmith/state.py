@@ -420,7 +420,7 @@ class SessionState:
             return ()
         if first_unit == 0:
             return tuple(self.view)  # one copy: a long session's history is built once per build
-        tail = itertools.islice(self.view, self.unit_start[first_unit], None)
+        tail = self.view[self.unit_start[first_unit]:]
         summary = self.summary_message
         mid = (summary,) if summary is not None else ()
         if self.pinned:

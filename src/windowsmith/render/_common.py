@@ -215,7 +215,7 @@ class UnitRenderer(Renderer):
             last_out, last_origin = [], []
             base = len(body.out)
         # the request's message list: the one copy of the body a build makes (the hooks may take it over)
-        messages = list(itertools.islice(body.out, base))
+        messages = body.out[:base]
         messages.extend(last_out)
 
         def origin_at(k: int) -> list[tuple[int, int]]:
@@ -279,7 +279,7 @@ class UnitRenderer(Renderer):
         new_last: list[dict[str, Any]] = []
         new_ends: list[int] = []
         n_flat = cached.n_flat
-        for message in itertools.islice(msgs, k, body_n):  # rendered before anything is changed (a hook may raise)
+        for message in msgs[k:body_n]:  # rendered before anything is changed (a hook may raise)
             extra = self.message_extra(message, req, ctx)
             value, digest = self.memo.get(("msg", message.digest, extra), partial(self.render_message, message, extra))
             new_flat.extend(value)

@@ -14,7 +14,6 @@ memoized by message digest so a long session renders only its new messages each 
 from __future__ import annotations
 
 import hashlib
-import itertools
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable
@@ -85,7 +84,7 @@ class PartsHasher:
             h, k = self._h.copy(), self._k
         else:
             h, k = hashlib.sha256(), 0
-        h.update("".join(itertools.islice(parts, k, upto)).encode())
+        h.update("".join(parts[k:upto]).encode())
         return h
 
     def checksum(self, parts: tuple[str, ...], rest: dict[str, Any], stable: tuple[object, int] | None = None) -> str:
