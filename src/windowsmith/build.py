@@ -280,13 +280,14 @@ class Builder:
                         force: bool = False, harder: bool = False, reason: str = "") -> CompactionResult:
         fit = asm.history.fit if asm.history is not None else None
         counts: list[int] | Any = []
+        prefix = None
         if fit is not None:
-            counts = fit.counts
+            counts, prefix = fit.counts, fit.prefix
         elif self.state.units:
             counts = [sum(counter.raw_message(m) for m in u.messages) for u in self.state.units]
         eng = self.engine
         return self.compactor.run(
-            self.log, size=self._request_size(asm), counts=counts, counter=counter, budget=budget,
+            self.log, size=self._request_size(asm), counts=counts, prefix=prefix, counter=counter, budget=budget,
             spec=eng.spec, compact_at=eng.budget.compact_at, breaker=breaker,
             force=force, harder=harder, reason=reason,
         )

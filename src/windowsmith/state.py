@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -420,13 +419,14 @@ class SessionState:
             return ()
         if first_unit == 0:
             return tuple(self.view)  # one copy: a long session's history is built once per build
-        tail = self.view[self.unit_start[first_unit]:]
-        summary = self.summary_message
-        mid = (summary,) if summary is not None else ()
+        out: list[Message] = []
         if self.pinned:
-            head_end = self.unit_start[1] if len(self.units) > 1 else len(self.view)
-            return tuple(itertools.chain(itertools.islice(self.view, head_end), mid, tail))
-        return tuple(itertools.chain(mid, tail))
+            out += self.view[:self.unit_start[1] if len(self.units) > 1 else len(self.view)]
+        summary = self.summary_message
+        if summary is not None:
+            out.append(summary)
+        out += self.view[self.unit_start[first_unit]:]
+        return tuple(out)
 
     def history_view(self, first_unit: int) -> tuple[tuple[Message, ...], Lineage]:
         """``view_slice(first_unit)`` and its :class:`~windowsmith.request.Lineage`: the same lineage object as
