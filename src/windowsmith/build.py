@@ -14,6 +14,7 @@ circuit breaker: a :class:`~windowsmith.compaction.Breaker` passed to :meth:`Bui
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +112,7 @@ class Builder:
         self._counters: dict[str, TokenCounter] = {}
         self._calibrations: dict[str, Calibration] = {}
         self._refs = RefTracker()
-        self._parts_cache: tuple[tuple[str, ...], int, object, str] = ((), 0, None, "")
+        self._parts_cache: tuple[Sequence[str], int, object, str] = ((), 0, None, "")
         self._compactor: Compactor | None = None
         self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
 

@@ -26,7 +26,7 @@ from ..errors import ConfigError, ProviderResponseError
 from ..hashing import canonical_json, sha256_hex
 from ..model import Image, Message, ToolSpec
 from ..request import Lineage, NeutralRequest, extends
-from .base import PartsHasher, Rendered, Renderer
+from .base import Parts, PartsHasher, Rendered, Renderer
 
 
 class _Lazy:
@@ -246,10 +246,7 @@ class UnitRenderer(Renderer):
             "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index},
             "tail_mode": mode,
         }
-        all_parts = list(head_parts)
-        all_parts += body.parts
-        all_parts += extra_parts
-        ptuple = tuple(all_parts)  # (C-level copies: a chain iterator is several times slower per part)
+        ptuple = Parts(head_parts, body.parts, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
         # the parts lineage: parts[:stable] are the same as every earlier request's with the same token
         line = self._parts_line
         token = line[0] if extended and line is not None and line[1] == head_parts else body.token
