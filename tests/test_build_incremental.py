@@ -21,6 +21,7 @@ import windowsmith as ws
 from conftest import DATA, FORMAT_MODEL
 from windowsmith import refs
 from windowsmith.render import get_renderer
+from windowsmith.snapshot import Snapshot
 from windowsmith.traces import load_traces
 
 FORMATS = ("anthropic", "openai-chat", "openai-responses", "gemini")
@@ -192,3 +193,42 @@ def test_a_rewrite_that_keeps_the_history_length_starts_a_new_lineage(tmp_path, 
         for k in range(1, len(packs)):  # a build that stubbed an image starts a new epoch, the others extend
             assert (packs[k].neutral.lineage is not packs[k - 1].neutral.lineage) == (masks[k] > masks[k - 1])
         assert "base64" not in str(packs[-1].request)
+
+
+@given(head=st.lists(st.integers(), max_size=3), items=st.lists(st.integers(), max_size=12),
+       extra=st.lists(st.integers(), max_size=3), data=st.data())
+def test_a_snapshot_is_the_tuple_of_its_window_and_appends_never_change_it(head, items, extra, data):
+    start = data.draw(st.integers(0, len(items)))
+    stop = data.draw(st.integers(start, len(items)))
+    snap = Snapshot(tuple(head), items, start, stop, tuple(extra))
+    want = (*head, *items[start:stop], *extra)
+    items.extend([-1, -2])  # the owner appends: the snapshot keeps its window
+    i = data.draw(st.integers(-len(want) - 2, len(want) + 2))
+    s = slice(data.draw(st.integers(-20, 20) | st.none()), data.draw(st.integers(-20, 20) | st.none()),
+              data.draw(st.sampled_from([None, 1, 2, -1])))
+    assert len(snap) == len(want)
+    assert snap[s] == want[s] and isinstance(snap[s], tuple)
+    if -len(want) <= i < len(want):
+        assert snap[i] == want[i]
+    else:
+        with pytest.raises(IndexError):
+            snap[i]
+    assert snap == want and want == snap and tuple(snap) == want and hash(snap) == hash(want)
+    assert list(reversed(snap)) == list(reversed(want))
+
+
+def test_earlier_packs_keep_their_history_when_the_view_is_rewritten(tmp_path):
+    """A pack's history is a snapshot of the session's view: later appends and rewrites (folds) leave it as it was."""
+    with ws.Engine("claude-sonnet-4-5", store=tmp_path / "w.db", window=16_000) as e:
+        s = e.session("keep")
+        s.user("go")
+        kept = []
+        for i in range(40):
+            s.assistant("", tool_calls=[{"id": f"c{i}", "name": "run", "arguments": {"i": i}}])
+            s.tool_result(f"c{i}", f"FAILED test_{i}\n" + "noise line\n" * 120)
+            pack = s.build()
+            kept.append((pack, pack.neutral.messages[:], dict(pack.request)))  # a slice: the snapshot stays lazy
+        assert any(c["type"] == "mask" for c in s.state.compactions)
+    for pack, messages, request in kept:
+        assert pack.neutral.messages[:] == messages and pack.request == request
+        _scratch_render("anthropic", pack)

@@ -205,7 +205,7 @@ def assemble(
     system: list[Segment] = []
     session: list[Segment] = []
     tools: list[ToolSpec] = []
-    messages: tuple[Message, ...] = ()
+    messages: Sequence[Message] = ()
     tail_items: list[Item] = []
     history: Item | None = None
     lineage = None
@@ -227,7 +227,7 @@ def assemble(
             assert isinstance(it.content, ToolSpec)
             tools.append(it.content)
         elif it.slot == "history":
-            assert isinstance(it.content, tuple)
+            assert not isinstance(it.content, str | ToolSpec)
             messages = it.content
             history = it
             lineage = it.lineage if it.lineage is not None and it.lineage.messages is it.content else None

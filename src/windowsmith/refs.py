@@ -13,6 +13,7 @@ parser side by side), and the tracker of every reference and redaction marker in
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .artifacts import REF_RE as ARTIFACT_RE
 from .artifacts import artifact_uri
@@ -98,7 +99,7 @@ class RefTracker:
     """
 
     def __init__(self) -> None:
-        self._messages: tuple[Message, ...] = ()
+        self._messages: Sequence[Message] = ()
         self._lineage: Lineage | None = None
         self._counts: dict[str, int] = {}
         self._redactions: dict[str, int] = {}

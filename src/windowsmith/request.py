@@ -19,6 +19,7 @@ turn, so the previous request's cached prefix is always a byte prefix of the nex
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .model import Image, Message, Text, ToolSpec
@@ -64,7 +65,7 @@ class Lineage:
     __slots__ = ("messages",)
 
     def __init__(self) -> None:
-        self.messages: tuple[Message, ...] = ()
+        self.messages: Sequence[Message] = ()
 
 
 def extends(req: NeutralRequest, lineage: Lineage | None, n: int) -> bool:
@@ -80,7 +81,7 @@ class NeutralRequest:
     system: tuple[Segment, ...]
     session: tuple[Segment, ...]
     tools: tuple[ToolSpec, ...]
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]  # a tuple, or a Snapshot of the session's view (snapshot.py): a tuple's behaviour
     tail: str | None
     max_output_tokens: int
     cache_key: str

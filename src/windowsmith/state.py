@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,7 @@ from .records import (
     compaction_record,
 )
 from .request import Lineage
+from .snapshot import Snapshot
 
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
@@ -314,7 +315,8 @@ class SessionState:
     def _rebuild_view(self, from_unit: int) -> None:
         self._view_epoch = object()  # the view is no longer an extension of what was issued before
         start = self.unit_start[from_unit]
-        del self.view[start:]
+        # a new list, not an edit in place: snapshots of the old view (earlier requests' histories) stay as they were
+        self.view = self.view[:start]
         del self.unit_start[from_unit:]
         for u in self.units[from_unit:]:
             self.unit_start.append(len(self.view))
@@ -428,18 +430,26 @@ class SessionState:
         out += self.view[self.unit_start[first_unit]:]
         return tuple(out)
 
-    def history_view(self, first_unit: int) -> tuple[tuple[Message, ...], Lineage]:
-        """``view_slice(first_unit)`` and its :class:`~windowsmith.request.Lineage`: the same lineage object as
-        long as the view only grew at its end (same view epoch, first unit and summary), so later stages prove
-        that this history extends the previous one without comparing them. A call with nothing new returns
-        the same tuple."""
+    def history_view(self, first_unit: int) -> tuple[Sequence[Message], Lineage]:
+        """``view_slice(first_unit)`` as a :class:`~windowsmith.snapshot.Snapshot` of the view (no copy of the
+        session's messages), and its :class:`~windowsmith.request.Lineage`: the same lineage object as long as the
+        view only grew at its end (same view epoch, first unit and summary), so later stages prove that this
+        history extends the previous one without comparing them. A call with nothing new returns the same one."""
         summary = self.summary_message if first_unit > 0 else None
         c = self._history
         if c is None or c[0] is not self._view_epoch or c[1] != first_unit or c[2] is not summary:
             c = (self._view_epoch, first_unit, summary, Lineage(), -1)
         lin: Lineage = c[3]
-        if c[4] != len(self.view):
-            lin.messages = self.view_slice(first_unit)
+        if c[4] != len(self.view) or lin.messages == ():
+            if first_unit >= len(self.units):
+                lin.messages = ()
+            else:
+                head: tuple[Message, ...] = ()
+                if first_unit > 0 and self.pinned:
+                    head = tuple(self.view[:self.unit_start[1] if len(self.units) > 1 else len(self.view)])
+                if summary is not None:
+                    head = (*head, summary)
+                lin.messages = Snapshot(head, self.view, self.unit_start[first_unit], len(self.view))
             c = (*c[:4], len(self.view))
         self._history = c
         return lin.messages, lin

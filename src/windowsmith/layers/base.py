@@ -57,7 +57,7 @@ class Item:
     layer: str
     slot: Slot
     phase: Phase
-    content: str | ToolSpec | tuple[Message, ...]
+    content: str | ToolSpec | Sequence[Message]  # history: a tuple or a Snapshot of the view
     priority: int = 0
     required: bool = False
     provenance: str = ""

@@ -26,7 +26,8 @@ from ..errors import ConfigError, ProviderResponseError
 from ..hashing import canonical_json, sha256_hex
 from ..model import Image, Message, ToolSpec
 from ..request import Lineage, NeutralRequest, extends
-from .base import Parts, PartsHasher, Rendered, Renderer
+from ..snapshot import Snapshot
+from .base import PartsHasher, Rendered, Renderer
 
 
 class _Lazy:
@@ -48,7 +49,7 @@ class _Body:
 
     __slots__ = ("flat_last", "lineage", "msg_end", "n", "n_flat", "origin", "out", "parts", "source", "token")
 
-    def __init__(self, source: tuple[Message, ...], n: int, lineage: Lineage | None) -> None:
+    def __init__(self, source: Sequence[Message], n: int, lineage: Lineage | None) -> None:
         self.source = source  # the messages tuple of the request the body was last taken from
         self.n = n  # the body is source[:n]
         self.lineage = lineage
@@ -246,7 +247,7 @@ class UnitRenderer(Renderer):
             "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index},
             "tail_mode": mode,
         }
-        ptuple = Parts(head_parts, body.parts, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
+        ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
         # the parts lineage: parts[:stable] are the same as every earlier request's with the same token
         line = self._parts_line
         token = line[0] if extended and line is not None and line[1] == head_parts else body.token

@@ -16,89 +16,19 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any
 
 from ..hashing import canonical_json, sha256_hex
 from ..model import Message, Usage
 from ..request import NeutralRequest
 
 
-class Parts(Sequence[str]):
-    """The part digests of one rendering, as an immutable sequence: the head (tools, system), a prefix of the
-    renderer's body digests (a list it only ever appends to, so the prefix never changes) and the extras
-    (tail, final message). Length and short slices cost O(what they return); iterating, comparing or hashing
-    makes the whole tuple once. Slices are tuples."""
-
-    __slots__ = ("_body", "_extra", "_head", "_n", "_tuple")
-
-    def __init__(self, head: tuple[str, ...], body: list[str], n: int, extra: tuple[str, ...]) -> None:
-        self._head, self._body, self._n, self._extra = head, body, n, extra
-        self._tuple: tuple[str, ...] | None = None
-
-    def __len__(self) -> int:
-        return len(self._head) + self._n + len(self._extra)
-
-    def as_tuple(self) -> tuple[str, ...]:
-        t = self._tuple
-        if t is None:
-            out = list(self._head)
-            out += self._body[: self._n]
-            out += self._extra
-            t = self._tuple = tuple(out)
-        return t
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> tuple[str, ...]: ...
-
-    def __getitem__(self, i: int | slice) -> str | tuple[str, ...]:
-        if self._tuple is not None:
-            return self._tuple[i]
-        h, n = len(self._head), self._n
-        if isinstance(i, slice):
-            start, stop, step = i.indices(len(self))
-            if step != 1:
-                return self.as_tuple()[i]
-            out = list(self._head[start:stop]) if start < h else []
-            if stop > h and start < h + n:
-                out += self._body[max(0, start - h): min(n, stop - h)]
-            if stop > h + n:
-                out += self._extra[max(0, start - h - n): stop - h - n]
-            return tuple(out)
-        k = i + len(self) if i < 0 else i
-        if not 0 <= k < len(self):
-            raise IndexError("part index out of range")
-        if k < h:
-            return self._head[k]
-        if k < h + n:
-            return self._body[k - h]
-        return self._extra[k - h - n]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.as_tuple())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Parts):
-            return self.as_tuple() == other.as_tuple()
-        if isinstance(other, tuple):
-            return self.as_tuple() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.as_tuple())
-
-    def __repr__(self) -> str:
-        return f"Parts({self.as_tuple()!r})"
-
-
 @dataclass(frozen=True)
 class Rendered:
     request: dict[str, Any]
-    parts: Sequence[str]  # a tuple, or the renderer's Parts (the same digests without copying a long body)
+    parts: Sequence[str]  # a tuple, or a Snapshot (snapshot.py) of the renderer's digests: no copy of a long body
     cache_prefix_parts: int
     checksum: str
     format: str
