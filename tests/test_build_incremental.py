@@ -85,7 +85,7 @@ def test_incremental_builds_equal_builds_from_scratch_on_real_traces(tmp_path, f
     assert builds > 5
 
 
-_OPS = st.lists(st.sampled_from(["user", "assistant", "call", "calls", "build", "build-other", "other"]),
+_OPS = st.lists(st.sampled_from(["user", "assistant", "call", "calls", "build", "build-other", "other", "tools", "system"]),
                 min_size=4, max_size=40)
 
 
@@ -115,6 +115,10 @@ def test_interleaved_appends_and_builds_equal_a_fresh_replay(ops, fmt, small):
                     s.assistant(tool_calls=[ws.ToolCall(c, "read", {"path": f"src/{c}.py"}) for c in ids])
                     for c in ids:
                         s.tool_result(c, f"contents of {c}\n" + "line\n" * (20 * (i % 5)))
+                elif op == "tools":  # the head of the request changes while its history extends
+                    s.tools([ws.ToolSpec(f"tool{i}", f"tool number {i}", {"type": "object", "properties": {}})])
+                elif op == "system":
+                    s.system(f"You are agent {i}.")
                 elif op == "other":
                     o.user(f"b says {i}")
                     o.build(fmt)

@@ -440,7 +440,7 @@ class SessionState:
         if c is None or c[0] is not self._view_epoch or c[1] != first_unit or c[2] is not summary:
             c = (self._view_epoch, first_unit, summary, Lineage(), -1)
         lin: Lineage = c[3]
-        if c[4] != len(self.view) or lin.messages == ():
+        if c[4] != len(self.view):  # (a new lineage has -1)
             if first_unit >= len(self.units):
                 lin.messages = ()
             else:

@@ -250,9 +250,10 @@ class UnitRenderer(Renderer):
         ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
         # the parts lineage: parts[:stable] are the same as every earlier request's with the same token
         line = self._parts_line
-        token = line[0] if extended and line is not None and line[1] == head_parts else body.token
-        if token is not body.token:
-            body.token = token
+        if extended and line is not None and line[0] is body.token and line[1] == head_parts:
+            token = body.token  # same head, body extended: the parts before the extras are the last ones + new
+        else:
+            token = body.token = object()  # a new head (tools, system) or a new body: nothing is proven
         self._parts_line = (token, head_parts)
         stable = (token, pre_body + len(body.parts))
         hashers = self._hashers
