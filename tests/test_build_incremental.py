@@ -236,3 +236,27 @@ def test_earlier_packs_keep_their_history_when_the_view_is_rewritten(tmp_path):
     for pack, messages, request in kept:
         assert pack.neutral.messages[:] == messages and pack.request == request
         _scratch_render("anthropic", pack)
+
+
+def test_sessions_building_in_threads_share_the_engine_renderer_safely(tmp_path):
+    """An engine's renderer (its body cache and hash states, extended in place) is shared by its sessions, which
+    may build at the same time in different threads (the async API runs builds in worker threads). A smoke
+    check: without the renderer's lock it passed here too (the race window is small), but a race shows as a mismatch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ws.Engine("gpt-4.1", store=tmp_path / "w.db") as e:
+        def run(k: int) -> list[ws.Pack]:
+            s = e.session(f"t{k}", goal=f"thread {k}")
+            packs = []
+            for i in range(30):
+                s.user(f"{k}: step {i}")
+                s.assistant(tool_calls=[ws.ToolCall(f"c{k}_{i}", "read", {"path": f"{k}/{i}.py"})])
+                s.tool_result(f"c{k}_{i}", f"{k} ok {i}")
+                packs.append(s.build("openai-chat"))
+            return packs
+
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(run, range(4)))
+    for packs in results:
+        for pack in packs:
+            _scratch_render("openai-chat", pack)

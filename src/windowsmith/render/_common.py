@@ -17,6 +17,7 @@ format's assembly step merges it into the neighbouring message where the format 
 
 from __future__ import annotations
 
+import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -73,6 +74,7 @@ class UnitRenderer(Renderer):
         self._body_cache: _Body | None = None
         self._parts_line: tuple[object, tuple[str, ...]] | None = None  # (parts token, head parts) of the last render
         self._hashers = (PartsHasher(), PartsHasher())
+        self._lock = threading.Lock()
     #: Key of the message field holding the block list ("content" or "parts").
     content_key: str = "content"
 
@@ -130,6 +132,12 @@ class UnitRenderer(Renderer):
     # -- the algorithm ----------------------------------------------------------------------------
 
     def render(self, req: NeutralRequest) -> Rendered:
+        # the body cache and the hash states are extended in place and an engine's renderer is shared by its
+        # sessions, which may build in different threads at once (the async API): one render at a time
+        with self._lock:
+            return self._render(req)
+
+    def _render(self, req: NeutralRequest) -> Rendered:
         plan = req.cache
         n = len(req.messages)
         if plan.message_index is not None and not 0 <= plan.message_index < n:
