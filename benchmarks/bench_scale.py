@@ -18,6 +18,7 @@ inflate them; each is one process's own work (no I/O waits in these runs beyond 
 
 Run:  .venv/bin/python benchmarks/bench_scale.py            (writes benchmarks/results/scale.json)
       .venv/bin/python benchmarks/bench_scale.py --small    (1,000 vs 5,000 messages; a quick check)
+      .venv/bin/python benchmarks/bench_scale.py --only build   (the two build() rows only; prints, writes nothing)
 """
 
 from __future__ import annotations
@@ -174,6 +175,25 @@ def _run(*args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def only(part: str, small: int, large: int) -> int:
+    """One part of the run (``build``: the build() rows), side by side; prints only (no results file)."""
+    if part != "build":
+        raise SystemExit(f"--only takes 'build', got {part!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = {}
+        for kind in ("build", "chat"):
+            a, b = (_run(kind, str(n), os.path.join(tmp, f"{kind}{n}.db")) for n in (small, large))
+            rows[kind] = (a, b)
+    print(f"{'measure (CPU time)':<24}{small:>12,} msgs{large:>12,} msgs{'ratio':>9}{'target':>9}  ok")
+    for kind, name in (("build", "build() p50"), ("chat", "build() p50, chat only")):
+        a, b = rows[kind]
+        r = b["p50_ms"] / a["p50_ms"]
+        print(f"{name:<24}{a['p50_ms']:>14.2f} ms{b['p50_ms']:>14.2f} ms{r:>9.2f}{'≤ 2.0':>9}  {'yes' if r <= 2 else 'NO'}"
+              f"   (actions {a['actions']} / {b['actions']})")
+    print(json.dumps(rows))
+    return 0
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         kind, *rest = sys.argv[2:]
@@ -190,6 +210,8 @@ def main() -> int:
         print(json.dumps(r))
         return 0
     small, large = (1000, 5000) if "--small" in sys.argv else (1000, 50_000)
+    if "--only" in sys.argv:
+        return only(sys.argv[sys.argv.index("--only") + 1], small, large)
     res: dict = {"model": MODEL, "format": FMT, "small": small, "large": large}
     with tempfile.TemporaryDirectory() as tmp:
         for n in (small, large):

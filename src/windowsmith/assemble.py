@@ -209,9 +209,10 @@ def assemble(
     system: list[Segment] = []
     session: list[Segment] = []
     tools: list[ToolSpec] = []
-    messages: tuple[Message, ...] = ()
+    messages: Sequence[Message] = ()
     tail_items: list[Item] = []
     history: Item | None = None
+    lineage = None
     refs: list[str] = []
     total = fixed - sum(required_by_layer.values())
     for it, n in kept:
@@ -232,9 +233,10 @@ def assemble(
             assert isinstance(it.content, ToolSpec)
             tools.append(it.content)
         elif it.slot == "history":
-            assert isinstance(it.content, tuple)
+            assert not isinstance(it.content, str | ToolSpec)
             messages = it.content
             history = it
+            lineage = it.lineage if it.lineage is not None and it.lineage.messages is it.content else None
         elif it.slot == "tail":
             tail_items.append(it)
     tail_items.sort(key=lambda it: (TAIL_HEADERS.index(it.header) if it.header in TAIL_HEADERS else 99, it.order))
@@ -253,6 +255,7 @@ def assemble(
         cache_key=cache_key,
         deferred=deferred,
         allowed_tools=allowed,
+        lineage=lineage,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance)
 

@@ -14,6 +14,7 @@ circuit breaker: a :class:`~windowsmith.compaction.Breaker` passed to :meth:`Bui
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -111,7 +112,7 @@ class Builder:
         self._counters: dict[str, TokenCounter] = {}
         self._calibrations: dict[str, Calibration] = {}
         self._refs = RefTracker()
-        self._parts_cache: tuple[tuple[str, ...], str] = ((), "")
+        self._parts_cache: tuple[Sequence[str], int, object, str] = ((), 0, None, "")
         self._compactor: Compactor | None = None
         self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
 
@@ -280,13 +281,14 @@ class Builder:
                         force: bool = False, harder: bool = False, reason: str = "") -> CompactionResult:
         fit = asm.history.fit if asm.history is not None else None
         counts: list[int] | Any = []
+        prefix = None
         if fit is not None:
-            counts = fit.counts
+            counts, prefix = fit.counts, fit.prefix
         elif self.state.units:
             counts = [sum(counter.raw_message(m) for m in u.messages) for u in self.state.units]
         eng = self.engine
         return self.compactor.run(
-            self.log, size=self._request_size(asm), counts=counts, counter=counter, budget=budget,
+            self.log, size=self._request_size(asm), counts=counts, prefix=prefix, counter=counter, budget=budget,
             spec=eng.spec, compact_at=eng.budget.compact_at, breaker=breaker,
             force=force, harder=harder, reason=reason,
         )
@@ -343,7 +345,7 @@ class Builder:
                 "layout": layout,
             },
             checksum=checksum,
-            parts=self._short_parts(rendered.parts),
+            parts=self._short_parts(rendered),
             status=status,
             warnings=warnings,
             calibration=counter.calibration.ratio,
@@ -351,18 +353,23 @@ class Builder:
             guidance=asm.guidance,
         )
 
-    def _short_parts(self, parts: tuple[str, ...]) -> str:
-        """The manifest's part digests (12 hex chars each), extended incrementally turn to turn."""
-        prev, short = self._parts_cache
-        k = len(prev)
-        if k and len(parts) >= k and parts[:k] == prev:
-            short = short + "".join(p[:PART_LEN] for p in parts[k:])
+    def _short_parts(self, rendered: Rendered) -> str:
+        """The manifest's part digests (12 hex chars each), extended incrementally turn to turn: the stable
+        prefix kept from the last build is reused when the parts' lineage (``Rendered.stable``) proves it, or
+        a comparison does."""
+        parts = rendered.parts
+        prev, k, token, short = self._parts_cache
+        stable = rendered.stable
+        if k and len(parts) >= k and ((stable is not None and stable[0] is token and stable[1] >= k)
+                                      or parts[:k] == prev[:k]):
+            out = short + "".join(p[:PART_LEN] for p in parts[k:])
         else:
-            short = "".join(p[:PART_LEN] for p in parts)
+            out = "".join(p[:PART_LEN] for p in parts)
         # keep only the stable prefix (the last parts — tail, final message — change every turn)
         keep = max(0, len(parts) - 3)
-        self._parts_cache = (parts[:keep], short[: keep * PART_LEN])
-        return short
+        token = stable[0] if stable is not None and stable[1] >= keep else None
+        self._parts_cache = (parts, keep, token, out[: keep * PART_LEN])
+        return out
 
 
 def _summarizer(summ: Summarizer | type[Summarizer] | None) -> Summarizer | None:

@@ -13,11 +13,12 @@ parser side by side), and the tracker of every reference and redaction marker in
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .artifacts import REF_RE as ARTIFACT_RE
 from .artifacts import artifact_uri
 from .model import Message, Text, ToolCall, ToolResult
-from .request import NeutralRequest
+from .request import Lineage, NeutralRequest, extends
 
 #: The notes ingest puts in place of (or under) a result it stored whole: the offload footer and the binary
 #: stub. Group 1 or 2 is the sha of the artifact holding the full original.
@@ -91,21 +92,23 @@ def message_refs(m: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
 class RefTracker:
     """Every artifact reference in a request, found incrementally.
 
-    When this request's messages start with the previous request's (the usual append-only turn;
-    checked with a C-level tuple comparison that short-circuits on identical objects), only the new
-    messages are scanned; otherwise everything is rescanned (per-message results are cached by digest).
+    When this request's messages start with the previous request's (the usual append-only turn: proven by
+    the request's lineage, else checked with a C-level tuple comparison that short-circuits on identical
+    objects), only the new messages are scanned; otherwise everything is rescanned (per-message results are
+    cached by digest).
     """
 
     def __init__(self) -> None:
-        self._messages: tuple[Message, ...] = ()
+        self._messages: Sequence[Message] = ()
+        self._lineage: Lineage | None = None
         self._counts: dict[str, int] = {}
         self._redactions: dict[str, int] = {}
 
     def _scan(self, req: NeutralRequest) -> None:
         msgs = req.messages
         k = len(self._messages)
-        if k and len(msgs) >= k and msgs[:k] == self._messages:
-            new = msgs[k:]
+        if k and len(msgs) >= k and (extends(req, self._lineage, k) or msgs[:k] == self._messages):
+            new = msgs[k:]  # a slice of the new messages only
         else:
             self._counts = {}
             self._redactions = {}
@@ -117,6 +120,7 @@ class RefTracker:
             for t in marks:
                 self._redactions[t] = self._redactions.get(t, 0) + 1
         self._messages = msgs
+        self._lineage = req.lineage
 
     def refs(self, req: NeutralRequest) -> set[str]:
         self._scan(req)

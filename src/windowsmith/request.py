@@ -19,6 +19,7 @@ turn, so the previous request's cached prefix is always a byte prefix of the nex
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .model import Image, Message, Text, ToolSpec
@@ -50,19 +51,45 @@ class CachePlan:
         return int(self.tools) + int(self.system) + int(self.session) + int(self.message_index is not None)
 
 
+class Lineage:
+    """Proof that requests' histories share a prefix, so nothing has to compare them.
+
+    :class:`~windowsmith.state.SessionState` issues one per epoch of its view (a new one whenever a
+    compaction record rewrites the view, the first visible unit moves or the summary changes). Within an
+    epoch the history only grows at its end, so of two message tuples issued under the same lineage the
+    shorter is a prefix of the longer, element by element the same objects. ``messages`` is the tuple it was
+    last issued for: a request proves its history with ``lineage.messages is request.messages``
+    (:func:`extends`); a request built otherwise carries no lineage and is compared instead.
+    """
+
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        self.messages: Sequence[Message] = ()
+
+
+def extends(req: NeutralRequest, lineage: Lineage | None, n: int) -> bool:
+    """Whether ``req.messages[:n]`` are the first ``n`` messages of an earlier request issued under
+    ``lineage`` (proven in O(1); False means unknown, not different)."""
+    lin = req.lineage
+    return lin is not None and lin is lineage and lin.messages is req.messages and len(req.messages) >= n
+
+
 @dataclass(frozen=True)
 class NeutralRequest:
     model: str
     system: tuple[Segment, ...]
     session: tuple[Segment, ...]
     tools: tuple[ToolSpec, ...]
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]  # a tuple, or a Snapshot of the session's view (snapshot.py): a tuple's behaviour
     tail: str | None
     max_output_tokens: int
     cache_key: str
     cache: CachePlan = field(default_factory=CachePlan)
     deferred: tuple[str, ...] = ()  # tools sent with the provider's deferred loading (see guidance/tools.py)
     allowed_tools: tuple[str, ...] | None = None  # the step's tool scope (tool_choice/allowed tools), or None
+    #: the history's lineage (set by the assembler from the history layer; see :class:`Lineage`)
+    lineage: Lineage | None = field(default=None, compare=False, repr=False)
 
     @property
     def system_text(self) -> str:
@@ -86,4 +113,4 @@ class NeutralRequest:
         return "new"
 
 
-__all__ = ["CachePlan", "NeutralRequest", "Segment"]
+__all__ = ["CachePlan", "Lineage", "NeutralRequest", "Segment", "extends"]

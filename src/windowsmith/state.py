@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,8 @@ from .records import (
     TruncateRecord,
     compaction_record,
 )
+from .request import Lineage
+from .snapshot import Snapshot
 
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
@@ -181,6 +183,8 @@ class SessionState:
     rewrites: int = 0  # bumps when units already in the view are rewritten (mask, summary)
     tool_events: list[dict[str, Any]] = field(default_factory=list)  # tools_loaded / tool_scope meta events
     _summary_message: Message | None = None
+    _view_epoch: object = field(default_factory=object, compare=False, repr=False)  # new when the view is rewritten
+    _history: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)  # see history_view
 
     # ------------------------------------------------------------------ folding events
 
@@ -300,8 +304,10 @@ class SessionState:
         return changed
 
     def _rebuild_view(self, from_unit: int) -> None:
+        self._view_epoch = object()  # the view is no longer an extension of what was issued before
         start = self.unit_start[from_unit]
-        del self.view[start:]
+        # a new list, not an edit in place: snapshots of the old view (earlier requests' histories) stay as they were
+        self.view = self.view[:start]
         del self.unit_start[from_unit:]
         for u in self.units[from_unit:]:
             self.unit_start.append(len(self.view))
@@ -404,13 +410,40 @@ class SessionState:
         """The history as sent: the pinned first unit (if before ``first_unit``) plus units from there on."""
         if first_unit >= len(self.units):
             return ()
-        tail = self.view[self.unit_start[first_unit]:]
+        if first_unit == 0:
+            return tuple(self.view)  # one copy: a long session's history is built once per build
+        out: list[Message] = []
+        if self.pinned:
+            out += self.view[:self.unit_start[1] if len(self.units) > 1 else len(self.view)]
+        summary = self.summary_message
+        if summary is not None:
+            out.append(summary)
+        out += self.view[self.unit_start[first_unit]:]
+        return tuple(out)
+
+    def history_view(self, first_unit: int) -> tuple[Sequence[Message], Lineage]:
+        """``view_slice(first_unit)`` as a :class:`~windowsmith.snapshot.Snapshot` of the view (no copy of the
+        session's messages), and its :class:`~windowsmith.request.Lineage`: the same lineage object as long as the
+        view only grew at its end (same view epoch, first unit and summary), so later stages prove that this
+        history extends the previous one without comparing them. A call with nothing new returns the same one."""
         summary = self.summary_message if first_unit > 0 else None
-        mid = (summary,) if summary is not None else ()
-        if first_unit > 0 and self.pinned:
-            head_end = self.unit_start[1] if len(self.units) > 1 else len(self.view)
-            return tuple(self.view[:head_end]) + mid + tuple(tail)
-        return mid + tuple(tail)
+        c = self._history
+        if c is None or c[0] is not self._view_epoch or c[1] != first_unit or c[2] is not summary:
+            c = (self._view_epoch, first_unit, summary, Lineage(), -1)
+        lin: Lineage = c[3]
+        if c[4] != len(self.view):  # (a new lineage has -1)
+            if first_unit >= len(self.units):
+                lin.messages = ()
+            else:
+                head: tuple[Message, ...] = ()
+                if first_unit > 0 and self.pinned:
+                    head = tuple(self.view[:self.unit_start[1] if len(self.units) > 1 else len(self.view)])
+                if summary is not None:
+                    head = (*head, summary)
+                lin.messages = Snapshot(head, self.view, self.unit_start[first_unit], len(self.view))
+            c = (*c[:4], len(self.view))
+        self._history = c
+        return lin.messages, lin
 
     def notes_for(self, layer: str) -> list[Mapping[str, Any]]:
         return list(self.notes.get(layer, ()))

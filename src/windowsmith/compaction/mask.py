@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import hashlib
 import urllib.parse
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -203,6 +204,7 @@ class MaskPlanner:
         self._plan_key: tuple[int, int, int] | None = None  # (first visible unit, compaction records, counter)
         self._planned: list[PlannedFold] = []  # folds planned for the units before _planned_upto
         self._planned_upto = 0
+        self.planned_saving = 0  # raw tokens the planned folds save (kept with the list: no pass over it per build)
 
     def turn_numbers(self, state: SessionState) -> list[int]:
         # units only grow, and a fold keeps its unit's place and role: the scan is incremental
@@ -217,9 +219,11 @@ class MaskPlanner:
         return self._turns
 
     def plan_mask(self, state: SessionState, counter: TokenCounter, counts: Sequence[int],
-                  keep_raw: float | None = None) -> list[PlannedFold]:
+                  keep_raw: float | None = None, *, copy: bool = True) -> list[PlannedFold]:
         """Folds for every unfolded exchange older than the last ``keep_turns`` exchanges (or, in a small
-        window, older than the newest ``keep_raw`` tokens of exchanges; at least two stay) that gets shorter."""
+        window, older than the newest ``keep_raw`` tokens of exchanges; at least two stay) that gets shorter.
+        ``copy=False`` returns the planner's own list (read it, never change it; :attr:`planned_saving` is
+        its total saving), so a build that folds nothing does not copy it."""
         units = state.units
         turns = self.turn_numbers(state)
         if state.rewrites != self._exchanges_epoch:  # a mask record may fold any closed unit: look again, once
@@ -239,10 +243,11 @@ class MaskPlanner:
         # folds planned for units [lo, upto) stay valid until then; a build plans only the units that aged
         key = (lo, len(state.compactions), id(counter))
         if key != self._plan_key:
-            self._plan_key, self._planned, self._planned_upto = key, [], lo
+            self._plan_key, self._planned, self._planned_upto, self.planned_saving = key, [], lo, 0
         if limit < self._planned_upto:
             self._planned = [f for f in self._planned if f.unit < limit]
             self._planned_upto = limit
+            self.planned_saving = sum(f.saving for f in self._planned)
         end = min(limit, len(counts))  # a unit the history layer did not count yet is planned next time
         for i in range(max(self._planned_upto, lo), end):  # never a unit before the view
             u = units[i]
@@ -255,11 +260,12 @@ class MaskPlanner:
             if saving > 0:
                 self._planned.append(PlannedFold(i, u.first_seq, u.last_seq, fl.text, saving, tuple(fl.blobs), fl.calls,
                                            tuple(fl.artifacts)))
+                self.planned_saving += saving
         self._planned_upto = max(self._planned_upto, end)
-        return list(self._planned)
+        return list(self._planned) if copy else self._planned
 
     def plan_images(self, state: SessionState, counter: TokenCounter, counts: Sequence[int], *,
-                    skip: Collection[int] = ()) -> list[UnitImages]:
+                    skip: Container[int] = ()) -> list[UnitImages]:
         """Text stubs for the images of every visible unit that ``image_keep_turns`` assistant turns (or more)
         have followed; units in ``skip`` (folded by the same batch) are left to their fold."""
         keep = self.config.image_keep_turns
@@ -302,17 +308,39 @@ class MaskPlanner:
                 out.append(UnitImages(i, u.first_seq, u.last_seq, saving, tuple(stubs), tuple(blobs)))
         return out
 
+class _FoldedUnits:
+    """The units of planned folds (in unit order) as a container a lookup bisects: no set of every planned
+    fold is built per build."""
+
+    def __init__(self, folds: Sequence[PlannedFold]) -> None:
+        self.folds = folds
+
+    def __contains__(self, unit: object) -> bool:
+        if not isinstance(unit, int):
+            return False
+        j = bisect.bisect_left(self.folds, unit, key=lambda f: f.unit)
+        return j < len(self.folds) and self.folds[j].unit == unit
+
+
 def mask_pays(edits: Sequence[PlannedFold | UnitImages], counts: Sequence[int], scale: float, spec: ModelSpec,
-          expected_turns: int) -> tuple[bool, dict[str, float | int]]:
+              expected_turns: int, *, saved_raw: int | None = None, after_raw: int | None = None,
+              ) -> tuple[bool, dict[str, float | int]]:
     """Whether folding (and stubbing images) now saves money over ``expected_turns``: the saved tokens would
-    otherwise be read from cache every turn; the batch rewrites the cache from its first edit on, once."""
+    otherwise be read from cache every turn; the batch rewrites the cache from its first edit on, once.
+
+    ``edits`` are in unit order. ``saved_raw`` (their total saving) and ``after_raw`` (the raw tokens of the
+    units from the first edit on) may be passed when the caller keeps them; else they are summed here."""
     if not edits:
         return False, {}
     p = spec.prices
     read = p.cache_read or p.input
     write = p.cache_write or p.input
-    saved = sum(f.saving for f in edits) * scale
-    after = sum(counts[min(f.unit for f in edits):]) * scale - saved
+    if saved_raw is None:
+        saved_raw = sum(f.saving for f in edits)
+    if after_raw is None:
+        after_raw = sum(counts[min(f.unit for f in edits):])
+    saved = saved_raw * scale
+    after = after_raw * scale - saved
     per_turn = saved * read / 1e6
     rewrite = max(0.0, after) * max(0.0, write - read) / 1e6
     gain = per_turn * expected_turns - rewrite
@@ -332,13 +360,19 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     # instead of one small batch (one more cache rewrite) every turn or two at the ceiling
     near_summary = size >= p.summarize_at * avail
     deep = cfg.mask_low_water if near_summary else 1.0
-    folds = planner.plan_mask(state, p.counter, p.counts, keep_raw=p.keep_ratio * deep * avail / scale)
-    images = planner.plan_images(state, p.counter, p.counts, skip={f.unit for f in folds})
-    edits: list[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit)
-    image_saved = sum(x.saving for x in images) * scale
-    saved = int(sum(f.saving for f in folds) * scale + image_saved)
+    # the planner's own list, not a copy: a build that folds nothing costs O(new units), not O(planned folds)
+    folds = planner.plan_mask(state, p.counter, p.counts, keep_raw=p.keep_ratio * deep * avail / scale, copy=False)
+    images = planner.plan_images(state, p.counter, p.counts, skip=_FoldedUnits(folds))
+    edits: Sequence[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit) if images else folds
+    image_raw = sum(x.saving for x in images)
+    image_saved = image_raw * scale
+    saved_raw = planner.planned_saving + image_raw
+    saved = int(planner.planned_saving * scale + image_saved)
     pressure = size >= cfg.mask_at * avail
-    pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.expected_turns)
+    first = edits[0].unit if edits else 0
+    after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
+    pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.expected_turns, saved_raw=saved_raw,
+                                after_raw=after_raw)
     # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
     # when the alternative is a summary), so the cache prefix breaks every few turns at most
     floor = cfg.min_saving(avail)
@@ -348,6 +382,8 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     if not edits or not (p.urgent or (big_enough and (pressure or pays))):
         return size
     p.breaker.trip("mask")
+    folds = list(folds)  # the record is built from a copy: the planner's list changes with the view
+    edits = sorted([*folds, *images], key=lambda x: x.unit)
     for e in edits:
         for _sha, raw in e.blobs:
             p.port.put_blob(raw)

@@ -57,6 +57,7 @@ class Compactor:
         size: int,
         counts: Sequence[int],
         counter: TokenCounter,
+        prefix: Sequence[int] | None = None,
         budget: Budget,
         spec: ModelSpec,
         compact_at: float,
@@ -69,7 +70,7 @@ class Compactor:
         mask that did not run before a successful summary is checked once more after it.
 
         ``size``: the request's counted (or billed, if larger) tokens before compaction; ``counts``:
-        raw tokens of each unit, as the history layer counted them.
+        raw tokens of each unit, as the history layer counted them; ``prefix``: their prefix sums, if kept.
         """
         cfg = self.config
         avail = budget.available
@@ -78,7 +79,7 @@ class Compactor:
             summarize_at=cfg.summarize_at if cfg.summarize_at is not None else compact_at,
             keep_ratio=cfg.keep_ratio * (0.7 if harder else 1.0), force=force, harder=harder,
             why=reason or f"the request is {size:,} tokens, {size / avail:.0%} of the {avail:,} available",
-            breaker=breaker, result=CompactionResult(tokens_before=size, tokens_after=size),
+            breaker=breaker, result=CompactionResult(tokens_before=size, tokens_after=size), prefix=prefix,
         )
         summarized_before = "summary" in breaker
         with self._stage("mask"):

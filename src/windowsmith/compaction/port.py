@@ -46,6 +46,7 @@ class Pass:
     why: str
     breaker: Breaker
     result: CompactionResult
+    prefix: Sequence[int] | None = None  # prefix sums of ``counts`` (len(counts) + 1), when the history layer kept them
 
     @property
     def state(self) -> SessionState:

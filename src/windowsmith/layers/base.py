@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..model import Message, ToolSpec
+from ..request import Lineage
 from ..text import elide
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Item:
     layer: str
     slot: Slot
     phase: Phase
-    content: str | ToolSpec | tuple[Message, ...]
+    content: str | ToolSpec | Sequence[Message]  # history: a tuple or a Snapshot of the view
     priority: int = 0
     required: bool = False
     provenance: str = ""
@@ -67,6 +68,9 @@ class Item:
     raw_tokens: int | None = None  # already counted (unscaled) by the layer: the assembler scales it
     ref: str | None = None  # the artifact:// reference the item carries (listed in the manifest)
     fit: HistoryFit | None = field(default=None, compare=False)  # set by the history layer
+    #: the history layer's proof that ``content`` extends the previous build's history (request.Lineage); the
+    #: assembler passes it on only while ``lineage.messages is content`` (a shrunk history carries none)
+    lineage: Lineage | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

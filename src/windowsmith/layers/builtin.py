@@ -146,9 +146,10 @@ class HistoryLayer(Layer):
         summary = state.summary_message if lo > 0 and lo < len(counts) else None
         summary_raw = counter.raw_message(summary) if summary is not None else 0
         raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0) + summary_raw
+        messages, lineage = state.history_view(lo)
         yield Item(
-            self.name, "history", "session", state.view_slice(lo), priority=50, provenance="log",
-            shrink=partial(self._shrink, state), raw_tokens=raw,
+            self.name, "history", "session", messages, priority=50, provenance="log",
+            shrink=partial(self._shrink, state), raw_tokens=raw, lineage=lineage,
             fit=HistoryFit(first_unit=lo, counts=counts, prefix=prefix, summary_raw=summary_raw),
         )
         note = usage_note(ctx, raw)
@@ -211,7 +212,7 @@ class HistoryLayer(Layer):
         if raw * counter.scale > cap:
             return None  # the assembler drops it and the build refuses it (history_blocked names the message)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
-        return replace(item, content=messages, raw_tokens=raw, fit=replace(
+        return replace(item, content=messages, raw_tokens=raw, lineage=None, fit=replace(
             fit,
             first_unit=new_lo,
             keep_from_seq=state.units[new_lo].first_seq if new_lo > lo and new_lo < n else None,

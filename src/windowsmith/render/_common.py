@@ -17,6 +17,7 @@ format's assembly step merges it into the neighbouring message where the format 
 
 from __future__ import annotations
 
+import threading
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -25,7 +26,8 @@ from typing import Any
 from ..errors import ConfigError, ProviderResponseError
 from ..hashing import canonical_json, sha256_hex
 from ..model import Image, Message, ToolSpec
-from ..request import NeutralRequest
+from ..request import Lineage, NeutralRequest, extends
+from ..snapshot import Snapshot
 from .base import PartsHasher, Rendered, Renderer
 
 
@@ -43,21 +45,22 @@ class _Lazy:
 
 
 class _Body:
-    """Rendered and merged body messages of the last request (for incremental rendering)."""
+    """The rendered and merged body messages of the last request, extended in place when the next request's
+    body extends it (so a turn renders, merges and stores its new messages only)."""
 
-    __slots__ = ("flat_last", "messages", "msg_end", "n_flat", "origin", "out", "parts", "spare")
+    __slots__ = ("flat_last", "lineage", "msg_end", "n", "n_flat", "origin", "out", "parts", "source", "token")
 
-    def __init__(self, messages: tuple[Message, ...], parts: list[str], msg_end: list[int],
-                 flat_last: list[dict[str, Any]], out: list[dict[str, Any]], origin: list[list[tuple[int, int]]],
-                 spare: list[Any], n_flat: int) -> None:
-        self.messages = messages
-        self.parts = parts
-        self.msg_end = msg_end
-        self.flat_last = flat_last
-        self.out = out
-        self.origin = origin
-        self.spare = spare
-        self.n_flat = n_flat
+    def __init__(self, source: Sequence[Message], n: int, lineage: Lineage | None) -> None:
+        self.source = source  # the messages tuple of the request the body was last taken from
+        self.n = n  # the body is source[:n]
+        self.lineage = lineage
+        self.parts: list[str] = []  # part digest of each body message
+        self.msg_end: list[int] = []  # flat index after each body message's provider items
+        self.flat_last: list[dict[str, Any]] = []  # each body message's last provider item
+        self.out: list[dict[str, Any]] = []  # the merged provider messages
+        self.origin: list[list[tuple[int, int]]] = []  # (flat item, block) of each block of ``out``
+        self.n_flat = 0
+        self.token = object()  # the parts lineage: new whenever the body is rebuilt rather than extended
 
 
 class UnitRenderer(Renderer):
@@ -65,6 +68,13 @@ class UnitRenderer(Renderer):
 
     #: Formats that must merge consecutive same-role messages (Anthropic, Gemini) set this.
     merge_same_role: bool = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._body_cache: _Body | None = None
+        self._parts_line: tuple[object, tuple[str, ...]] | None = None  # (parts token, head parts) of the last render
+        self._hashers = (PartsHasher(), PartsHasher())
+        self._lock = threading.Lock()
     #: Key of the message field holding the block list ("content" or "parts").
     content_key: str = "content"
 
@@ -93,7 +103,8 @@ class UnitRenderer(Renderer):
         messages: list[dict[str, Any]],
         marks: dict[str, Any],
     ) -> dict[str, Any]:
-        """Assemble the request dict; ``marks`` says where breakpoints go (see ``render``)."""
+        """Assemble the request dict; ``marks`` says where breakpoints go (see ``render``). ``messages`` is a
+        fresh list this request owns: the hook may put it in the request and change it in place."""
 
     def defer_tool(self, rendered: Any) -> Any:
         """A tool definition marked for the provider's deferred loading (formats that have it override)."""
@@ -121,6 +132,12 @@ class UnitRenderer(Renderer):
     # -- the algorithm ----------------------------------------------------------------------------
 
     def render(self, req: NeutralRequest) -> Rendered:
+        # the body cache and the hash states are extended in place and an engine's renderer is shared by its
+        # sessions, which may build in different threads at once (the async API): one render at a time
+        with self._lock:
+            return self._render(req)
+
+    def _render(self, req: NeutralRequest) -> Rendered:
         plan = req.cache
         n = len(req.messages)
         if plan.message_index is not None and not 0 <= plan.message_index < n:
@@ -174,29 +191,44 @@ class UnitRenderer(Renderer):
         # incrementally: when it extends the previous request's body, only new messages are done.
         body_n = n - 1 if mode == "prepend" else n
         ctx = _Lazy(lambda: self.context(req))
-        body = self._body(req.messages[:body_n], req, ctx)
+        head_parts = tuple(parts)
+        body, extended = self._body(req, body_n, ctx)
         pre_body = len(parts)
-        parts.extend(body.parts)
+        extra_parts: list[str] = []
         flat_extra: list[dict[str, Any]] = []
         if mode == "prepend":
             assert tail_unit is not None
             flat_extra.extend(tail_unit)
-            parts.append(tail_digest)
+            extra_parts.append(tail_digest)
             last = req.messages[n - 1]
             extra = self.message_extra(last, req, ctx)
             value, digest = self.memo.get(("msg", last.digest, extra), partial(self.render_message, last, extra))
             flat_extra.extend(value)
-            parts.append(digest)
+            extra_parts.append(digest)
         elif mode in ("append", "new"):
             assert tail_unit is not None
             flat_extra.extend(tail_unit)
-            parts.append(tail_digest)
+            extra_parts.append(tail_digest)
         if plan.message_index is not None:
             if plan.message_index >= body_n:
                 raise ConfigError("the message breakpoint cannot be on the message the tail is prepended to")
             prefix = pre_body + plan.message_index + 1
         total_flat = body.n_flat + len(flat_extra)
-        out, origin = self._merge_from(body.out, body.origin, flat_extra, body.n_flat, total_flat, mode)
+        # the extra items merge into the body's last message at most: merge them onto a copy of that one
+        base = max(0, len(body.out) - 1)
+        if flat_extra:
+            last_out, last_origin = list(body.out[base:]), list(body.origin[base:])
+            self._merge_from(last_out, last_origin, flat_extra, body.n_flat, total_flat, mode)
+        else:
+            last_out, last_origin = [], []
+            base = len(body.out)
+        # the request's message list: the one copy of the body a build makes (the hooks may take it over)
+        messages = body.out[:base]
+        messages.extend(last_out)
+
+        def origin_at(k: int) -> list[tuple[int, int]]:
+            return last_origin[k - base] if k >= base else body.origin[k]
+
         mark_at: tuple[int, int] | None = None
         if plan.message_index is not None:
             end = body.msg_end[plan.message_index]  # flat index after the marked message's items
@@ -206,14 +238,13 @@ class UnitRenderer(Renderer):
                 want = self.mark_block_index(src_blocks) if isinstance(src_blocks, list) else None
                 if want is not None:
                     target = (end - 1, want)
-                    for k in range(len(origin) - 1, -1, -1):  # the marked message is near the end
-                        orig = origin[k]
+                    for k in range(len(messages) - 1, -1, -1):  # the marked message is near the end
+                        orig = origin_at(k)
                         if target in orig:
                             mark_at = (k, orig.index(target))
                             break
                         if orig and max(o[0] for o in orig) < end - 1:
                             break
-        messages = out
 
         marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at}
         request = self.build(req, tools, system, messages, marks)
@@ -224,59 +255,68 @@ class UnitRenderer(Renderer):
             "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index},
             "tail_mode": mode,
         }
-        ptuple = tuple(parts)
-        hashers: tuple[PartsHasher, PartsHasher] | None = getattr(self, "_hashers", None)
-        if hashers is None:
-            hashers = self._hashers = (PartsHasher(), PartsHasher())
-        checksum = hashers[0].checksum(ptuple, rest)
-        hashers[0].advance(ptuple, max(0, len(ptuple) - 3))  # the last parts (tail, final message) change every turn
-        prefix_digest = hashers[1].prefix(ptuple, prefix)
-        hashers[1].advance(ptuple, prefix)
-        return Rendered(request, ptuple, prefix, checksum, self.format, prefix_digest)
-
-    def _body(self, msgs: tuple[Message, ...], req: NeutralRequest, ctx: Any) -> _Body:
-        """Render and merge ``msgs``, resuming from the cached body when ``msgs`` extends it."""
-        cached: _Body | None = getattr(self, "_body_cache", None)
-        k = len(cached.messages) if cached is not None else 0
-        if cached is not None and len(msgs) >= k and msgs[:k] == cached.messages:
-            if len(msgs) == k:
-                return cached
-            base = cached
+        ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
+        # the parts lineage: parts[:stable] are the same as every earlier request's with the same token
+        line = self._parts_line
+        if extended and line is not None and line[0] is body.token and line[1] == head_parts:
+            token = body.token  # same head, body extended: the parts before the extras are the last ones + new
         else:
-            base = _Body((), [], [], [], [], [], [], 0)
+            token = body.token = object()  # a new head (tools, system) or a new body: nothing is proven
+        self._parts_line = (token, head_parts)
+        stable = (token, pre_body + len(body.parts))
+        hashers = self._hashers
+        checksum = hashers[0].checksum(ptuple, rest, stable)
+        hashers[0].advance(ptuple, max(0, len(ptuple) - 3), stable)  # the last parts (tail, final message) change every turn
+        prefix_digest = hashers[1].prefix(ptuple, prefix, stable)
+        hashers[1].advance(ptuple, prefix, stable)
+        return Rendered(request, ptuple, prefix, checksum, self.format, prefix_digest, stable)
+
+    def _body(self, req: NeutralRequest, body_n: int, ctx: Any) -> tuple[_Body, bool]:
+        """The body ``req.messages[:body_n]`` rendered and merged, and whether it extends the previous request's
+        body (then the cached body was extended in place with the new messages only). The extension is proven by
+        the request's lineage (O(1)), else checked by comparing the messages."""
+        msgs = req.messages
+        cached = self._body_cache
+        k = cached.n if cached is not None else 0
+        extended = cached is not None and body_n >= k and (
+            extends(req, cached.lineage, k) or cached.source is msgs or msgs[:k] == cached.source[:k])
+        if not extended or cached is None:
+            cached = _Body(msgs, 0, req.lineage)
             k = 0
-        parts = list(base.parts)
-        msg_end = list(base.msg_end)
-        flat_last = list(base.flat_last)
         new_flat: list[dict[str, Any]] = []
-        n_flat = base.n_flat
-        for message in msgs[k:]:
+        new_parts: list[str] = []
+        new_last: list[dict[str, Any]] = []
+        new_ends: list[int] = []
+        n_flat = cached.n_flat
+        for message in msgs[k:body_n]:  # rendered before anything is changed (a hook may raise)
             extra = self.message_extra(message, req, ctx)
             value, digest = self.memo.get(("msg", message.digest, extra), partial(self.render_message, message, extra))
             new_flat.extend(value)
             n_flat += len(value)
-            parts.append(digest)
-            msg_end.append(n_flat)
-            flat_last.append(value[-1] if value else {})
-        out, origin = self._merge_from(base.out, base.origin, new_flat, base.n_flat, -1, "none")
-        body = _Body(msgs, parts, msg_end, flat_last, out, origin, [], n_flat)
-        self._body_cache = body
-        return body
+            new_parts.append(digest)
+            new_ends.append(n_flat)
+            new_last.append(value[-1] if value else {})
+        self._merge_from(cached.out, cached.origin, new_flat, cached.n_flat, -1, "none")
+        cached.parts.extend(new_parts)
+        cached.msg_end.extend(new_ends)
+        cached.flat_last.extend(new_last)
+        cached.n_flat = n_flat
+        cached.source, cached.n, cached.lineage = msgs, body_n, req.lineage
+        self._body_cache = cached
+        return cached, extended
 
-    def _merge_from(self, out0: list[dict[str, Any]], origin0: list[list[tuple[int, int]]], new: list[dict[str, Any]],
-                    first_idx: int, total: int, mode: str) -> tuple[list[dict[str, Any]], list[list[tuple[int, int]]]]:
-        """Continue merging ``new`` flat items (global indices from ``first_idx``) onto ``out0``.
+    def _merge_from(self, out: list[dict[str, Any]], origin: list[list[tuple[int, int]]], new: list[dict[str, Any]],
+                    first_idx: int, total: int, mode: str) -> None:
+        """Continue merging ``new`` flat items (global indices from ``first_idx``) onto ``out`` (in place).
 
         Formats that merge consecutive same-role messages do so; in ``prepend`` mode the final item
         (the user's message) merges into the tail before it. Tool results are moved to the front of a
-        merged message (a stable partition, so re-applying it after further merges is exact).
-        Returns new lists; the inputs are not modified.
+        merged message (a stable partition, so re-applying it after further merges is exact). The
+        messages already in ``out`` are replaced, never modified (earlier requests may hold them).
         """
         if not new:
-            return out0, origin0
+            return
         key = self.content_key
-        out = list(out0)
-        origin = list(origin0)
         changed_from = len(out) - 1 if out else 0
         for off, msg in enumerate(new):
             idx = first_idx + off
@@ -308,7 +348,6 @@ class UnitRenderer(Renderer):
                 if order != list(range(len(merged))):
                     out[k] = {**out[k], key: [merged[j] for j in order]}
                     origin[k] = [origin[k][j] for j in order]
-        return out, origin
 
     def mark_block_index(self, blocks: Sequence[Mapping[str, Any]]) -> int | None:
         """Index of the block that carries a message breakpoint (the last one by default)."""
@@ -318,6 +357,12 @@ class UnitRenderer(Renderer):
 # -------------------------------------------------------------------------------------------------
 # helpers
 # -------------------------------------------------------------------------------------------------
+
+
+def prepend(items: list[Any], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``[*items, *messages]`` made in ``messages`` itself (a request's own list: no copy of a long history)."""
+    messages[:0] = items
+    return messages
 
 
 def data_uri(image: Image) -> str:

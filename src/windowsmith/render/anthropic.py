@@ -114,7 +114,7 @@ class AnthropicRenderer(UnitRenderer):
             k, j = at
             content = list(messages[k]["content"])
             content[j] = _marked(content[j])
-            messages = [*messages[:k], {**messages[k], "content": content}, *messages[k + 1 :]]
+            messages[k] = {**messages[k], "content": content}  # the list is this request's own (render's hook contract)
         out["messages"] = messages
         return out
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +28,14 @@ from ..request import NeutralRequest
 @dataclass(frozen=True)
 class Rendered:
     request: dict[str, Any]
-    parts: tuple[str, ...]
+    parts: Sequence[str]  # a tuple, or a Snapshot (snapshot.py) of the renderer's digests: no copy of a long body
     cache_prefix_parts: int
     checksum: str
     format: str
     prefix_digest: str | None = field(default=None, compare=False, repr=False)  # prefix_hash, if computed already
+    #: the parts' lineage ``(token, n)``: two renderings with the same token have the same ``parts[:n]`` (the
+    #: smaller ``n``), proven without comparing them; None when unknown
+    stable: tuple[object, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def prefix_hash(self) -> str:
@@ -50,43 +53,57 @@ class ParsedResponse:
     model: str | None
 
 
-def checksum_of(parts: tuple[str, ...], rest: dict[str, Any]) -> str:
+def checksum_of(parts: Sequence[str], rest: dict[str, Any]) -> str:
     return sha256_hex("".join(parts) + "|" + canonical_json(rest))
 
 
 class PartsHasher:
     """sha256 over the concatenated part digests, resumed from the hash state of the previous request's
     stable prefix: a turn hashes its new parts only, and the digests equal :func:`checksum_of` and
-    :attr:`Rendered.prefix_hash` computed from scratch."""
+    :attr:`Rendered.prefix_hash` computed from scratch.
+
+    That the new parts start with the hashed ones is proven by the parts' lineage (``stable``: see
+    :attr:`Rendered.stable`) in O(1), else checked by comparing them."""
 
     def __init__(self) -> None:
-        self._parts: tuple[str, ...] = ()
+        self._parts: Sequence[str] = ()  # the parts the state was taken from (its first _k are hashed)
+        self._k = 0
+        self._token: object = None  # the parts lineage token of _parts, if their first _k are under it
         self._h = hashlib.sha256()
 
-    def _state(self, parts: tuple[str, ...], upto: int) -> Any:
-        k = len(self._parts)
-        if k and k <= upto and parts[:k] == self._parts:  # C-level compare: identical strings short-circuit
-            h = self._h.copy()
+    def _resumes(self, parts: Sequence[str], upto: int, stable: tuple[object, int] | None) -> bool:
+        k = self._k
+        if not k or k > upto:
+            return False
+        if stable is not None and stable[0] is self._token and stable[1] >= k:
+            return True
+        return len(parts) >= k and parts[:k] == self._parts[:k]  # C-level compare: identical strings short-circuit
+
+    def _state(self, parts: Sequence[str], upto: int, stable: tuple[object, int] | None) -> Any:
+        if self._resumes(parts, upto, stable):
+            h, k = self._h.copy(), self._k
         else:
             h, k = hashlib.sha256(), 0
         h.update("".join(parts[k:upto]).encode())
         return h
 
-    def checksum(self, parts: tuple[str, ...], rest: dict[str, Any]) -> str:
+    def checksum(self, parts: Sequence[str], rest: dict[str, Any], stable: tuple[object, int] | None = None) -> str:
         """``checksum_of(parts, rest)``."""
-        h = self._state(parts, len(parts))
+        h = self._state(parts, len(parts), stable)
         h.update(("|" + canonical_json(rest)).encode())
         return str(h.hexdigest())
 
-    def prefix(self, parts: tuple[str, ...], upto: int) -> str:
+    def prefix(self, parts: Sequence[str], upto: int, stable: tuple[object, int] | None = None) -> str:
         """sha256 hex of ``"".join(parts[:upto])``."""
-        return str(self._state(parts, upto).hexdigest())
+        return str(self._state(parts, upto, stable).hexdigest())
 
-    def advance(self, parts: tuple[str, ...], keep: int) -> None:
+    def advance(self, parts: Sequence[str], keep: int, stable: tuple[object, int] | None = None) -> None:
         """Keep the hash state over ``parts[:keep]`` for the next request."""
-        if keep != len(self._parts) or parts[:keep] != self._parts:
-            self._h = self._state(parts, keep)
-            self._parts = parts[:keep]
+        if keep != self._k or not self._resumes(parts, keep, stable):
+            self._h = self._state(parts, keep, stable)
+            self._k = keep
+        self._parts = parts
+        self._token = stable[0] if stable is not None and stable[1] >= keep else None
 
 
 class MemoCache:

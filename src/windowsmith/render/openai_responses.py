@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import ProviderResponseError
 from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
 from ..request import NeutralRequest
-from ._common import UnitRenderer, as_int, data_uri, expect, to_plain
+from ._common import UnitRenderer, as_int, data_uri, expect, prepend, to_plain
 from .base import ParsedResponse
 from .openai_chat import ERROR_PREFIX
 
@@ -85,7 +85,7 @@ class OpenAIResponsesRenderer(UnitRenderer):
         return items
 
     def build(self, req: NeutralRequest, tools: list[Any], system: list[Any], messages: list[dict[str, Any]], marks: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"model": req.model, "input": [*system, *messages]}
+        out: dict[str, Any] = {"model": req.model, "input": prepend(system, messages)}
         if tools:
             out["tools"] = tools
         if req.allowed_tools is not None:
