@@ -50,6 +50,7 @@ class CompactionConfig:
     summary_target: float = 0.5
     summary_tokens: int = 2048
     emergency_keep: int = 6
+    cut_at: float = 0.95  # the free cut's high-water mark when no summary is placed (summary_pays said no)
     expected_turns: int = 10
     cost_aware: bool = True
     summary_pays: bool = True  # a due summary runs only if its model call pays for itself (summary.summary_pays)
@@ -68,6 +69,8 @@ class CompactionConfig:
             raise ConfigError(f"summarize_at is a fraction in (0, 1], got {self.summarize_at}")
         if not 0.05 <= self.keep_ratio < 1:
             raise ConfigError(f"keep_ratio must be in [0.05, 1), got {self.keep_ratio}")
+        if not 0 < self.cut_at <= 1:
+            raise ConfigError(f"cut_at is a fraction of the available budget in (0, 1], got {self.cut_at}")
         if self.summary_tokens < 64 or self.emergency_keep < 1 or self.expected_turns < 0:
             raise ConfigError("summary_tokens must be >= 64, emergency_keep >= 1 and expected_turns >= 0")
         if self.image_keep_turns is not None and self.image_keep_turns < 1:

@@ -46,6 +46,7 @@ class Pass:
     why: str
     breaker: Breaker
     result: CompactionResult
+    summary_declined: bool = False  # a summary was due but its model call does not pay: the free cut may take it
 
     @property
     def state(self) -> SessionState:
