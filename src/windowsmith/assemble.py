@@ -247,6 +247,7 @@ def assemble(
         cache_key=cache_key,
         deferred=deferred,
         allowed_tools=allowed,
+        head=int(history.meta.get("head", 0)) if history is not None else 0,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance)
 

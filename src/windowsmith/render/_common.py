@@ -191,37 +191,27 @@ class UnitRenderer(Renderer):
             assert tail_unit is not None
             flat_extra.extend(tail_unit)
             parts.append(tail_digest)
+        if plan.head_index is not None and not 0 <= plan.head_index < body_n:
+            raise ConfigError(f"CachePlan.head_index={plan.head_index} is out of range for the {body_n} message(s) "
+                              "rendered before the tail; use an index before the message breakpoint or None")
         if plan.message_index is not None:
             if plan.message_index >= body_n:
                 raise ConfigError("the message breakpoint cannot be on the message the tail is prepended to")
             prefix = pre_body + plan.message_index + 1
         total_flat = body.n_flat + len(flat_extra)
         out, origin = self._merge_from(body.out, body.origin, flat_extra, body.n_flat, total_flat, mode)
-        mark_at: tuple[int, int] | None = None
-        if plan.message_index is not None:
-            end = body.msg_end[plan.message_index]  # flat index after the marked message's items
-            start = body.msg_end[plan.message_index - 1] if plan.message_index > 0 else 0
-            if end > start:
-                src_blocks = body.flat_last[plan.message_index].get(self.content_key)
-                want = self.mark_block_index(src_blocks) if isinstance(src_blocks, list) else None
-                if want is not None:
-                    target = (end - 1, want)
-                    for k in range(len(origin) - 1, -1, -1):  # the marked message is near the end
-                        orig = origin[k]
-                        if target in orig:
-                            mark_at = (k, orig.index(target))
-                            break
-                        if orig and max(o[0] for o in orig) < end - 1:
-                            break
+        mark_at = self._mark(body, origin, plan.message_index, from_end=True)
+        head_at = self._mark(body, origin, plan.head_index, from_end=False)
         messages = out
 
-        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at}
+        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at, "head": head_at}
         request = self.build(req, tools, system, messages, marks)
         rest = {
             "format": self.format,
             "fields": {k: v for k, v in request.items() if k not in ("tools", "system", "messages", "input", "contents", "config")},
             "config": {k: v for k, v in request.get("config", {}).items() if k not in ("tools", "system_instruction")},
-            "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index},
+            "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index,
+                      **({"head": plan.head_index} if plan.head_index is not None else {})},
             "tail_mode": mode,
         }
         ptuple = tuple(parts)
@@ -233,6 +223,31 @@ class UnitRenderer(Renderer):
         prefix_digest = hashers[1].prefix(ptuple, prefix)
         hashers[1].advance(ptuple, prefix)
         return Rendered(request, ptuple, prefix, checksum, self.format, prefix_digest)
+
+    def _mark(self, body: _Body, origin: list[Any], index: int | None, *, from_end: bool) -> tuple[int, int] | None:
+        """(merged message, block) that carries the breakpoint of neutral message ``index``, or None.
+
+        ``from_end``: search from the newest merged message (the message breakpoint is near the end), else
+        from the oldest (the head breakpoint is near the start)."""
+        if index is None:
+            return None
+        end = body.msg_end[index]  # flat index after the marked message's items
+        start = body.msg_end[index - 1] if index > 0 else 0
+        if end <= start:
+            return None
+        src_blocks = body.flat_last[index].get(self.content_key)
+        want = self.mark_block_index(src_blocks) if isinstance(src_blocks, list) else None
+        if want is None:
+            return None
+        target = (end - 1, want)
+        order = range(len(origin) - 1, -1, -1) if from_end else range(len(origin))
+        for k in order:
+            orig = origin[k]
+            if target in orig:
+                return (k, orig.index(target))
+            if orig and (max(o[0] for o in orig) < end - 1 if from_end else min(o[0] for o in orig) > end - 1):
+                break
+        return None
 
     def _body(self, msgs: tuple[Message, ...], req: NeutralRequest, ctx: Any) -> _Body:
         """Render and merge ``msgs``, resuming from the cached body when ``msgs`` extends it."""
