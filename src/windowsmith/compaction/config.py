@@ -30,7 +30,10 @@ class CompactionConfig:
     ``summary_pays``: a summary is a model call, so when one is due (not asked for) it runs only where it
     pays for itself: its price (the span and the prompt read, the summary written) below the cache reads of
     the tokens it removes over ``expected_turns``; otherwise the free emergency truncation (work log +
-    transcript reference) takes the span. ``False``: summarize whenever due.
+    transcript reference) takes the span. ``False``: summarize whenever due. ``cut_at``: the high-water mark
+    of that free cut (a fraction of the available budget, at least ``summarize_at``): it waits until the
+    request reaches it, then cuts down to ``summary_target`` in one batch, so between two cuts every request
+    only appends to the previous one (one cache rewrite per batch, not one per turn near the threshold).
     ``emergency_keep``: messages kept verbatim by emergency truncation (fewer when they would leave the
     request above ``summary_target``, the newest unit always; so a rebuild never truncates again). ``expected_turns``: remaining
     turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
