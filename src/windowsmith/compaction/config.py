@@ -44,7 +44,7 @@ class CompactionConfig:
 
     enabled: bool = True
     keep_turns: int = 12
-    mask_batch: int = 4
+    mask_batch: int = 8  # a fold batch rewrites the cache from its first fold on: 8 (was 4) halves those rewrites
     mask_at: float = 0.6
     mask_min_tokens: int | None = None
     summarize_at: float | None = None
