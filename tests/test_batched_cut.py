@@ -170,3 +170,19 @@ def test_a_cut_reads_the_pinned_request_from_cache():
                 assert cost.cache_read_tokens >= pinned_raw * counter.scale * 0.9, (k, cost)
             prev = req
         assert saw_cut
+
+
+@given(n=st.integers(0, 8), head=st.integers(0, 9), tail=st.sampled_from([None, "NOTE"]),
+       last_user=st.booleans(), session=st.booleans(), max_bp=st.integers(0, 4))
+def test_plan_cache_head_breakpoint_invariants(n, head, tail, last_user, session, max_bp):
+    req = _req(max(n, 1), head, tail=tail, session=session, last_user=last_user)
+    plan = plan_cache(req, max_bp)
+    if max_bp:
+        assert plan.count <= max_bp
+    if plan.head_index is not None:
+        assert plan.head_index == req.head - 1
+        assert plan.message_index is None or plan.head_index < plan.message_index
+        if req.tail_mode() == "prepend":
+            assert plan.head_index < len(req.messages) - 1  # never the message the tail is prepended to
+    # the renderer accepts every plan the planner makes
+    get_renderer("anthropic").render(NeutralRequest(**{**req.__dict__, "cache": plan}))
