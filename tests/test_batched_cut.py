@@ -139,10 +139,10 @@ def test_between_cuts_requests_only_append_and_cuts_wait_for_the_high_water_mark
             counter = s.counter("anthropic")
             prev_head = None
             if plan.head_index is not None:
-                from windowsmith.costs import _boundaries  # noqa: PLC2701 (the same arithmetic as call_cost)
-
-                prev_head = _boundaries(req, counter)[2] + sum(
-                    counter.raw_message(x) for x in req.messages[: plan.head_index + 1])
+                # raw tokens through the head breakpoint, in cache order (as costs.call_cost counts them)
+                prev_head = (counter.overheads.per_request + counter.raw_tools(req.tools)
+                             + counter.raw_segment(req.system_text) + counter.raw_segment(req.session_text)
+                             + sum(counter.raw_message(x) for x in req.messages[: plan.head_index + 1]))
         assert rewrites <= max(1, len(steps) // 2) or cuts == 0
 
 
