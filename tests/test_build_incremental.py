@@ -52,7 +52,7 @@ def _scratch_render(fmt: str, pack: ws.Pack) -> None:
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available")
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize(("path", "idx", "window"), [
-    ("tau-bench/gpt-4o-airline.json", 3, 12_000),  # small: masks, summaries, truncation rewrite the view
+    ("tau-bench/gpt-4o-airline.json", 3, 10_000),  # small: masks, summaries, truncation rewrite the view
     ("mini-swe-agent/django__django-11119.traj.json", 0, None),  # the model's window: the history only grows
 ])
 def test_incremental_builds_equal_builds_from_scratch_on_real_traces(tmp_path, fmt, path, idx, window):

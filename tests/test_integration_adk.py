@@ -50,7 +50,9 @@ def _text(e: Any) -> str:
 @pytest.mark.parametrize("streaming", [False, True])
 def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine], streaming: bool) -> None:
     mock = MockModel("gemini", _script())
-    session = make_engine("gemini-2.5-flash", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000)).session("adk")
+    # the free cut at 85% of the budget (default 95%), so this short run compacts at least once
+    session = make_engine("gemini-2.5-flash", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000),
+                          compaction=ws.CompactionConfig(cut_at=0.85)).session("adk")
     cb = WindowsmithCallbacks(session)
     client = genai.Client(api_key="test", http_options=gtypes.HttpOptions(httpx_async_client=mock.async_client()))
     agent = LlmAgent(name="reviewer", model=Gemini(model="gemini-2.5-flash", client=client),

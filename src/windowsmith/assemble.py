@@ -256,6 +256,7 @@ def assemble(
         deferred=deferred,
         allowed_tools=allowed,
         lineage=lineage,
+        head=int(history.meta.get("head", 0)) if history is not None else 0,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance)
 

@@ -1,9 +1,11 @@
 """Cache planning and cache statistics.
 
 Breakpoints (Anthropic ``cache_control``; at most the model's ``max_breakpoints``, 4) go at the ends
-of tools, system, stable session context and the newest message whose rendering will not change on
-the next turn. When fewer are allowed, the later ones win (a later breakpoint also covers everything
-before it; earlier ones only help when later content changes).
+of tools, system, stable session context, the history's stable head (``NeutralRequest.head``: the pinned
+first request, which a compaction never rewrites, so a cut re-writes only what follows it) and the newest
+message whose rendering will not change on the next turn. When fewer are allowed, the newest message
+and the head win, then the later ones (a later breakpoint also covers everything before it; earlier ones
+only help when later content changes).
 
 The newest-message rule: if the dynamic tail is prepended to the final user message, that message
 will look different next turn (it will have no tail), so the breakpoint goes on the message before
@@ -25,8 +27,12 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
         msg_idx = n - 2 if n >= 2 else None
     else:
         msg_idx = n - 1
+    head_idx = req.head - 1 if 0 < req.head <= n and (msg_idx is None or req.head - 1 < msg_idx) else None
+    if head_idx is not None and req.tail_mode() == "prepend" and head_idx >= n - 1:
+        head_idx = None  # the tail is prepended to that message: it renders differently next turn
     wanted = [
         ("message", msg_idx is not None),
+        ("head", head_idx is not None),
         ("session", bool(req.session)),
         ("system", bool(req.system)),
         ("tools", bool(req.tools)),
@@ -43,6 +49,7 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
         system="system" in chosen,
         session="session" in chosen,
         message_index=msg_idx if "message" in chosen else None,
+        head_index=head_idx if "head" in chosen else None,
     )
 
 

@@ -38,17 +38,21 @@ class CachePlan:
     """Where cache breakpoints go (Anthropic ``cache_control``; at most ``max_breakpoints``).
 
     ``message_index`` is the index in ``NeutralRequest.messages`` of the message whose last block
-    carries the breakpoint, or ``None``.
+    carries the breakpoint, or ``None``. ``head_index``: the last message of the history's stable head
+    (the pinned first request, which compaction never rewrites), when it is before ``message_index``: a
+    compaction rewrites what follows the head, and this breakpoint keeps the head itself read from cache.
     """
 
     tools: bool = False
     system: bool = False
     session: bool = False
     message_index: int | None = None
+    head_index: int | None = None
 
     @property
     def count(self) -> int:
-        return int(self.tools) + int(self.system) + int(self.session) + int(self.message_index is not None)
+        return (int(self.tools) + int(self.system) + int(self.session) + int(self.message_index is not None)
+                + int(self.head_index is not None))
 
 
 class Lineage:
@@ -90,6 +94,7 @@ class NeutralRequest:
     allowed_tools: tuple[str, ...] | None = None  # the step's tool scope (tool_choice/allowed tools), or None
     #: the history's lineage (set by the assembler from the history layer; see :class:`Lineage`)
     lineage: Lineage | None = field(default=None, compare=False, repr=False)
+    head: int = 0  # leading messages that compaction never rewrites (the pinned request): a cache breakpoint may end them
 
     @property
     def system_text(self) -> str:

@@ -30,7 +30,10 @@ class CompactionConfig:
     ``summary_pays``: a summary is a model call, so when one is due (not asked for) it runs only where it
     pays for itself: its price (the span and the prompt read, the summary written) below the cache reads of
     the tokens it removes over ``expected_turns``; otherwise the free emergency truncation (work log +
-    transcript reference) takes the span. ``False``: summarize whenever due.
+    transcript reference) takes the span. ``False``: summarize whenever due. ``cut_at``: the high-water mark
+    of that free cut (a fraction of the available budget, at least ``summarize_at``): it waits until the
+    request reaches it, then cuts down to ``summary_target`` in one batch, so between two cuts every request
+    only appends to the previous one (one cache rewrite per batch, not one per turn near the threshold).
     ``emergency_keep``: messages kept verbatim by emergency truncation (fewer when they would leave the
     request above ``summary_target``, the newest unit always; so a rebuild never truncates again). ``expected_turns``: remaining
     turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
@@ -41,7 +44,7 @@ class CompactionConfig:
 
     enabled: bool = True
     keep_turns: int = 12
-    mask_batch: int = 4
+    mask_batch: int = 8  # a fold batch rewrites the cache from its first fold on: 8 (was 4) halves those rewrites
     mask_at: float = 0.6
     mask_min_tokens: int | None = None
     summarize_at: float | None = None
@@ -50,6 +53,7 @@ class CompactionConfig:
     summary_target: float = 0.5
     summary_tokens: int = 2048
     emergency_keep: int = 6
+    cut_at: float = 0.95  # the free cut's high-water mark when no summary is placed (summary_pays said no)
     expected_turns: int = 10
     cost_aware: bool = True
     summary_pays: bool = True  # a due summary runs only if its model call pays for itself (summary.summary_pays)
@@ -68,6 +72,8 @@ class CompactionConfig:
             raise ConfigError(f"summarize_at is a fraction in (0, 1], got {self.summarize_at}")
         if not 0.05 <= self.keep_ratio < 1:
             raise ConfigError(f"keep_ratio must be in [0.05, 1), got {self.keep_ratio}")
+        if not 0 < self.cut_at <= 1:
+            raise ConfigError(f"cut_at is a fraction of the available budget in (0, 1], got {self.cut_at}")
         if self.summary_tokens < 64 or self.emergency_keep < 1 or self.expected_turns < 0:
             raise ConfigError("summary_tokens must be >= 64, emergency_keep >= 1 and expected_turns >= 0")
         if self.image_keep_turns is not None and self.image_keep_turns < 1:

@@ -47,6 +47,7 @@ class Pass:
     breaker: Breaker
     result: CompactionResult
     prefix: Sequence[int] | None = None  # prefix sums of ``counts`` (len(counts) + 1), when the history layer kept them
+    summary_declined: bool = False  # a summary was due but its model call does not pay: the free cut may take it
 
     @property
     def state(self) -> SessionState:

@@ -46,6 +46,7 @@ def run_summary(p: Pass, summarizer: Summarizer, size: int) -> tuple[int, bool]:
         span_raw = sum(p.counts[span[0]:span[1]])
         pays, _econ = summary_pays(span_raw * scale, min(sbudget, span_raw * scale / 4), p.spec, cfg.expected_turns)
         if not pays:
+            p.summary_declined = True
             return size, True
     if span is None:
         return size, False

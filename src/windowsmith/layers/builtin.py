@@ -151,6 +151,8 @@ class HistoryLayer(Layer):
             self.name, "history", "session", messages, priority=50, provenance="log",
             shrink=partial(self._shrink, state), raw_tokens=raw, lineage=lineage,
             fit=HistoryFit(first_unit=lo, counts=counts, prefix=prefix, summary_raw=summary_raw),
+            # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it
+            meta={"head": len(state.units[0].messages)} if state.pinned and len(state.units) > 1 else {},
         )
         note = usage_note(ctx, raw)
         if note is not None:

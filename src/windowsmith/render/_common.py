@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -209,6 +209,9 @@ class UnitRenderer(Renderer):
             assert tail_unit is not None
             flat_extra.extend(tail_unit)
             extra_parts.append(tail_digest)
+        if plan.head_index is not None and not 0 <= plan.head_index < body_n:
+            raise ConfigError(f"CachePlan.head_index={plan.head_index} is out of range for the {body_n} message(s) "
+                              "rendered before the tail; use an index before the message breakpoint or None")
         if plan.message_index is not None:
             if plan.message_index >= body_n:
                 raise ConfigError("the message breakpoint cannot be on the message the tail is prepended to")
@@ -229,30 +232,17 @@ class UnitRenderer(Renderer):
         def origin_at(k: int) -> list[tuple[int, int]]:
             return last_origin[k - base] if k >= base else body.origin[k]
 
-        mark_at: tuple[int, int] | None = None
-        if plan.message_index is not None:
-            end = body.msg_end[plan.message_index]  # flat index after the marked message's items
-            start = body.msg_end[plan.message_index - 1] if plan.message_index > 0 else 0
-            if end > start:
-                src_blocks = body.flat_last[plan.message_index].get(self.content_key)
-                want = self.mark_block_index(src_blocks) if isinstance(src_blocks, list) else None
-                if want is not None:
-                    target = (end - 1, want)
-                    for k in range(len(messages) - 1, -1, -1):  # the marked message is near the end
-                        orig = origin_at(k)
-                        if target in orig:
-                            mark_at = (k, orig.index(target))
-                            break
-                        if orig and max(o[0] for o in orig) < end - 1:
-                            break
+        mark_at = self._mark(body, origin_at, len(messages), plan.message_index, from_end=True)
+        head_at = self._mark(body, origin_at, len(messages), plan.head_index, from_end=False)
 
-        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at}
+        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at, "head": head_at}
         request = self.build(req, tools, system, messages, marks)
         rest = {
             "format": self.format,
             "fields": {k: v for k, v in request.items() if k not in ("tools", "system", "messages", "input", "contents", "config")},
             "config": {k: v for k, v in request.get("config", {}).items() if k not in ("tools", "system_instruction")},
-            "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index},
+            "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index,
+                      **({"head": plan.head_index} if plan.head_index is not None else {})},
             "tail_mode": mode,
         }
         ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
@@ -270,6 +260,33 @@ class UnitRenderer(Renderer):
         prefix_digest = hashers[1].prefix(ptuple, prefix, stable)
         hashers[1].advance(ptuple, prefix, stable)
         return Rendered(request, ptuple, prefix, checksum, self.format, prefix_digest, stable)
+
+    def _mark(self, body: _Body, origin_at: Callable[[int], list[tuple[int, int]]], n: int, index: int | None, *,
+              from_end: bool) -> tuple[int, int] | None:
+        """(merged message, block) that carries the breakpoint of neutral message ``index``, or None
+        (``origin_at(k)``: the flat items merged into message ``k`` of the ``n`` request messages).
+
+        ``from_end``: search from the newest merged message (the message breakpoint is near the end), else
+        from the oldest (the head breakpoint is near the start)."""
+        if index is None:
+            return None
+        end = body.msg_end[index]  # flat index after the marked message's items
+        start = body.msg_end[index - 1] if index > 0 else 0
+        if end <= start:
+            return None
+        src_blocks = body.flat_last[index].get(self.content_key)
+        want = self.mark_block_index(src_blocks) if isinstance(src_blocks, list) else None
+        if want is None:
+            return None
+        target = (end - 1, want)
+        order = range(n - 1, -1, -1) if from_end else range(n)
+        for k in order:
+            orig = origin_at(k)
+            if target in orig:
+                return (k, orig.index(target))
+            if orig and (max(o[0] for o in orig) < end - 1 if from_end else min(o[0] for o in orig) > end - 1):
+                break
+        return None
 
     def _body(self, req: NeutralRequest, body_n: int, ctx: Any) -> tuple[_Body, bool]:
         """The body ``req.messages[:body_n]`` rendered and merged, and whether it extends the previous request's

@@ -5,7 +5,8 @@
   same-role messages are merged (tool results first), because Anthropic wants the results in the
   user turn right after the ``tool_use``;
 * ``cache_control: {"type": "ephemeral"}`` goes on the last tool, the system block, the session
-  block and the last (non-thinking) block of the planned message, as ``CachePlan`` says;
+  block and the last (non-thinking) block of the planned message and of the history's stable head, as
+  ``CachePlan`` says;
 * thinking blocks produced by Anthropic are passed back unchanged; other providers' are dropped.
 """
 
@@ -109,8 +110,9 @@ class AnthropicRenderer(UnitRenderer):
             out["tools"] = tools
         if system:
             out["system"] = [_marked(s) if m else s for s, m in zip(system, marks["system"], strict=True)]
-        at = marks["message"]
-        if at is not None:
+        for at in (marks.get("head"), marks["message"]):
+            if at is None:
+                continue
             k, j = at
             content = list(messages[k]["content"])
             content[j] = _marked(content[j])

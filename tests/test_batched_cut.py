@@ -1,0 +1,188 @@
+"""The cost side of compaction: a batched cut with hysteresis and a cache breakpoint on the history's
+stable head.
+
+* Between two compactions a request only appends to the previous one (its messages are a prefix, by
+  digest), so the provider's cached prefix holds; a rewrite happens only on a build that compacted.
+* When a due summary does not pay for itself, the free cut (emergency truncation) waits for the
+  high-water mark ``CompactionConfig.cut_at`` and then cuts in one batch.
+* The pinned first request carries its own breakpoint, so a cut re-writes only what follows it: the
+  previous request's prefix through the pinned request is read from cache after every cut.
+* Never blind: the newest user or tool message is in every request.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import windowsmith as ws
+from windowsmith.bench.metrics import is_blind
+from windowsmith.bench.run import extends_previous
+from windowsmith.cache import plan_cache
+from windowsmith.compaction import CompactionConfig
+from windowsmith.costs import call_cost, shared_prefix_tokens
+from windowsmith.errors import ConfigError
+from windowsmith.model import Message, Text, ToolSpec
+from windowsmith.render import get_renderer
+from windowsmith.request import NeutralRequest, Segment
+
+MODEL = "claude-sonnet-4-5"
+
+
+def _req(n: int, head: int, *, tail: str | None = None, session: bool = False, last_user: bool = False
+         ) -> NeutralRequest:
+    msgs = [Message("user", (Text("the task"),))]
+    for i in range(1, n):
+        role = "assistant" if i % 2 else "user"
+        msgs.append(Message(role, (Text(f"message {i}"),)))
+    if last_user and msgs[-1].role != "user":
+        msgs.append(Message("user", (Text("more"),)))
+    return NeutralRequest(model=MODEL, system=(Segment("sys", "system"),),
+                          session=(Segment("ctx", "instructions"),) if session else (),
+                          tools=(ToolSpec("run", "run it", {"type": "object", "properties": {}}),),
+                          messages=tuple(msgs), tail=tail, max_output_tokens=100, cache_key="k", head=head)
+
+
+def test_plan_cache_puts_a_breakpoint_on_the_head_before_the_newest_message():
+    plan = plan_cache(_req(5, 1))
+    assert plan.head_index == 0 and plan.message_index == 4
+    assert plan.count == 4  # tools, system, head, message
+    # a full plan: the head outranks the tools breakpoint (the head's prefix covers the tools too)
+    full = plan_cache(_req(5, 1, session=True))
+    assert full.head_index == 0 and full.message_index == 4 and full.session and full.system and not full.tools
+    # no head, or the head is the newest message itself: no extra breakpoint
+    assert plan_cache(_req(5, 0)).head_index is None
+    assert plan_cache(_req(1, 1)).head_index is None
+    # the tail is prepended to the final user message: the head may not be that message
+    prepended = plan_cache(_req(2, 2, tail="NOTE", last_user=True))
+    assert prepended.head_index is None
+
+
+def test_anthropic_marks_the_pinned_request_and_the_newest_message():
+    req = _req(5, 1)
+    req = NeutralRequest(**{**req.__dict__, "cache": plan_cache(req)})
+    out = get_renderer("anthropic").render(req).request
+    marked = [k for k, m in enumerate(out["messages"]) if any("cache_control" in b for b in m["content"])]
+    assert marked == [0, len(out["messages"]) - 1]
+
+
+def test_a_head_index_past_the_rendered_messages_is_refused():
+    from windowsmith.request import CachePlan
+
+    req = _req(3, 1)
+    bad = NeutralRequest(**{**req.__dict__, "cache": CachePlan(message_index=2, head_index=7)})
+    with pytest.raises(ConfigError, match="head_index=7"):
+        get_renderer("anthropic").render(bad)
+
+
+def test_cut_at_is_validated():
+    with pytest.raises(ConfigError, match="cut_at"):
+        CompactionConfig(cut_at=0)
+    with pytest.raises(ConfigError, match="cut_at"):
+        CompactionConfig(cut_at=1.5)
+
+
+step = st.one_of(
+    st.tuples(st.just("tool"), st.integers(20, 700)),
+    st.tuples(st.just("user"), st.integers(5, 500)),  # an observation as user text (bash-in-text agents)
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step, min_size=15, max_size=40), pinned=st.integers(10, 1500),
+       window=st.sampled_from([8000, 12000]), cut_at=st.sampled_from([0.85, 0.95]))
+def test_between_cuts_requests_only_append_and_cuts_wait_for_the_high_water_mark(steps, pinned, window, cut_at):
+    cfg = CompactionConfig(cut_at=cut_at)
+    with tempfile.TemporaryDirectory() as tmp, ws.Engine(model=MODEL, store=Path(tmp) / "w.db", window=window,
+                                                         compaction=cfg) as e:
+        s = e.session("cut")
+        s.system("You are a coding agent. " * 20)
+        s.tools([ToolSpec("run", "run a command", {"type": "object", "properties": {"cmd": {"type": "string"}}})])
+        s.user("the task: " + "fix the parser " * pinned)
+        prev = None
+        prev_head: int | None = None
+        rewrites = cuts = 0
+        for k, (kind, size) in enumerate(steps):
+            s.assistant(f"step {k}", tool_calls=[{"id": f"c{k}", "name": "run", "arguments": {"cmd": f"ls {k}"}}]
+                        if kind == "tool" else ())
+            if kind == "tool":
+                newest = s.tool_result(f"c{k}", f"out{k} " * size)
+            else:
+                newest = s.user(f"obs{k} " * size)
+            before = s.state.messages[-2]
+            pack = s.build()
+            req = pack.neutral
+            m = pack.manifest
+            assert not is_blind(req, newest, True, before), f"build {k} lost the newest message"
+            kinds = {a["kind"] for a in m.actions}
+            for a in m.actions:
+                if a["kind"] == "emergency" and not a["reason"].startswith(("the provider", "asked")):
+                    # the free cut waits for the high-water mark (or the window itself)
+                    assert a["tokens_before"] >= int(cut_at * m.available) - 1, a
+            if prev is not None:
+                if extends_previous(prev, req):
+                    assert not kinds & {"emergency", "summary", "truncate", "mask"}, (k, kinds)
+                else:
+                    rewrites += 1
+                    assert kinds, f"build {k} rewrote the previous request without compacting"
+                    if prev_head is not None and "shrink" not in kinds:
+                        # the pinned request is re-written only when it is itself shrunk (once, a `shrink`
+                        # record: larger than its share of a full history); else the prefix through it is shared
+                        assert shared_prefix_tokens(prev, req, s.counter("anthropic")) >= prev_head
+                cuts += "emergency" in kinds
+            prev = req
+            plan = req.cache
+            counter = s.counter("anthropic")
+            prev_head = None
+            if plan.head_index is not None:
+                # raw tokens through the head breakpoint, in cache order (as costs.call_cost counts them)
+                prev_head = (counter.overheads.per_request + counter.raw_tools(req.tools)
+                             + counter.raw_segment(req.system_text) + counter.raw_segment(req.session_text)
+                             + sum(counter.raw_message(x) for x in req.messages[: plan.head_index + 1]))
+        assert rewrites <= max(1, len(steps) // 2) or cuts == 0
+
+
+def test_a_cut_reads_the_pinned_request_from_cache():
+    """After a cut, the previous request's prefix through the pinned request is a cache read."""
+    with tempfile.TemporaryDirectory() as tmp, ws.Engine(model=MODEL, store=Path(tmp) / "w.db", window=8000) as e:
+        s = e.session("pin")
+        s.system("You are a coding agent.")
+        s.user("the task, with a long demonstration: " + "example step " * 700)
+        prev = None
+        counter = s.counter("anthropic")
+        spec = e.spec
+        cands = None
+        saw_cut = False
+        for k in range(40):
+            s.user(f"observation {k}: " + "line of output " * 60)
+            pack = s.build()
+            s.assistant(f"next {k}")
+            req = pack.neutral
+            cost, cands = call_cost(spec, "anthropic", prev, req, counter, prompt_tokens=pack.tokens,
+                                    prev_candidates=cands)
+            if prev is not None and not extends_previous(prev, req):
+                saw_cut = True
+                pinned_raw = counter.raw_message(req.messages[0])
+                assert cost.cache_read_tokens >= pinned_raw * counter.scale * 0.9, (k, cost)
+            prev = req
+        assert saw_cut
+
+
+@given(n=st.integers(0, 8), head=st.integers(0, 9), tail=st.sampled_from([None, "NOTE"]),
+       last_user=st.booleans(), session=st.booleans(), max_bp=st.integers(0, 4))
+def test_plan_cache_head_breakpoint_invariants(n, head, tail, last_user, session, max_bp):
+    req = _req(max(n, 1), head, tail=tail, session=session, last_user=last_user)
+    plan = plan_cache(req, max_bp)
+    if max_bp:
+        assert plan.count <= max_bp
+    if plan.head_index is not None:
+        assert plan.head_index == req.head - 1
+        assert plan.message_index is None or plan.head_index < plan.message_index
+        if req.tail_mode() == "prepend":
+            assert plan.head_index < len(req.messages) - 1  # never the message the tail is prepended to
+    # the renderer accepts every plan the planner makes
+    get_renderer("anthropic").render(NeutralRequest(**{**req.__dict__, "cache": plan}))
