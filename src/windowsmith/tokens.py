@@ -181,10 +181,16 @@ class Calibration:
     The fit uses the last ``window`` observations of this process (a resumed session starts with the
     stored offset and slope and refits them from its own calls):
 
-    * one observation: a pure offset (the slope stays what it was, 1.0 at first);
-    * two or more: the slope is the Theil–Sen estimate (the median of the slopes between pairs of
-      observations at least ``min_span`` counted tokens apart), clamped to ``[low, high]``; the offset
-      is the median of ``billed - slope × counted``. Medians, so one odd response cannot wreck the fit.
+    * the slope: the Theil–Sen estimate, the median of the slopes between pairs of observations at least
+      ``min_span`` counted tokens apart, clamped to ``[low, high]`` (a median, so one odd pair cannot
+      wreck it); with one observation, or no pair that far apart, it stays what it was (1.0 at first);
+    * the offset: the line goes through the newest observation. An agent's consecutive requests share
+      almost all their content, so the newest billed count is the best anchor, and only what changed
+      since is estimated with the slope. After the first billed call the calibration is therefore a
+      pure offset: the count plus what that call was billed beyond it.
+
+    ``window``, ``min_span`` and the anchor were chosen on the dev half of the shared traces; the
+    token-count section of ``windowsmith bench --split validation`` reports the validation half.
 
     :meth:`apply` turns a count into the calibrated count, never below ``low`` × the count (so never
     negative, whatever the offset).
@@ -193,7 +199,7 @@ class Calibration:
     slope: float = 1.0
     offset: float = 0.0
     observations: int = 0
-    window: int = 8
+    window: int = 12
     min_span: int = 200
     low: float = 0.5
     high: float = 2.0
@@ -234,7 +240,8 @@ class Calibration:
                   if abs(c2 - c1) >= self.min_span]
         if slopes:
             self.slope = min(self.high, max(self.low, statistics.median(slopes)))
-        self.offset = statistics.median(b - self.slope * c for c, b in pts)
+        c, b = pts[-1]
+        self.offset = b - self.slope * c
 
     def to_dict(self) -> dict[str, Any]:
         return {"slope": self.slope, "offset": self.offset, "observations": self.observations,
