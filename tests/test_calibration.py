@@ -1,4 +1,4 @@
-"""The online calibration (billed ≈ offset + slope × counted) and the billing rules the counter follows
+"""The online calibration (billed ≈ offset + slope x counted) and the billing rules the counter follows
 (Anthropic's thinking rule), on synthetic data with known answers and on the shared traces' billed usage."""
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
+from conftest import DATA, needs_data
 from windowsmith.model import Message, Text, Thinking, ToolCall, ToolResult
 from windowsmith.tokens import Calibration, TokenCounter, count_text
-
-from conftest import DATA, needs_data
 
 counts = st.integers(min_value=1_000, max_value=150_000)
 

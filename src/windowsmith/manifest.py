@@ -35,11 +35,11 @@ class Manifest:
     parts: str = ""
     status: str = "ok"  # ok | warn | compact (a request over block_at is refused: BudgetBlockedError)
     warnings: list[str] = field(default_factory=list)
-    #: the calibration the count used: billed ≈ offset + slope × tokens_counted (tokens.Calibration)
+    #: the calibration the count used: billed ≈ offset + slope x tokens_counted (tokens.Calibration)
     calibration: dict[str, Any] = field(default_factory=lambda: {"slope": 1.0, "offset": 0, "observations": 0})
     messages: int = 0
     guidance: dict[str, Any] = field(default_factory=dict)  # guidance layers' reports (recitation, failures, ...)
-    tokens_counted: int | None = None  # the request's count before calibration (tokenizer × factor)
+    tokens_counted: int | None = None  # the request's count before calibration (tokenizer x factor)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

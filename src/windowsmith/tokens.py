@@ -170,18 +170,18 @@ THINKING_KEPT: tuple[str, ...] = ("all", "current_turn")
 
 @dataclass
 class Calibration:
-    """Per-model correction learnt from billed usage: ``billed ≈ offset + slope × counted``.
+    """Per-model correction learnt from billed usage: ``billed ≈ offset + slope x counted``.
 
     ``counted`` is windowsmith's count of a request before calibration (the tokenizer times the
     registry's ``token_factor``: ``Manifest.tokens_counted``); ``billed`` the prompt tokens the provider
     billed for it. The offset stands for what the count cannot see and is the same on every call (a
     provider's hidden system prompt, tool definitions the agent sent but the log lacks); the slope for a
-    tokenizer that is not the provider's (o200k × factor for Claude, Gemini, Llama).
+    tokenizer that is not the provider's (o200k x factor for Claude, Gemini, Llama).
 
     The fit uses the last ``window`` observations of this process (a resumed session starts with the
     stored offset and slope and refits them from its own calls):
 
-    * the slope: the Theil–Sen estimate, the median of the slopes between pairs of observations at least
+    * the slope: the Theil-Sen estimate, the median of the slopes between pairs of observations at least
       ``min_span`` counted tokens apart, clamped to ``[low, high]`` (a median, so one odd pair cannot
       wreck it); with one observation, or no pair that far apart, it stays what it was (1.0 at first);
     * the offset: the line goes through the newest observation. An agent's consecutive requests share
@@ -192,7 +192,7 @@ class Calibration:
     ``window``, ``min_span`` and the anchor were chosen on the dev half of the shared traces; the
     token-count section of ``windowsmith bench --split validation`` reports the validation half.
 
-    :meth:`apply` turns a count into the calibrated count, never below ``low`` × the count (so never
+    :meth:`apply` turns a count into the calibrated count, never below ``low`` x the count (so never
     negative, whatever the offset).
     """
 

@@ -40,7 +40,6 @@ from typing import Any
 
 from .metrics import percentile
 
-
 #: an offload threshold no tool result reaches
 _NEVER = 1 << 40
 
