@@ -180,3 +180,13 @@ def test_online_calibration_meets_the_target_on_the_tau2_files():
         cal = token_count_error([], model=model, fmt=fmt, traces=ts)["calibrated"]["after_first"]
         assert cal["n"] > 50
         assert cal["median_abs"] <= 0.005 and cal["p95_abs"] <= 0.02, (name, cal)
+
+
+def test_token_count_table_says_where_the_target_is_missed():
+    from windowsmith.bench.report import target_cell
+
+    assert target_cell({"median_abs": 0.004, "p95_abs": 0.019}) == "yes"
+    assert target_cell({"median_abs": 0.004, "p95_abs": 0.03}) == "no (p95)"
+    assert target_cell({"median_abs": 0.006, "p95_abs": 0.01}) == "no (median)"
+    assert target_cell({"median_abs": 0.05, "p95_abs": 0.07}) == "no"
+    assert target_cell(None) == "-"
