@@ -288,6 +288,7 @@ class TokenCounter:
         self._thinking_provider = _THINKING_PROVIDER.get(fmt)
         self._messages: dict[str, int] = {}
         self._thought: dict[str, int] = {}
+        self._saw_thinking = False  # set when a thinking block this format sends is first counted
 
     @property
     def scale(self) -> float:
@@ -330,7 +331,10 @@ class TokenCounter:
         if isinstance(b, Image):
             return o.image
         if isinstance(b, Thinking):
-            return self.raw_text(b.text) + 8 if b.provider == self._thinking_provider else 0
+            if b.provider != self._thinking_provider:
+                return 0
+            self._saw_thinking = True
+            return self.raw_text(b.text) + 8
         return 0
 
     def raw_message(self, m: Message) -> int:
@@ -364,6 +368,8 @@ class TokenCounter:
         the thinking of the assistant messages before the last user message that is not a tool result
         (the provider strips it). Part of :meth:`raw_message`'s counts, so subtract it from their sum."""
         if self.thinking != "current_turn" or self._thinking_provider is None:
+            return 0
+        if not self._saw_thinking:  # every message of a request was counted by raw_message first: none has any
             return 0
         last_user = -1
         for i in range(len(messages) - 1, -1, -1):
