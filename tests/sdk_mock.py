@@ -196,18 +196,55 @@ def sse(fmt: str, events: list[dict[str, Any]]) -> bytes:
     return "".join(chunks).encode()
 
 
+def billed_prompt(body: dict[str, Any]) -> int:
+    """What a provider would bill for a request body: o200k tokens of its JSON, tools and system included."""
+    from windowsmith.tokens import count_text
+
+    return 20 + count_text(json.dumps(body, sort_keys=True))
+
+
+def _bill(fmt: str, usage: dict[str, Any], n: int) -> None:
+    """Rescale a scripted usage block to a prompt of ``n`` tokens, keeping its cache split where it fits."""
+    if fmt == "anthropic":
+        cr = min(usage.get("cache_read_input_tokens") or 0, n)
+        cw = min(usage.get("cache_creation_input_tokens") or 0, n - cr)
+        usage.update(input_tokens=n - cr - cw, cache_read_input_tokens=cr, cache_creation_input_tokens=cw)
+    elif fmt == "openai-chat":
+        d = usage.setdefault("prompt_tokens_details", {})
+        d["cached_tokens"] = min(d.get("cached_tokens") or 0, n)
+        usage.update(prompt_tokens=n, total_tokens=n + usage.get("completion_tokens", 0))
+    elif fmt == "openai-responses":
+        d = usage.setdefault("input_tokens_details", {})
+        d["cached_tokens"] = min(d.get("cached_tokens") or 0, n)
+        usage.update(input_tokens=n, total_tokens=n + usage.get("output_tokens", 0))
+    elif fmt == "gemini":
+        usage.update(promptTokenCount=n, cachedContentTokenCount=min(usage.get("cachedContentTokenCount") or 0, n))
+
+
 class MockModel:
     """A scripted model server: ``replies`` are served in order (the last one repeats), as JSON or as
-    SSE when the request streams. Every request body is kept in ``bodies``."""
+    SSE when the request streams. Every request body is kept in ``bodies``. With ``bill_prompt`` each
+    reply's usage bills the prompt it answers (:func:`billed_prompt`, kept in ``billed``), as a provider
+    does: windowsmith calibrates its counts on billed usage, so a fixed figure would tell it the
+    requests never grow."""
 
-    def __init__(self, fmt: str, replies: list[dict[str, Any]]) -> None:
+    def __init__(self, fmt: str, replies: list[dict[str, Any]], *, bill_prompt: bool = False) -> None:
         self.fmt = fmt
         self.replies = replies
+        self.bill_prompt = bill_prompt
         self.bodies: list[dict[str, Any]] = []
         self.urls: list[str] = []
+        self.billed: list[int] = []
 
     def reply(self) -> dict[str, Any]:
-        return copy.deepcopy(self.replies[min(len(self.bodies) - 1, len(self.replies) - 1)])
+        r = copy.deepcopy(self.replies[min(len(self.bodies) - 1, len(self.replies) - 1)])
+        if self.bill_prompt:
+            key = "usageMetadata" if self.fmt == "gemini" else "usage"
+            if isinstance(r.get(key), dict):
+                n = billed_prompt(self.bodies[-1])
+                _bill(self.fmt, r[key], n)
+                self.billed.append(n)
+        return r
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content) if request.content else {}

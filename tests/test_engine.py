@@ -110,11 +110,17 @@ def test_record_parses_response_and_calibrates(engine):
     msg = s.record(response)
     assert msg is not None and msg.tool_calls[0].name == "refund"
     assert s.state.usages[-1][1].prompt_tokens == billed_prompt
+    # one billed call: the calibration is a pure offset (what the count could not see), fitted on the count
+    # before calibration
     cal = engine.store.get_kv("calibration", "claude-sonnet-4-5|anthropic")
-    assert cal["ratio"] == pytest.approx(1.2, rel=0.02)
+    assert pack.manifest.tokens_counted == pack.tokens  # nothing learnt yet
+    assert cal["slope"] == 1.0 and cal["offset"] == billed_prompt - pack.tokens
     s.tool_result("call_2", "refunded")
     after = s.build()
-    assert after.manifest.calibration == pytest.approx(1.2, rel=0.02)
+    m = after.manifest
+    assert m.calibration == {"slope": 1.0, "offset": billed_prompt - pack.tokens, "observations": 1}
+    assert m.tokens - m.tokens_counted == pytest.approx(m.calibration["offset"], abs=2)
+    assert f"counted {m.tokens_counted:,} before calibration" in m.summary()
 
 
 def test_resume_in_a_new_process_builds_identical_packs(tmp_path):

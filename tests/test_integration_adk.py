@@ -5,6 +5,7 @@ compacting at a small window), and usage is recorded from ADK's responses."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from google.genai import types as gtypes
 import windowsmith as ws
 from sdk_mock import MockModel, assert_cache_prefix_kept, gemini_reply
 from windowsmith.integrations.adk import WindowsmithCallbacks
+from windowsmith.tokens import count_text
 
 N_TURNS = 8
 FILE_BODY = "\n".join(f"def f{i}(x):\n    return x + {i}  # helper {i} of the module" for i in range(120))
@@ -31,6 +33,22 @@ FILE_BODY = "\n".join(f"def f{i}(x):\n    return x + {i}  # helper {i} of the mo
 def read_file(path: str) -> str:
     """Read a file of the repository."""
     return f"# {path}\n{FILE_BODY}"
+
+
+def billed_for(body: dict[str, Any]) -> int:
+    return 40 + count_text(json.dumps(body.get("contents", [])))
+
+
+class BilledMock(MockModel):
+    """Bills the prompt it is sent (its contents as o200k counts them), as a provider does: the billed usage
+    calibrates windowsmith's counts, so a fixed one would tell it the requests never grow."""
+
+    def reply(self) -> dict[str, Any]:
+        r = super().reply()
+        prompt = billed_for(self.bodies[-1])
+        r["usageMetadata"].update(promptTokenCount=prompt, cachedContentTokenCount=min(prompt, 2048),
+                                  totalTokenCount=prompt + 40)
+        return r
 
 
 def _script() -> list[dict[str, Any]]:
@@ -49,7 +67,7 @@ def _text(e: Any) -> str:
 
 @pytest.mark.parametrize("streaming", [False, True])
 def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine], streaming: bool) -> None:
-    mock = MockModel("gemini", _script())
+    mock = BilledMock("gemini", _script())
     # the free cut at 85% of the budget (default 95%), so this short run compacts at least once
     session = make_engine("gemini-2.5-flash", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000),
                           compaction=ws.CompactionConfig(cut_at=0.85)).session("adk")
@@ -94,7 +112,9 @@ def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engin
     assert [m.text for m in session.messages if m.role == "user"] == ["Read m0..m7 and find the bug.", "Are you sure?"]
     assert session.messages[-1].text == "Yes: f3 adds 3."
     assert len(session.state.usages) == N_TURNS + 2
-    assert session.state.usages[-1][1] == ws.Usage(input_tokens=952, output_tokens=40, cache_read_tokens=2048)
+    billed = billed_for(mock.bodies[-1])  # what the last call billed
+    cached = min(billed, 2048)
+    assert session.state.usages[-1][1] == ws.Usage(input_tokens=billed - cached, output_tokens=40, cache_read_tokens=cached)
 
 
 def test_callbacks_check_their_argument() -> None:

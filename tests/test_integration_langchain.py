@@ -84,11 +84,13 @@ def _check_run(mock: MockModel, session: ws.Session, mw: WindowsmithMiddleware, 
     # usage recorded from LangChain's AIMessages
     assert len(session.state.usages) == N_TURNS + 1
     u = session.state.usages[-1][1]
-    assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens) == (900, 2000, 100, 40)
+    # the scripted cache split, the prompt as billed for what was sent
+    assert (u.cache_read_tokens, u.cache_write_tokens, u.output_tokens) == (2000, 100, 40)
+    assert u.prompt_tokens == mock.billed[-1]
 
 
 def test_langchain_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine]) -> None:
-    mock = MockModel("anthropic", _anthropic_script())
+    mock = MockModel("anthropic", _anthropic_script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,
                           budget=ws.BudgetConfig(reserved_output=1_000)).session("lc")
     mw = WindowsmithMiddleware(session)
@@ -99,7 +101,7 @@ def test_langchain_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws
 
 
 def test_langchain_agent_async(make_engine: Callable[..., ws.Engine]) -> None:
-    mock = MockModel("anthropic", _anthropic_script())
+    mock = MockModel("anthropic", _anthropic_script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,
                           budget=ws.BudgetConfig(reserved_output=1_000)).session("lc-async")
     mw = WindowsmithMiddleware(session)
@@ -109,7 +111,7 @@ def test_langchain_agent_async(make_engine: Callable[..., ws.Engine]) -> None:
 
 
 def test_langchain_agent_streaming(make_engine: Callable[..., ws.Engine]) -> None:
-    mock = MockModel("anthropic", _anthropic_script())
+    mock = MockModel("anthropic", _anthropic_script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,
                           budget=ws.BudgetConfig(reserved_output=1_000)).session("lc-stream")
     mw = WindowsmithMiddleware(session)

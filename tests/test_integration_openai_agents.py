@@ -41,7 +41,7 @@ def _script() -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("streamed", [False, True])
 def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., ws.Engine], streamed: bool) -> None:
-    mock = MockModel("openai-responses", _script())
+    mock = MockModel("openai-responses", _script(), bill_prompt=True)
     session = make_engine("gpt-4.1", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000)).session("oa")
     memory = WindowsmithSession(session)
     model = OpenAIResponsesModel(model="gpt-4.1", openai_client=openai.AsyncOpenAI(
@@ -83,7 +83,8 @@ def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., 
     assert session.messages[-1].text == "Yes: f3 adds 3."
     # usage recorded from the SDK's responses, one per model call
     assert len(session.state.usages) == N_TURNS + 2
-    assert session.state.usages[-1][1] == ws.Usage(input_tokens=952, output_tokens=30, cache_read_tokens=2048)
+    billed = mock.billed[-1]  # the prompt as billed for what was sent, the scripted cached share
+    assert session.state.usages[-1][1] == ws.Usage(input_tokens=billed - 2048, output_tokens=30, cache_read_tokens=2048)
     # the SDK reads its history from the log
     items = asyncio.run(memory.get_items())
     assert sum(1 for i in items if i.get("type") == "function_call") == N_TURNS

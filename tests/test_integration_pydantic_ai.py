@@ -68,11 +68,12 @@ def _check(mock: MockModel, session: ws.Session, cap: WindowsmithCapability) -> 
     assert session.messages[-1].text == "The bug is in m3.py."
     assert len(session.state.usages) == N_TURNS + 1
     u = session.state.usages[-1][1]
-    assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens) == (900, 2000, 100, 40)
+    assert (u.cache_read_tokens, u.cache_write_tokens, u.output_tokens) == (2000, 100, 40)
+    assert u.prompt_tokens == mock.billed[-1]
 
 
 def test_pydantic_ai_run_sync_on_windowsmith_packs(make_engine: Callable[..., ws.Engine]) -> None:
-    mock = MockModel("anthropic", _script())
+    mock = MockModel("anthropic", _script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,
                           budget=ws.BudgetConfig(reserved_output=1_000)).session("pai")
     cap = WindowsmithCapability(session)
@@ -89,7 +90,7 @@ def test_pydantic_ai_run_sync_on_windowsmith_packs(make_engine: Callable[..., ws
 
 
 def test_pydantic_ai_async_run(make_engine: Callable[..., ws.Engine]) -> None:
-    mock = MockModel("anthropic", _script())
+    mock = MockModel("anthropic", _script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,
                           budget=ws.BudgetConfig(reserved_output=1_000)).session("pai-async")
     cap = WindowsmithCapability(session)

@@ -231,8 +231,9 @@ def test_unreachable_upstream_is_a_502_in_the_provider_format(tmp_path: Path) ->
 
 
 def test_upstream_overflow_compacts_and_retries_once(tmp_path: Path) -> None:
-    # The proxy thinks the window is 12,000 tokens; the upstream refuses anything over 7,000.
-    up = FakeUpstream(max_context_tokens=7000)
+    # The proxy thinks the window is 12,000 tokens; the upstream refuses anything over 6,000 (below where the
+    # calibrated count, which follows the billed usage, starts compacting on its own).
+    up = FakeUpstream(max_context_tokens=6000)
     for r in rig(tmp_path, upstream=up, window=12000):
         out = run_anthropic_agent(r.anthropic(), ANTHROPIC_MODEL, 14, stream_every=3)
         assert len(out) == 14  # every call succeeded for the client

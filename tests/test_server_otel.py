@@ -90,7 +90,7 @@ def test_spans_for_build_compaction_offload_and_upstream_with_genai_attributes(t
         assert KEY not in repr(dict(s.attributes or {}))
 
 
-@pytest.mark.parametrize("traced", [(12000, 7000)], indirect=True)  # the upstream refuses what the proxy thinks fits
+@pytest.mark.parametrize("traced", [(12000, 6000)], indirect=True)  # the upstream refuses what the proxy thinks fits
 def test_overflow_retry_shows_in_the_trace(traced: Any) -> None:
     url, exporter, _ = traced
     with anthropic.Anthropic(base_url=url, api_key="sk-ant-x", max_retries=0) as client:

@@ -55,19 +55,24 @@ def test_factor_and_calibration_scale_counts():
     text = "The quick brown fox jumps over the lazy dog. " * 10
     raw = count_text(text)
     assert c.text(text) == -(-raw * 115 // 100) or c.text(text) == int(raw * 1.15) + 1
-    c.calibration.observe(counted=c.text(text), billed=int(raw * 1.3))
+    # two requests billed 1.3x their raw count: the slope learnt (1.3 / 1.15) scales every later count
+    for n in (1000, 3000):
+        c.calibration.observe(counted=c.counted(n), billed=int(n * 1.3))
     assert c.text(text) == pytest.approx(raw * 1.3, rel=0.01)
+    assert c.offset == pytest.approx(0, abs=2)
 
 
-def test_calibration_smooths_and_clamps():
+def test_calibration_clamps_the_slope_and_ignores_nonsense():
     cal = Calibration()
     cal.observe(1000, 1100)
-    assert cal.ratio == pytest.approx(1.1)
-    cal.observe(1100, 1100 * 10)  # one absurd observation cannot push past the clamp
-    assert cal.ratio <= 2.0
+    assert cal.slope == 1.0 and cal.offset == 100  # one observation: a pure offset
+    cal.observe(1300, 1100 * 10)  # one absurd observation cannot push the slope past the clamp
+    assert cal.slope <= cal.high == 1.5
     assert cal.observations == 2
-    assert Calibration.from_dict(cal.to_dict()).ratio == cal.ratio
-    assert cal.observe(0, 100) == cal.ratio  # ignored
+    back = Calibration.from_dict(cal.to_dict())
+    assert (back.slope, back.offset) == (cal.slope, cal.offset)
+    assert cal.observe(0, 100) == cal.slope and cal.observations == 2  # ignored
+    assert Calibration.from_dict({"ratio": 1.2, "observations": 3}).slope == 1.2  # the earlier stored form
 
 
 def test_tools_count_is_stable_for_equal_schemas():

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from conftest import DATA
-from windowsmith.model import Message, Text, ToolCall, ToolResult
+from windowsmith.model import Message, Text, Thinking, ToolCall, ToolResult
 from windowsmith.traces import (
     FORMATS,
     NO_RESULT_TEXT,
@@ -161,7 +161,11 @@ def test_tau2_claude_airline() -> None:
     assert sum(len(t.billed) for t in traces) == 467
     t = traces[0]
     assert t.billed[2].prompt_tokens == 5730 and t.billed[2].output_tokens == 157
-    assert t.meta["model"] == "claude-sonnet-4-5" and t.meta["thinking_blocks_not_replayed"] == 5
+    assert t.meta["model"] == "claude-sonnet-4-5" and t.meta["thinking_blocks"] == 5
+    # the thinking blocks are replayed as Anthropic returned them (signature included), before the text
+    first = t.messages[2].content[0]
+    assert isinstance(first, Thinking) and first.provider == "anthropic" and first.data["signature"]
+    assert first.text == first.data["thinking"] and first.text.startswith("The user wants to modify")
     # 75 assistant turns hold both text and tool calls: both kept
     assert sum(1 for t in traces for m in t.messages if m.tool_calls and m.text) == 75
 

@@ -77,6 +77,7 @@ class Assembly:
     history: Item | None
     refs: list[str]
     guidance: dict[str, Any] = field(default_factory=dict)  # layer name → its report (Layer.report)
+    counted: int = 0  # the request's tokens before calibration (tokenizer x factor): what billed usage is fitted on
 
 
 def measure(item: Item, counter: TokenCounter) -> int:
@@ -137,7 +138,8 @@ def assemble(
         u = usage.setdefault(it.layer, LayerUsage())
         u.required = u.required or it.required
 
-    fixed = counter.scaled(counter.overheads.per_request)
+    # a positive calibration offset (billed tokens the count cannot see) takes room; a negative one never gives any
+    fixed = counter.scaled(counter.overheads.per_request) + max(0, counter.offset)
     if any(isinstance(it.content, ToolSpec) for it, _ in gathered):
         fixed += counter.scaled(counter.overheads.tools_base)
     required_by_layer: dict[str, int] = {}
@@ -239,6 +241,13 @@ def assemble(
             lineage = it.lineage if it.lineage is not None and it.lineage.messages is it.content else None
         elif it.slot == "tail":
             tail_items.append(it)
+    unbilled = counter.scaled(counter.raw_unbilled(messages))  # sent, but stripped by the provider
+    if unbilled and history is not None:
+        usage[history.layer].used -= unbilled
+    total -= unbilled
+    counted = round((total - max(0, counter.offset)) / counter.calibration.slope)
+    if counter.offset < 0:
+        total = max(total + counter.offset, counter.calibration.apply(counted))
     tail_items.sort(key=lambda it: (TAIL_HEADERS.index(it.header) if it.header in TAIL_HEADERS else 99, it.order))
     tool_items = [it for it, _ in kept if it.slot == "tools"]
     deferred = tuple(it.content.name for it in tool_items if it.meta.get("deferred"))  # type: ignore[union-attr]
@@ -258,7 +267,7 @@ def assemble(
         lineage=lineage,
         head=int(history.meta.get("head", 0)) if history is not None else 0,
     )
-    return Assembly(req, budget, usage, actions, total, history, refs, guidance)
+    return Assembly(req, budget, usage, actions, total, history, refs, guidance, counted)
 
 
 def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:

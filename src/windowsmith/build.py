@@ -135,7 +135,7 @@ class Builder:
         c = self._counters.get(fmt)
         if c is None:
             spec = self.engine.spec
-            c = TokenCounter(spec.tokenizer, fmt, spec.token_factor, self.calibration(fmt))
+            c = TokenCounter(spec.tokenizer, fmt, spec.token_factor, self.calibration(fmt), spec.thinking_kept)
             self._counters[fmt] = c
         return c
 
@@ -331,6 +331,7 @@ class Builder:
             reserved_output=asm.budget.reserved_output,
             available=asm.budget.available,
             tokens=asm.tokens,
+            tokens_counted=asm.counted,
             layers=layers,
             components=comp,
             actions=[a.to_dict() for a in asm.actions],
@@ -348,7 +349,8 @@ class Builder:
             parts=self._short_parts(rendered),
             status=status,
             warnings=warnings,
-            calibration=counter.calibration.ratio,
+            calibration={"slope": counter.calibration.slope, "offset": counter.offset,
+                         "observations": counter.calibration.observations},
             messages=len(req.messages),
             guidance=asm.guidance,
         )

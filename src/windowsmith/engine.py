@@ -582,7 +582,8 @@ class Session(LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
             self._append("usage", {"usage": u.to_dict(), "pack_id": pack.id if pack else None})
             if pack is not None and u.prompt_tokens > 0:
                 cal = self._builder.calibration(pack.format)
-                cal.observe(pack.tokens, u.prompt_tokens)
+                counted = pack.manifest.tokens_counted
+                cal.observe(pack.tokens if counted is None else counted, u.prompt_tokens)
                 self.store.set_kv("calibration", self._builder.calibration_key(pack.format), cal.to_dict())
         return msg
 

@@ -23,7 +23,7 @@ class Manifest:
     window: int
     reserved_output: int
     available: int
-    tokens: int  # counted tokens of the whole request
+    tokens: int  # tokens of the whole request as the provider is expected to bill it (calibrated)
     layers: dict[str, dict[str, Any]]
     components: dict[str, int]
     actions: list[dict[str, Any]] = field(default_factory=list)
@@ -35,9 +35,11 @@ class Manifest:
     parts: str = ""
     status: str = "ok"  # ok | warn | compact (a request over block_at is refused: BudgetBlockedError)
     warnings: list[str] = field(default_factory=list)
-    calibration: float = 1.0
+    #: the calibration the count used: billed ≈ offset + slope x tokens_counted (tokens.Calibration)
+    calibration: dict[str, Any] = field(default_factory=lambda: {"slope": 1.0, "offset": 0, "observations": 0})
     messages: int = 0
     guidance: dict[str, Any] = field(default_factory=dict)  # guidance layers' reports (recitation, failures, ...)
+    tokens_counted: int | None = None  # the request's count before calibration (tokenizer x factor)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -45,7 +47,10 @@ class Manifest:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Manifest:
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        kw = {k: v for k, v in d.items() if k in known}
+        if isinstance(kw.get("calibration"), int | float):  # manifests stored before the affine calibration
+            kw["calibration"] = {"slope": float(kw["calibration"]), "offset": 0, "observations": None}
+        return cls(**kw)
 
     @property
     def part_list(self) -> list[str]:
@@ -59,7 +64,9 @@ class Manifest:
         lines = [
             f"pack {self.pack_id}  session {self.session_id}  seq {self.seq}  {self.model} ({self.format})",
             f"tokens {self.tokens:,} of {self.available:,} available ({self.fill:.0%}); window {self.window:,}, "
-            f"reserved output {self.reserved_output:,}; status {self.status}",
+            f"reserved output {self.reserved_output:,}; status {self.status}"
+            + (f"; counted {self.tokens_counted:,} before calibration" if self.tokens_counted not in (None, self.tokens)
+               else ""),
             "layers: " + ", ".join(f"{k} {v['used']:,}" for k, v in self.layers.items() if v["used"] or v["dropped"]),
             f"cache: {self.cache.get('breakpoints', 0)} breakpoints, prefix {self.cache.get('prefix_tokens', 0):,} tokens "
             f"({self.cache.get('prefix_hash', '')[:12]})",

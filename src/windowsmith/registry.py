@@ -62,6 +62,7 @@ _PER_MILLION = 1_000_000
 Provider = Literal["anthropic", "openai", "gemini"]
 Format = Literal["anthropic", "openai-chat", "openai-responses", "gemini"]
 Tokenizer = Literal["o200k_base", "cl100k_base"]
+ThinkingKept = Literal["all", "current_turn"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -117,6 +118,9 @@ class ModelSpec:
     aliases: tuple[str, ...] = ()
     sources: Mapping[str, Source] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     status: str | None = field(default=None, compare=False)
+    #: which thinking blocks sent back the provider keeps and bills: "all", or "current_turn" (only those of
+    #: the assistant turns since the last user message that is not a tool result; earlier ones are stripped)
+    thinking_kept: ThinkingKept = "all"
     #: the provider's retirement date (the model stops answering), if announced
     retires: date | None = field(default=None, compare=False)
     #: the model the provider names as its replacement
@@ -200,6 +204,7 @@ class _ModelIn(BaseModel):
     prices: _PricesIn
     min_cacheable_prefix: int = Field(default=0, ge=0)
     max_breakpoints: int = Field(default=0, ge=0)
+    thinking_kept: ThinkingKept = "all"
     status: str | None = None
     retires: date | None = None
     successor: str | None = None
@@ -251,6 +256,7 @@ def _validate(raw: Mapping[str, Any], origin: str) -> ModelSpec:
         ),
         min_cacheable_prefix=m.min_cacheable_prefix,
         max_breakpoints=m.max_breakpoints,
+        thinking_kept=m.thinking_kept,
         aliases=tuple(a.strip().lower() for a in m.aliases),
         sources=MappingProxyType({k: Source(**v.model_dump()) for k, v in m.sources.items()}),
         status=m.status,
@@ -279,6 +285,7 @@ def _spec_to_raw(spec: ModelSpec) -> dict[str, Any]:
         },
         "min_cacheable_prefix": spec.min_cacheable_prefix,
         "max_breakpoints": spec.max_breakpoints,
+        "thinking_kept": spec.thinking_kept,
         "status": spec.status,
         "retires": None if spec.retires is None else spec.retires.isoformat(),
         "successor": spec.successor,

@@ -14,7 +14,9 @@ their digest), so a long session tokenizes only its new content on each turn.
 from __future__ import annotations
 
 import math
+import statistics
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -159,73 +161,160 @@ OVERHEADS: dict[str, Overheads] = {
 }
 
 
+#: the provider whose thinking blocks each format sends back (Chat Completions sends none)
+_THINKING_PROVIDER: dict[str, str] = {"anthropic": "anthropic", "openai-responses": "openai", "gemini": "gemini"}
+
+#: ``thinking_kept`` values: which thinking blocks sent back the provider bills (see TokenCounter)
+THINKING_KEPT: tuple[str, ...] = ("all", "current_turn")
+
+
 @dataclass
 class Calibration:
-    """Per-model correction learnt from billed usage: ``billed / counted``, smoothed.
+    """Per-model correction learnt from billed usage: ``billed ≈ offset + slope x counted``.
 
-    The ratio is an exponential moving average (``alpha``) of observed ratios, clamped to
-    ``[low, high]`` so one odd response cannot wreck the budget.
+    ``counted`` is windowsmith's count of a request before calibration (the tokenizer times the
+    registry's ``token_factor``: ``Manifest.tokens_counted``); ``billed`` the prompt tokens the provider
+    billed for it. The offset stands for what the count cannot see and is the same on every call (a
+    provider's hidden system prompt, tool definitions the agent sent but the log lacks); the slope for a
+    tokenizer that is not the provider's (o200k x factor for Claude, Gemini, Llama).
+
+    The fit uses the last ``window`` observations of this process (a resumed session starts with the
+    stored offset and slope and refits them from its own calls):
+
+    * the slope: the Theil-Sen estimate, the median of the slopes between pairs of observations at least
+      ``min_span`` counted tokens apart (a median, so one odd pair cannot wreck it), clamped to
+      ``[low, high]``: on the shared traces the slopes of o200k x factor against Claude, Gemini 3 and
+      Llama 4 billing run 0.85-1.37, so a fit outside the clamp is bad billed data, not a tokenizer; with
+      one observation, or no pair that far apart, it stays what it was (1.0 at first);
+    * the offset: the line goes through the newest observation. An agent's consecutive requests share
+      almost all their content, so the newest billed count is the best anchor, and only what changed
+      since is estimated with the slope. After the first billed call the calibration is therefore a
+      pure offset: the count plus what that call was billed beyond it.
+
+    ``window``, ``min_span`` and the anchor were chosen on the dev half of the shared traces; the
+    token-count section of ``windowsmith bench --split validation`` reports the validation half.
+
+    :meth:`apply` turns a count into the calibrated count, never below ``floor`` x the count (so never
+    negative, whatever the offset).
     """
 
-    ratio: float = 1.0
+    slope: float = 1.0
+    offset: float = 0.0
     observations: int = 0
-    alpha: float = 0.3
-    low: float = 0.5
-    high: float = 2.0
+    window: int = 12
+    min_span: int = 200
+    low: float = 0.75
+    high: float = 1.5
+    floor: float = 0.5
     last_error: float | None = field(default=None)
+    points: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        """The slope (the multiplicative part; per-item counts are scaled by it)."""
+        return self.slope
+
+    @property
+    def offset_tokens(self) -> int:
+        """The offset, in whole tokens (added once per request)."""
+        return round(self.offset)
+
+    def apply(self, counted: float) -> int:
+        """The calibrated count of a request counted ``counted`` tokens before calibration."""
+        if counted <= 0:
+            return 0
+        return max(math.ceil(self.offset + self.slope * counted), math.ceil(self.floor * counted))
 
     def observe(self, counted: int, billed: int) -> float:
+        """Record that a request counted ``counted`` tokens before calibration was billed ``billed``
+        prompt tokens, and refit. Returns the slope. Non-positive values are ignored."""
         if counted <= 0 or billed <= 0:
-            return self.ratio
-        # compare the raw count (without the current correction) with what was billed
-        raw = counted / self.ratio
-        observed = billed / raw
-        self.last_error = (counted - billed) / billed
-        if self.observations == 0:
-            self.ratio = observed
-        else:
-            self.ratio = (1 - self.alpha) * self.ratio + self.alpha * observed
-        self.ratio = min(self.high, max(self.low, self.ratio))
+            return self.slope
+        self.last_error = (self.apply(counted) - billed) / billed
+        self.points.append((int(counted), int(billed)))
+        del self.points[: -self.window]
         self.observations += 1
-        return self.ratio
+        self._fit()
+        return self.slope
+
+    def _fit(self) -> None:
+        pts = self.points
+        slopes = [(b2 - b1) / (c2 - c1) for i, (c1, b1) in enumerate(pts) for c2, b2 in pts[i + 1 :]
+                  if abs(c2 - c1) >= self.min_span]
+        if slopes:
+            self.slope = min(self.high, max(self.low, statistics.median(slopes)))
+        c, b = pts[-1]
+        self.offset = b - self.slope * c
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ratio": self.ratio, "observations": self.observations, "last_error": self.last_error}
+        return {"slope": self.slope, "offset": self.offset, "observations": self.observations,
+                "last_error": self.last_error}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> Calibration:
+        """A stored calibration (its offset and slope; the observations behind them stay with the
+        process that made them). Reads the earlier ``{"ratio": r}`` form as a slope."""
         if not d:
             return cls()
-        return cls(ratio=float(d.get("ratio", 1.0)), observations=int(d.get("observations", 0)), last_error=d.get("last_error"))
+        slope = float(d.get("slope", d.get("ratio", 1.0)))
+        return cls(slope=slope, offset=float(d.get("offset", 0.0)), observations=int(d.get("observations", 0)),
+                   last_error=d.get("last_error"))
 
 
 class TokenCounter:
     """Counts tokens of messages, tools and requests for one model in one provider format.
 
     ``factor`` is the registry's ``token_factor`` (1.0 for OpenAI models); ``calibration`` is the
-    correction learnt from billed usage. Message counts are cached by message digest.
+    correction learnt from billed usage: its slope scales every count (:attr:`scale`), its offset is
+    added once per request (:meth:`request`, :meth:`calibrated`). ``thinking`` is the registry's
+    ``thinking_kept``: ``"all"`` when the provider bills every thinking block sent back,
+    ``"current_turn"`` when it drops (and does not bill) the thinking of assistant turns before the
+    last user message that is not a tool result (Anthropic up to Claude Sonnet 4.5). A thinking block
+    counts only in the format that sends it (Anthropic's in ``anthropic``, OpenAI reasoning items in
+    ``openai-responses``, Gemini's in ``gemini``; Chat Completions sends none). Message counts are
+    cached by message digest.
     """
 
     def __init__(self, encoding: str = "o200k_base", fmt: str = "openai-chat", factor: float = 1.0,
-                 calibration: Calibration | None = None) -> None:
+                 calibration: Calibration | None = None, thinking: str = "all") -> None:
         if fmt not in OVERHEADS:
             raise TokenizerError(f"unknown request format {fmt!r}; use one of {', '.join(OVERHEADS)}")
+        if thinking not in THINKING_KEPT:
+            raise TokenizerError(f"unknown thinking rule {thinking!r}; use one of {', '.join(THINKING_KEPT)}")
         get_encoding(encoding)  # fail early on a bad encoding
         self.encoding = encoding
         self.format = fmt
         self.factor = factor
         self.calibration = calibration or Calibration()
+        self.thinking = thinking
         self.overheads = OVERHEADS[fmt]
+        self._thinking_provider = _THINKING_PROVIDER.get(fmt)
         self._messages: dict[str, int] = {}
+        self._thought: dict[str, int] = {}
+        self._saw_thinking = False  # set when a thinking block this format sends is first counted
 
     @property
     def scale(self) -> float:
-        return self.factor * self.calibration.ratio
+        """Tokens per raw token: the tokenizer factor times the calibration's slope."""
+        return self.factor * self.calibration.slope
+
+    @property
+    def offset(self) -> int:
+        """The calibration's offset: tokens a request is billed beyond what its parts count."""
+        return self.calibration.offset_tokens
 
     def scaled(self, raw: int) -> int:
-        """Raw tokens times the tokenizer factor and the calibration, rounded up."""
+        """Raw tokens times the tokenizer factor and the calibration's slope, rounded up."""
         s = self.scale
         return raw if s == 1.0 else math.ceil(raw * s)
+
+    def counted(self, raw: int) -> int:
+        """Raw tokens of a request times the tokenizer factor (before calibration), rounded up."""
+        return raw if self.factor == 1.0 else math.ceil(raw * self.factor)
+
+    def calibrated(self, raw: int) -> int:
+        """A whole request of ``raw`` raw tokens as the calibration expects it billed."""
+        return self.calibration.apply(raw * self.factor)
 
     def raw_text(self, text: str) -> int:
         return COUNT_CACHE.count(self.encoding, text)
@@ -245,6 +334,9 @@ class TokenCounter:
         if isinstance(b, Image):
             return o.image
         if isinstance(b, Thinking):
+            if b.provider != self._thinking_provider:
+                return 0
+            self._saw_thinking = True
             return self.raw_text(b.text) + 8
         return 0
 
@@ -260,6 +352,35 @@ class TokenCounter:
 
     def message(self, m: Message) -> int:
         return self.scaled(self.raw_message(m))
+
+    def raw_thinking(self, m: Message) -> int:
+        """Raw tokens of the thinking blocks of ``m`` that this format sends (0 for most messages)."""
+        if m.role != "assistant" or self._thinking_provider is None:
+            return 0
+        key = m.digest
+        n = self._thought.get(key)
+        if n is None:
+            n = sum(self._raw_block(b) for b in m.content if isinstance(b, Thinking))
+            if len(self._thought) > 200_000:
+                self._thought.clear()
+            self._thought[key] = n
+        return n
+
+    def raw_unbilled(self, messages: Sequence[Message]) -> int:
+        """Raw tokens of ``messages`` that are sent but not billed: under the ``"current_turn"`` rule,
+        the thinking of the assistant messages before the last user message that is not a tool result
+        (the provider strips it). Part of :meth:`raw_message`'s counts, so subtract it from their sum."""
+        if self.thinking != "current_turn" or self._thinking_provider is None:
+            return 0
+        if not self._saw_thinking:  # every message of a request was counted by raw_message first: none has any
+            return 0
+        last_user = -1
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            if m.role == "user" and not m.tool_results:
+                last_user = i
+                break
+        return sum(self.raw_thinking(m) for m in messages[:last_user]) if last_user > 0 else 0
 
     def raw_tools(self, tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> int:
         if not tools:
@@ -278,19 +399,21 @@ class TokenCounter:
         return self.scaled(self.raw_segment(text))
 
     def request(self, req: NeutralRequest) -> int:
-        """Tokens of a whole neutral request as this format sends it."""
+        """Tokens of a whole neutral request as the provider bills it: this format's rendering, less
+        what the provider strips (:meth:`raw_unbilled`), calibrated (slope and offset)."""
         raw = self.overheads.per_request + self.raw_tools(req.tools)
         raw += self.raw_segment(req.system_text) + self.raw_segment(req.session_text)
         raw += sum(self.raw_message(m) for m in req.messages)
         if req.tail:
             raw += self.raw_text(req.tail) + (self.overheads.per_message if req.tail_mode() == "new" else 2)
-        return self.scaled(raw)
+        return self.calibrated(raw - self.raw_unbilled(req.messages))
 
 
 __all__ = [
     "COUNT_CACHE",
     "ENCODINGS",
     "OVERHEADS",
+    "THINKING_KEPT",
     "Calibration",
     "TokenCounter",
     "count_text",

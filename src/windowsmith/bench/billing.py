@@ -40,6 +40,9 @@ from typing import Any
 
 from .metrics import percentile
 
+#: an offload threshold no tool result reaches
+_NEVER = 1 << 40
+
 
 def _stats(errors: list[float]) -> dict[str, Any]:
     a = [abs(e) for e in errors]
@@ -67,7 +70,9 @@ def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: s
     ``limit_runs`` runs per file, of ``split``; or over ``traces`` when given). ``calibrated`` is the
     count of an engine that records each call's billed usage (``Session.record``) after building it,
     so call k is counted with the calibration learnt from calls 1..k-1 of its run."""
+    from ..compaction.config import CompactionConfig
     from ..engine import Engine
+    from ..ingest.pipeline import IngestConfig
     from ..tokens import Calibration
     from ..traces import load_traces
     from .metrics import prepare, split_of
@@ -81,9 +86,13 @@ def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: s
             yield from picked[: limit_runs if limit_runs else None]
 
     out: list[dict[str, Any]] = []
+    # the request as the agent sent it: no tool result offloaded to a compressed view, no secret redacted,
+    # no compaction (each would make windowsmith's request differ from the billed one; that is not the count's error)
+    as_sent: dict[str, Any] = {"ingest": IngestConfig(offload_tokens=_NEVER, redact=False),
+                               "compaction": CompactionConfig(enabled=False)}
     with tempfile.TemporaryDirectory(prefix="ws-billing-") as d, \
-            Engine(model, store=os.path.join(d, "billing.db"), format=fmt, registry=registry) as eng, \
-            Engine(model, store=os.path.join(d, "calibrated.db"), format=fmt, registry=registry) as cal_eng:
+            Engine(model, store=os.path.join(d, "billing.db"), format=fmt, registry=registry, **as_sent) as eng, \
+            Engine(model, store=os.path.join(d, "calibrated.db"), format=fmt, registry=registry, **as_sent) as cal_eng:
         for t in runs():
             billed = t.billed or {}
             if not billed:

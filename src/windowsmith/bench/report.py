@@ -116,12 +116,20 @@ def _short(path: str) -> str:
     return "/".join(parts[-2:])
 
 
+def target_cell(stats: dict[str, Any] | None) -> str:
+    """Whether a token-count error meets issue 11's target (median <= 0.5%, p95 <= 2%), and which part misses."""
+    if not stats or stats.get("median_abs") is None:
+        return "-"
+    med, p95 = stats["median_abs"] <= 0.005, stats["p95_abs"] <= 0.02
+    return "yes" if med and p95 else "no (p95)" if med else "no (median)" if p95 else "no"
+
+
 def token_count_lines(tc: list[dict[str, Any]] | dict[str, Any] | None) -> list[str]:
     if not tc:
         return []
     items = tc if isinstance(tc, list) else [tc]
     out = ["token counts against billed prompt_tokens (windowsmith's count; |error| median / p95):",
-           "  file                          model              calls  offset        increments    calibrated"]
+           "  file                          model              calls  offset        increments    calibrated    target"]
     for r in items:
         off = r["windowsmith"]["first_call_offset"]
         inc = r["windowsmith"]["increments"]
@@ -129,12 +137,14 @@ def token_count_lines(tc: list[dict[str, Any]] | dict[str, Any] | None) -> list[
         out.append(f"  {_short(r.get('file', ','.join(r['files'])))[:29]:29s} {model[:18]:18s} {r['calls']:5d}  "
                    f"{_pct(off['median_abs']):>5s} / {_pct(off['p95_abs']):>5s}  "
                    f"{_pct(inc['median_abs']):>5s} / {_pct(inc['p95_abs']):>5s}"
-                   + (f"  {_pct(cal['median_abs']):>5s} / {_pct(cal['p95_abs']):>5s}"
+                   + (f"  {_pct(cal['median_abs']):>5s} / {_pct(cal['p95_abs']):>5s}  {target_cell(cal)}"
                       if (cal := (r.get("calibrated") or {}).get("after_first")) else ""))
     out.append("  offset: per run, the first call's difference is added to every later call (the tool block "
-               "is missing from the traces); calibrated: the engine's online calibration (Session.record), each call "
-               "counted with what the earlier calls of its run taught it; model?: the billing model is not in the registry, a model of its "
-               "family (or the bench model) was counted.")
+               "is missing from the tau2 traces); calibrated: the engine's online calibration (Session.record: billed "
+               "~ offset + slope x count, the line through the newest billed call, the slope a median over the last "
+               "12), each call counted with what the earlier calls of its run taught it; target: median <= 0.5% and "
+               "p95 <= 2%; model?: the billing model is not in the registry, a model of its family (or the bench "
+               "model) was counted.")
     return out
 
 
@@ -156,16 +166,19 @@ def markdown(result: dict[str, Any], command: str | None = None) -> str:
     if tc:
         items = tc if isinstance(tc, list) else [tc]
         lines += ["", "Token counts against billed usage, per trace file (windowsmith's count; relative error, "
-                  "|median| / p95; offset: the first call's difference added to the later calls of its run):", "",
+                  "|median| / p95; offset: the first call's difference added to the later calls of its run; "
+                  "calibrated online: the engine's own count after Session.record() of the run's earlier billed "
+                  "calls, an affine fit through the newest one; target: median <= 0.5% and p95 <= 2%):", "",
                   "| file | model | calls | absolute | offset after first call | increments | calibrated online "
-                  "(after first call) | len(json)/4 offset |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+                  "(after first call) | target met (calibrated) | len(json)/4 offset |",
+                  "|---|---|---:|---:|---:|---:|---:|---|---:|"]
         for r in items:
             ws, l4 = r["windowsmith"], r["len4"]
             cells = [f"{_pct(ws[k]['median_abs'])} / {_pct(ws[k]['p95_abs'])}"
                      for k in ("absolute", "first_call_offset", "increments")]
             cal = (r.get("calibrated") or {}).get("after_first")
             cells.append(f"{_pct(cal['median_abs'])} / {_pct(cal['p95_abs'])}" if cal else "-")
+            cells.append(target_cell(cal))
             model = r["model"] if r.get("model_from_trace", True) else \
                 f"{r['model']} for {', '.join(r.get('billed_by') or ['?'])} (not its tokenizer)"
             lines.append(f"| {_short(r.get('file', ','.join(r['files'])))} | {model} | {r['calls']} | "
@@ -177,4 +190,4 @@ def markdown(result: dict[str, Any], command: str | None = None) -> str:
 
 
 __all__ = ["HEADERS", "LEGEND", "REUSE_NOTE", "family_rows", "markdown", "reuse_cell", "rewrites_cell", "rich_table",
-           "rich_tables", "row_cells", "TERM_HEADERS", "token_count_lines", "window_cell"]
+           "rich_tables", "row_cells", "target_cell", "TERM_HEADERS", "token_count_lines", "window_cell"]

@@ -235,7 +235,7 @@ def _worker_state(spec: BenchSpec) -> dict[str, Any]:
         for s in st["strategies"].values():
             s.close()
     mspec = load_registry(spec.registry).get(spec.model)
-    counter = TokenCounter(mspec.tokenizer, mspec.default_format, mspec.token_factor)
+    counter = TokenCounter(mspec.tokenizer, mspec.default_format, mspec.token_factor, thinking=mspec.thinking_kept)
     strategies: dict[tuple[str, int | None], Strategy] = {}
     for w in spec.windows:
         cfg = BenchConfig.make(mspec, w, counter=counter)

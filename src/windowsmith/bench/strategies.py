@@ -67,7 +67,7 @@ class BenchConfig:
              counter: TokenCounter | None = None) -> BenchConfig:
         fmt = fmt or spec.default_format
         w = window or spec.context_window
-        counter = counter or TokenCounter(spec.tokenizer, fmt, spec.token_factor)
+        counter = counter or TokenCounter(spec.tokenizer, fmt, spec.token_factor, thinking=spec.thinking_kept)
         return cls(spec, fmt, w, counter, Budget.for_window(w, spec.max_output, BudgetConfig()))
 
     @property

@@ -10,7 +10,9 @@ simulation's ``messages`` have roles ``assistant``/``user``/``tool``; tool calls
 an ``error`` flag. Assistant ``usage`` (prompt/completion tokens) is the billed usage of the call;
 user messages carry the user *simulator's* usage, which is not ours and is kept out of ``billed``.
 ``tool_defs`` is null in the published files, so ``tools`` is empty and ``meta["tools_recorded"]``
-says so.
+says so. An Anthropic agent's ``raw_data.thinking_blocks`` are replayed as the assistant turn's
+thinking blocks (``meta["thinking_blocks"]`` counts them): the provider billed the current tool
+loop's (the model's ``thinking_kept`` rule), so the token count needs them.
 
 Dual control (telecom): the simulated user runs tools on its own device. A user message with
 ``tool_calls`` goes to the user's environment, and a tool message whose ``requestor`` is ``user``
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import Usage
+from ..model import Thinking, Usage
 from .base import Builder, Ctx, Trace, as_dict, make_trace, tools_from, usage_from
 from .logs import import_chat_messages
 
@@ -98,6 +100,22 @@ def _tau2_usage(m: dict[str, Any]) -> Usage | None:
     return usage
 
 
+def _tau2_thinking(b: Builder, m: dict[str, Any], where: str) -> list[Thinking]:
+    """An Anthropic assistant turn's thinking blocks (``raw_data.thinking_blocks``, as the API returned
+    them, signature included): replayed as ``Thinking(provider="anthropic")``, which the Anthropic
+    renderer sends back unchanged and the counter bills by the model's ``thinking_kept`` rule."""
+    raw = as_dict(m.get("raw_data"))
+    blocks = raw.get("thinking_blocks")
+    if not isinstance(blocks, list):
+        return []
+    out = []
+    for k, blk in enumerate(blocks):
+        if isinstance(blk, dict) and blk.get("type") in ("thinking", "redacted_thinking"):
+            text = b.text(blk.get("thinking", ""), f"{where}.raw_data.thinking_blocks[{k}]")
+            out.append(Thinking(provider="anthropic", data=dict(blk), text=text))
+    return out
+
+
 def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
     doc = ctx.obj(value)
     info = ctx.get(doc, "info", dict, required=False) or {}
@@ -126,13 +144,13 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
                 agent_calls = [
                     c for c in calls if isinstance(c, dict) and c.get("requestor", "assistant") == "assistant"
                 ]
-                raw = as_dict(m.get("raw_data"))
-                if isinstance(raw.get("thinking_blocks"), list):
-                    thinking_blocks += len(raw["thinking_blocks"])
+                thinking = _tau2_thinking(b, m, w)
+                thinking_blocks += len(thinking)
                 b.assistant(
                     m.get("content") or "",
                     [(c.get("id"), c.get("name"), c.get("arguments")) for c in agent_calls],
                     w,
+                    thinking=thinking,
                     usage=_tau2_usage(m),
                 )
             elif role == "user":
@@ -162,7 +180,7 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
             "tools_recorded": env.get("tool_defs") is not None,
         }
         if thinking_blocks:
-            meta["thinking_blocks_not_replayed"] = thinking_blocks
+            meta["thinking_blocks"] = thinking_blocks
         if user_side:
             meta["user_side_messages"] = user_side
         sid = sim.get("id") or f"{si}"
