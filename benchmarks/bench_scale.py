@@ -19,6 +19,8 @@ inflate them; each is one process's own work (no I/O waits in these runs beyond 
 Run:  .venv/bin/python benchmarks/bench_scale.py            (writes benchmarks/results/scale.json)
       .venv/bin/python benchmarks/bench_scale.py --small    (1,000 vs 5,000 messages; a quick check)
       .venv/bin/python benchmarks/bench_scale.py --only build   (the two build() rows only; prints, writes nothing)
+      .venv/bin/python benchmarks/bench_scale.py --only store|summary [--before OTHER/src] [--rounds N]
+          (that row alone; with --before, each round runs another checkout's code first, then this one's)
 """
 
 from __future__ import annotations
@@ -123,18 +125,22 @@ def worker_storage(db: str, turns: int = 1000) -> dict:
             s.assistant(tool_calls=[ws.ToolCall(f"t{i}", "read_file", {"path": f"src/file_{i}.py"})])
             s.tool_result(f"t{i}", f"file_{i}.py\n" + result)
             s.build(FMT)
+        # the events' JSON as the log holds it (the store may keep it compressed): the compact JSON of each
+        # event's data, in UTF-8 bytes
+        events = sum(len(json.dumps(ev.data, separators=(",", ":"), ensure_ascii=False).encode())
+                     for ev in e.store.events("agent"))
     con = sqlite3.connect(db)
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    events = con.execute("SELECT sum(length(data)) FROM events").fetchone()[0]
     packs = con.execute("SELECT count(*), sum(length(manifest)) FROM packs").fetchone()
-    blobs = con.execute("SELECT count(*), sum(size) FROM blobs").fetchone()
+    blobs = con.execute("SELECT count(*), sum(length(data)) FROM blobs").fetchone()
     pages = dict(con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
     con.close()
     size = sum(p.stat().st_size for p in Path(db).parent.glob(Path(db).name + "*"))
     events_stored = sum(v for k, v in pages.items() if k == "events" or k.startswith("sqlite_autoindex_events"))
+    blob_pages = sum(v for k, v in pages.items() if k.startswith(("blob", "sqlite_autoindex_blob")))
     return {"turns": turns, "event_bytes": events, "events_stored_bytes": events_stored, "store_bytes": size,
             "pack_rows": packs[0], "pack_bytes": packs[1], "pack_pages": pages.get("packs", 0),
-            "blob_count": blobs[0], "blob_bytes": blobs[1] or 0}
+            "blob_count": blobs[0], "blob_bytes": blobs[1] or 0, "blob_pages": blob_pages}
 
 
 def _tool_output(i: int) -> str:
@@ -170,15 +176,60 @@ def worker_summary(db: str) -> dict:
         return {"tokens": tokens, "summary_s": dt, "stages": list(res.stages)}
 
 
-def _run(*args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", *args], check=True, capture_output=True, text=True)
+def _run(*args: str, src: str | None = None) -> dict:
+    """One worker in a fresh process; ``src``: the ``src`` folder of another checkout to import instead."""
+    env = dict(os.environ, PYTHONPATH=src) if src else None
+    out = subprocess.run([sys.executable, __file__, "--worker", *args], check=True, capture_output=True, text=True,
+                         env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _store_line(st: dict) -> str:
+    ratio = st["store_bytes"] / st["event_bytes"]
+    ratio_stored = st["store_bytes"] / st["events_stored_bytes"]
+    return (f"store after {st['turns']:,} agent turns: {st['store_bytes']:,} bytes = {ratio:.2f}x the events' JSON "
+            f"({st['event_bytes']:,} bytes; target ≤ 2x: {'yes' if ratio <= 2 else 'NO'}), {ratio_stored:.2f}x the events "
+            f"table as stored ({st['events_stored_bytes']:,} bytes with chain hashes and indexes)\n"
+            f"  of which packs {st['pack_pages']:,} bytes ({st['pack_bytes']:,} stored bytes of manifests in "
+            f"{st['pack_rows']:,} rows), blobs {st['blob_pages']:,} bytes with their refs and indexes ({st['blob_count']:,} "
+            f"artifacts, {st['blob_bytes']:,} bytes as stored)")
+
+
+def _summary_line(su: dict) -> str:
+    return (f"summary at a 1M window ({su['tokens']:,} tokens): {su['summary_s']:.2f} s (target < 0.5 s)  "
+            f"{'yes' if su['summary_s'] < 0.5 else 'NO'}; stages {su['stages']}")
+
+
+def only_side(part: str, before: str | None, rounds: int) -> int:
+    """``store`` or ``summary`` alone; with ``--before SRC`` each round runs that checkout's code, then this one."""
+    kind = {"store": "storage", "summary": "summary"}[part]
+    line = _store_line if part == "store" else _summary_line
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for label, src in (("before", before), ("after", None)):
+                if label == "before" and not before:
+                    continue
+                runs[label].append(_run(kind, os.path.join(tmp, f"{label}{r}.db"), src=src))
+    for label, rs in runs.items():
+        for res in rs:
+            print(f"[{label}] {line(res)}")
+    if part == "summary" and runs["before"]:
+        b = statistics.median(x["summary_s"] for x in runs["before"])
+        a = statistics.median(x["summary_s"] for x in runs["after"])
+        print(f"summary median of {rounds}: before {b:.2f} s -> after {a:.2f} s ({b / a:.1f}x faster)")
+    print(json.dumps(runs))
+    return 0
 
 
 def only(part: str, small: int, large: int) -> int:
     """One part of the run (``build``: the build() rows), side by side; prints only (no results file)."""
+    if part in ("store", "summary"):
+        before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else None
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 1
+        return only_side(part, before, rounds)
     if part != "build":
-        raise SystemExit(f"--only takes 'build', got {part!r}")
+        raise SystemExit(f"--only takes 'build', 'store' or 'summary', got {part!r}")
     with tempfile.TemporaryDirectory() as tmp:
         rows = {}
         for kind in ("build", "chat"):
@@ -238,16 +289,8 @@ def main() -> int:
         print(f"{name:<24}{a:>17}{b:>17}{r:>9.2f}{'≤ ' + str(target):>9}  {'yes' if r <= target else 'NO'}")
     print(f"(nothing truncated: {b1['actions']} / {b2['actions']} actions; {b1['tokens']:,} / {b2['tokens']:,} tokens; "
           f"import windowsmith {r1['import_s']:.2f} s, not in the resume figure)")
-    ratio = st["store_bytes"] / st["event_bytes"]
-    ratio_stored = st["store_bytes"] / st["events_stored_bytes"]
-    print(f"store after {st['turns']:,} agent turns: {st['store_bytes']:,} bytes = {ratio:.2f}x the events' JSON "
-          f"({st['event_bytes']:,} bytes; target ≤ 2x: {'yes' if ratio <= 2 else 'NO'}), {ratio_stored:.2f}x the events "
-          f"table as stored ({st['events_stored_bytes']:,} bytes with chain hashes and indexes)")
-    print(f"  of which packs {st['pack_pages']:,} bytes ({st['pack_bytes']:,} of manifest text in {st['pack_rows']:,} "
-          f"rows, {st['pack_bytes'] / st['event_bytes']:.2f}x the events' JSON), blobs {st['blob_bytes']:,} bytes "
-          f"({st['blob_count']:,} results folded by the mask stage, stored as artifacts)")
-    print(f"summary at a 1M window ({su['tokens']:,} tokens): {su['summary_s']:.2f} s (target < 0.5 s)  "
-          f"{'yes' if su['summary_s'] < 0.5 else 'NO'}; stages {su['stages']}")
+    print(_store_line(st))
+    print(_summary_line(su))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(res, indent=2) + "\n")
     return 0

@@ -384,9 +384,8 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     p.breaker.trip("mask")
     folds = list(folds)  # the record is built from a copy: the planner's list changes with the view
     edits = sorted([*folds, *images], key=lambda x: x.unit)
-    for e in edits:
-        for _sha, raw in e.blobs:
-            p.port.put_blob(raw)
+    # every folded result and image in one write (one transaction in a session store), before the record
+    p.port.put_blobs([raw for e in edits for _sha, raw in e.blobs])
     trigger = "on demand" if p.force else ("window pressure" if pressure else "cost model: pays back")
     stubs = [st for x in images for st in x.stubs]
     what = []

@@ -575,28 +575,33 @@ class PostgresStore(Store):
     # -- blobs ------------------------------------------------------------------------------------
 
     def put_blob(self, data: bytes, *, session_id: str | None = None) -> str:
-        raw, sha = blob_sha(data)
+        return self.put_blobs([data], session_id=session_id)[0]
+
+    def put_blobs(self, datas: Sequence[bytes], *, session_id: str | None = None) -> list[str]:
+        hashed = [blob_sha(d) for d in datas]
         if session_id is not None:
             check_session_id(session_id)
             if self.tenant:  # a foreign key sees every tenant's sessions; the policies do not
                 self._require_session(session_id)
+        if not hashed:
+            return []
         try:
             with self._tx() as cur:
-                cur.execute(
+                cur.executemany(
                     "INSERT INTO blobs (sha, data, size) VALUES (%s, %s, %s) ON CONFLICT (tenant, sha) DO NOTHING",
-                    (sha, raw, len(raw)),
+                    [(sha, raw, len(raw)) for raw, sha in hashed],
                 )
                 if session_id is not None:
-                    cur.execute(
+                    cur.executemany(
                         "INSERT INTO blob_refs (sha, session_id) VALUES (%s, %s) ON CONFLICT (tenant, sha, session_id) "
                         "DO UPDATE SET created_at = clock_timestamp()",
-                        (sha, session_id),
+                        [(sha, session_id) for _, sha in hashed],
                     )
         except StoreError as e:
             if isinstance(e.__cause__, self._pg.errors.ForeignKeyViolation) and session_id is not None:
                 self._require_session(session_id)
             raise
-        return sha
+        return [sha for _, sha in hashed]
 
     def get_blob(self, sha: str) -> bytes | None:
         rows = self._read("SELECT data FROM blobs WHERE sha = %s", (sha,))

@@ -619,25 +619,31 @@ class SQLiteStore(Store):
     # -- blobs ------------------------------------------------------------------------------------
 
     def put_blob(self, data: bytes, *, session_id: str | None = None) -> str:
-        raw, sha = blob_sha(data)
+        return self.put_blobs([data], session_id=session_id)[0]
+
+    def put_blobs(self, datas: Sequence[bytes], *, session_id: str | None = None) -> list[str]:
+        hashed = [blob_sha(d) for d in datas]
         if session_id is not None:
             check_session_id(session_id)
+        if not hashed:
+            return []
         with self._write() as db:
             if session_id is not None and not db.execute(
                     "SELECT 1 FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)).fetchone():
                 raise unknown_session(session_id)
-            db.execute(
+            ts = _ts()
+            db.executemany(
                 "INSERT INTO blobs (tenant, sha, data, size, created_at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant, sha) DO NOTHING",
-                (self.tenant, sha, raw, len(raw), _ts()),
+                [(self.tenant, sha, raw, len(raw), ts) for raw, sha in hashed],
             )
             if session_id is not None:
-                db.execute(
+                db.executemany(
                     "INSERT INTO blob_refs (tenant, sha, session_id, created_at) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (tenant, sha, session_id) DO UPDATE SET created_at = excluded.created_at",
-                    (self.tenant, sha, session_id, _ts()),
+                    [(self.tenant, sha, session_id, ts) for _, sha in hashed],
                 )
-        return sha
+        return [sha for _, sha in hashed]
 
     def get_blob(self, sha: str) -> bytes | None:
         rows = self._read("SELECT data FROM blobs WHERE tenant = ? AND sha = ?", (self.tenant, sha))
