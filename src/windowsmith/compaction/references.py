@@ -85,8 +85,12 @@ def _words(text: str) -> set[str]:
 
 def score_ref(kind: str, value: str, *, goal_words: set[str], recency: float) -> float:
     """Score in [0, 1]: 0.4 type + 0.35 goal overlap + 0.25 recency (0 = oldest, 1 = newest)."""
-    words = _words(value)
-    overlap = len(words & goal_words) / max(1, min(len(words), 6)) if goal_words else 0.0
+    overlap = 0.0
+    if goal_words:
+        words = _VALUE_WORDS.get(value)
+        if words is None:
+            words = _VALUE_WORDS.put(value, frozenset(_words(value)))
+        overlap = len(words & goal_words) / max(1, min(len(words), 6))
     return round(0.4 * KIND_WEIGHTS.get(kind, 0.5) + 0.35 * min(1.0, overlap) + 0.25 * max(0.0, min(1.0, recency)), 4)
 
 
@@ -119,8 +123,10 @@ def extract_refs(
             return
         key = (kind, value)
         prev = found.get(key)
-        merged = {**(prev[1] if prev else {}), **(detail or {})}
-        found[key] = (pos, merged)
+        if prev is None:
+            found[key] = (pos, dict(detail) if detail else {})
+        else:
+            found[key] = (pos, {**prev[1], **detail} if detail else prev[1])
 
     call_args: dict[str, str] = {}
     for pos, m in enumerate(messages):
@@ -139,7 +145,7 @@ def extract_refs(
                 detail = {"call_id": b.call_id}
                 if b.call_id in artifacts:
                     detail["artifact"] = artifacts[b.call_id]
-                errs = [_clip(e, 200) for e in error_lines(text, 3)]
+                errs = _result_errors(text)
                 if b.is_error and not errs and text.strip():
                     errs = [_clip(text.strip().splitlines()[0], 200)]
                 for e in errs:
@@ -215,9 +221,34 @@ class _Memo:
 
 _SCANS = _Memo()
 _KEYS = _Memo()
+_VALUE_WORDS = _Memo()  # a reference's words, for its goal overlap (both readers of a span score the same values)
 
 
-_ID_SKIP = _skipping(_ID_RE)
+# _ID_RE's first branch without its two lookaheads, which its body implies (it starts with a letter, and
+# its letters and separator are followed by digits): the same matches in fewer steps
+_ID_WORD = r"\b[A-Za-z]{1,8}[_-]?\d{3,}[A-Za-z0-9]*\b"
+assert _ID_RE.pattern == r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])" + _ID_WORD[2:] + r"|#\d{3,}\b"
+_ID_SKIP = _skipping(re.compile(_ID_WORD + r"|#\d{3,}\b"))
+_ID_PLAIN = _skipping(re.compile(_ID_WORD))  # without the '#123' branch, for a text without '#'
+_ERRORS = _Memo()
+_DIGITS3_RE = re.compile(r"\d\d\d")
+
+
+def _id_matches(text: str) -> Iterator[str]:
+    """``_ID_RE.findall(text)``, line by line, skipping lines without three digits in a row (every id has
+    them; like a path, an id never spans lines)."""
+    pattern = _ID_SKIP if "#" in text else _ID_PLAIN
+    for line in text.split("\n"):
+        if _DIGITS3_RE.search(line):
+            yield from (m.group(0) for m in _found(pattern, line))
+
+
+def _result_errors(text: str) -> list[str]:
+    """The error lines a tool result's references name (its first three, clipped)."""
+    hit = _ERRORS.get(text)
+    if hit is None:
+        hit = _ERRORS.put(text, tuple(_clip(e, 200) for e in error_lines(text, 3)))
+    return list(hit)
 _FUNC_HINT_RE = re.compile(r"(?:def|class|function|func|fn)\s")
 
 
@@ -246,8 +277,8 @@ def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any]
     if "()" in text or _FUNC_HINT_RE.search(text):  # every match holds one or the other
         for a, b in islice(_FUNC_RE.findall(text), 20):
             items.append(("function", a or b, None))
-    for m in islice(_found(_ID_SKIP, text), 20):
-        items.append(("id", m.group(0), None))
+    for i in islice(_id_matches(text), 20):
+        items.append(("id", i, None))
     if errors:
         for e in error_lines(text, 2):
             items.append(("error", _clip(e, 200), None))
