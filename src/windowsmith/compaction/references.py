@@ -167,7 +167,11 @@ def extract_refs(
 
 def decisions(text: str) -> list[str]:
     """The sentences of ``text`` that state a decision or plan ("I will …", "let's …", "instead of …")."""
-    return [m.group(0) for m in _SENTENCE_RE.finditer(text) if _DECISION_WORDS_RE.search(m.group(0))]
+    hit = _DECISIONS.get(text)
+    if hit is None:
+        hit = _DECISIONS.put(text, tuple(m.group(0) for m in _SENTENCE_RE.finditer(text)
+                                         if _DECISION_WORDS_RE.search(m.group(0))))
+    return list(hit)
 
 
 def error_lines(text: str, limit: int) -> list[str]:
@@ -221,7 +225,8 @@ class _Memo:
 
 _SCANS = _Memo()
 _KEYS = _Memo()
-_VALUE_WORDS = _Memo()  # a reference's words, for its goal overlap (both readers of a span score the same values)
+_VALUE_WORDS = _Memo()
+_DECISIONS = _Memo()  # a reference's words, for its goal overlap (both readers of a span score the same values)
 
 
 # _ID_RE's first branch without its two lookaheads, which its body implies (it starts with a letter, and
