@@ -118,3 +118,29 @@ def test_a_result_is_scanned_once_for_its_fold_and_its_references() -> None:
     assert len(calls) == 1 and summary[:12] == fold
     first = R._scan_items(text, False)
     assert R._scan_items(text, False) is first  # the second reader (the summary's references) reuses it
+
+
+PATH_PLAIN = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://)?[\w.~-]*(?:/[\w.~-]+)+")
+path_texts = st.lists(st.sampled_from(["a", "Z", "1", "_", "~", ".", "-", "+", "/", "//", ":", "://", "http", "x", "é",
+                                       " ", "\n", "@", "0123456789abcdef", "1http://", "_http://", "a/b", "~/", ".."]),
+                      max_size=30).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(path_texts)
+def test_query_term_paths_are_the_plain_patterns_matches(text: str) -> None:
+    from windowsmith.retrieval import terms
+
+    assert [m.span() for m in terms._PATH.finditer(text)] == [m.span() for m in PATH_PLAIN.finditer(text)]
+
+
+def test_query_terms_of_a_long_word_run_take_linear_steps() -> None:
+    """A 64 KB run of hex is stepped over once per branch, not once per character (the plain pattern
+    took seconds on it); what ``identifiers`` finds around it is unchanged."""
+    from windowsmith.retrieval import terms
+
+    run = "0123456789abcdef" * 4096
+    text = f"see src/pkg/mod_a.py and https://example.com/x/y\n{run}\nthen docs/guide.md"
+    assert [m.group(0) for m in terms._PATH.finditer(text)] == [m.group(0) for m in PATH_PLAIN.finditer(text[:60])] + [
+        "docs/guide.md"]
+    assert terms.identifiers(text)[:3] == ["src/pkg/mod_a.py", "https://example.com/x/y", "docs/guide.md"]
