@@ -19,6 +19,8 @@ inflate them; each is one process's own work (no I/O waits in these runs beyond 
 Run:  .venv/bin/python benchmarks/bench_scale.py            (writes benchmarks/results/scale.json)
       .venv/bin/python benchmarks/bench_scale.py --small    (1,000 vs 5,000 messages; a quick check)
       .venv/bin/python benchmarks/bench_scale.py --only build   (the two build() rows only; prints, writes nothing)
+      .venv/bin/python benchmarks/bench_scale.py --only store|summary [--before OTHER/src] [--rounds N]
+          (that row alone; with --before, each round runs another checkout's code first, then this one's)
 """
 
 from __future__ import annotations
@@ -112,29 +114,53 @@ def worker_resume(db: str) -> dict:
                 "rss_mb": _rss_mb()}
 
 
-def worker_storage(db: str, turns: int = 1000) -> dict:
+TRACES = ROOT.parent / "shared" / "data" / "traces" / "mini-swe-agent"
+
+
+def _trace_outputs() -> list[str]:
+    """Real command outputs: the observations (user messages after the task) of the mini-swe-agent traces,
+    each cut to its first 1 KB, in file order."""
+    from windowsmith.traces import load_traces
+
+    out = []
+    for path in sorted(TRACES.glob("*.json")):
+        for t in load_traces(path):
+            out.extend(m.text[:1024] for m in t.messages[2:] if m.role == "user" and len(m.text) >= 256)
+    if not out:
+        raise SystemExit(f"no trace outputs under {TRACES}")
+    return out
+
+
+def worker_storage(db: str, turns: int = 1000, results: str = "synthetic") -> dict:
+    """``results``: ``synthetic`` (one 1 KB block of 30 ``line NNN: value=NNNNN status=ok`` lines, very
+    regular) or ``traces`` (1 KB of real command output per turn, cycling through the traces')."""
     import windowsmith as ws
 
     result = ("".join(f"line {k:03d}: value={k * 7919 % 10007:05d} status=ok\n" for k in range(30)))[:1024]
+    outputs = _trace_outputs() if results == "traces" else None
     with ws.Engine(model=MODEL, store=db) as e:
         s = e.session("agent", goal="Inspect the files")
         for i in range(turns):
             s.user(f"turn {i}: read the next file")
             s.assistant(tool_calls=[ws.ToolCall(f"t{i}", "read_file", {"path": f"src/file_{i}.py"})])
-            s.tool_result(f"t{i}", f"file_{i}.py\n" + result)
+            s.tool_result(f"t{i}", outputs[i % len(outputs)] if outputs else f"file_{i}.py\n" + result)
             s.build(FMT)
+        # the events' JSON as the log holds it (the store may keep it compressed): the compact JSON of each
+        # event's data, in UTF-8 bytes
+        events = sum(len(json.dumps(ev.data, separators=(",", ":"), ensure_ascii=False).encode())
+                     for ev in e.store.events("agent"))
     con = sqlite3.connect(db)
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    events = con.execute("SELECT sum(length(data)) FROM events").fetchone()[0]
     packs = con.execute("SELECT count(*), sum(length(manifest)) FROM packs").fetchone()
-    blobs = con.execute("SELECT count(*), sum(size) FROM blobs").fetchone()
+    blobs = con.execute("SELECT count(*), sum(length(data)) FROM blobs").fetchone()
     pages = dict(con.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall())
     con.close()
     size = sum(p.stat().st_size for p in Path(db).parent.glob(Path(db).name + "*"))
     events_stored = sum(v for k, v in pages.items() if k == "events" or k.startswith("sqlite_autoindex_events"))
-    return {"turns": turns, "event_bytes": events, "events_stored_bytes": events_stored, "store_bytes": size,
+    blob_pages = sum(v for k, v in pages.items() if k.startswith(("blob", "sqlite_autoindex_blob")))
+    return {"results": results, "turns": turns, "event_bytes": events, "events_stored_bytes": events_stored, "store_bytes": size,
             "pack_rows": packs[0], "pack_bytes": packs[1], "pack_pages": pages.get("packs", 0),
-            "blob_count": blobs[0], "blob_bytes": blobs[1] or 0}
+            "blob_count": blobs[0], "blob_bytes": blobs[1] or 0, "blob_pages": blob_pages}
 
 
 def _tool_output(i: int) -> str:
@@ -170,15 +196,64 @@ def worker_summary(db: str) -> dict:
         return {"tokens": tokens, "summary_s": dt, "stages": list(res.stages)}
 
 
-def _run(*args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", *args], check=True, capture_output=True, text=True)
+def _run(*args: str, src: str | None = None) -> dict:
+    """One worker in a fresh process; ``src``: the ``src`` folder of another checkout to import instead."""
+    env = dict(os.environ, PYTHONPATH=src) if src else None
+    out = subprocess.run([sys.executable, __file__, "--worker", *args], check=True, capture_output=True, text=True,
+                         env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _store_line(st: dict) -> str:
+    ratio = st["store_bytes"] / st["event_bytes"]
+    ratio_stored = st["store_bytes"] / st["events_stored_bytes"]
+    return (f"store after {st['turns']:,} agent turns ({st.get('results', 'synthetic')} 1 KB results): {st['store_bytes']:,} bytes = {ratio:.2f}x the events' JSON "
+            f"({st['event_bytes']:,} bytes; target ≤ 2x: {'yes' if ratio <= 2 else 'NO'}), {ratio_stored:.2f}x the events "
+            f"table as stored ({st['events_stored_bytes']:,} bytes with chain hashes and indexes)\n"
+            f"  of which packs {st['pack_pages']:,} bytes ({st['pack_bytes']:,} stored bytes of manifests in "
+            f"{st['pack_rows']:,} rows), blobs {st['blob_pages']:,} bytes with their refs and indexes ({st['blob_count']:,} "
+            f"artifacts, {st['blob_bytes']:,} bytes as stored)")
+
+
+def _summary_line(su: dict) -> str:
+    return (f"summary at a 1M window ({su['tokens']:,} tokens): {su['summary_s']:.2f} s (target < 0.5 s)  "
+            f"{'yes' if su['summary_s'] < 0.5 else 'NO'}; stages {su['stages']}")
+
+
+def only_side(part: str, before: str | None, rounds: int) -> int:
+    """``store`` or ``summary`` alone; with ``--before SRC`` each round runs that checkout's code, then this one.
+    ``store`` runs both kinds of results (synthetic, then real trace outputs)."""
+    kind = {"store": "storage", "summary": "summary"}[part]
+    line = _store_line if part == "store" else _summary_line
+    variants = [("synthetic",), ("traces",)] if part == "store" else [()]
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            for extra in variants:
+                for label, src in (("before", before), ("after", None)):
+                    if label == "before" and not before:
+                        continue
+                    db = os.path.join(tmp, f"{label}{r}{''.join(extra)}.db")
+                    runs[label].append(_run(kind, db, *extra, src=src))
+    for label, rs in runs.items():
+        for res in rs:
+            print(f"[{label}] {line(res)}")
+    if part == "summary" and runs["before"]:
+        b = statistics.median(x["summary_s"] for x in runs["before"])
+        a = statistics.median(x["summary_s"] for x in runs["after"])
+        print(f"summary median of {rounds}: before {b:.2f} s -> after {a:.2f} s ({b / a:.1f}x faster)")
+    print(json.dumps(runs))
+    return 0
 
 
 def only(part: str, small: int, large: int) -> int:
     """One part of the run (``build``: the build() rows), side by side; prints only (no results file)."""
+    if part in ("store", "summary"):
+        before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else None
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 1
+        return only_side(part, before, rounds)
     if part != "build":
-        raise SystemExit(f"--only takes 'build', got {part!r}")
+        raise SystemExit(f"--only takes 'build', 'store' or 'summary', got {part!r}")
     with tempfile.TemporaryDirectory() as tmp:
         rows = {}
         for kind in ("build", "chat"):
@@ -204,7 +279,7 @@ def main() -> int:
         elif kind == "resume":
             r = worker_resume(rest[0])
         elif kind == "storage":
-            r = worker_storage(rest[0])
+            r = worker_storage(rest[0], results=rest[1] if len(rest) > 1 else "synthetic")
         else:
             r = worker_summary(rest[0])
         print(json.dumps(r))
@@ -220,6 +295,7 @@ def main() -> int:
             res[f"resume_{n}"] = _run("resume", db)
             res[f"chat_{n}"] = _run("chat", str(n), os.path.join(tmp, f"c{n}.db"))
         res["storage"] = _run("storage", os.path.join(tmp, "st.db"))
+        res["storage_traces"] = _run("storage", os.path.join(tmp, "st_traces.db"), "traces")
         res["summary"] = _run("summary", os.path.join(tmp, "su.db"))
     b1, b2 = res[f"build_{small}"], res[f"build_{large}"]
     r1, r2 = res[f"resume_{small}"], res[f"resume_{large}"]
@@ -238,16 +314,9 @@ def main() -> int:
         print(f"{name:<24}{a:>17}{b:>17}{r:>9.2f}{'≤ ' + str(target):>9}  {'yes' if r <= target else 'NO'}")
     print(f"(nothing truncated: {b1['actions']} / {b2['actions']} actions; {b1['tokens']:,} / {b2['tokens']:,} tokens; "
           f"import windowsmith {r1['import_s']:.2f} s, not in the resume figure)")
-    ratio = st["store_bytes"] / st["event_bytes"]
-    ratio_stored = st["store_bytes"] / st["events_stored_bytes"]
-    print(f"store after {st['turns']:,} agent turns: {st['store_bytes']:,} bytes = {ratio:.2f}x the events' JSON "
-          f"({st['event_bytes']:,} bytes; target ≤ 2x: {'yes' if ratio <= 2 else 'NO'}), {ratio_stored:.2f}x the events "
-          f"table as stored ({st['events_stored_bytes']:,} bytes with chain hashes and indexes)")
-    print(f"  of which packs {st['pack_pages']:,} bytes ({st['pack_bytes']:,} of manifest text in {st['pack_rows']:,} "
-          f"rows, {st['pack_bytes'] / st['event_bytes']:.2f}x the events' JSON), blobs {st['blob_bytes']:,} bytes "
-          f"({st['blob_count']:,} results folded by the mask stage, stored as artifacts)")
-    print(f"summary at a 1M window ({su['tokens']:,} tokens): {su['summary_s']:.2f} s (target < 0.5 s)  "
-          f"{'yes' if su['summary_s'] < 0.5 else 'NO'}; stages {su['stages']}")
+    print(_store_line(st))
+    print(_store_line(res["storage_traces"]))
+    print(_summary_line(su))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(res, indent=2) + "\n")
     return 0

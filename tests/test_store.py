@@ -363,6 +363,24 @@ def test_blobs_dedupe_refs_and_gc(store: Store) -> None:
     assert store.get_blob(store.put_blob(b"")) == b""
 
 
+def test_put_blobs_stores_many_at_once_with_their_refs(store: Store) -> None:
+    import hashlib
+
+    store.create_session("a", {})
+    datas = [f"result {i}\n".encode() * 40 for i in range(5)] + [b"result 0\n" * 40, b""]
+    shas = store.put_blobs(datas, session_id="a")
+    assert shas == [hashlib.sha256(d).hexdigest() for d in datas]
+    assert all(store.get_blob(sha) == d for sha, d in zip(shas, datas, strict=True))
+    assert all(store.blob_refs(sha) == ["a"] for sha in shas)
+    assert store.put_blobs([], session_id="a") == []
+    with pytest.raises(UsageError, match="no session 'ghost'"):
+        store.put_blobs([b"never stored"], session_id="ghost")
+    assert store.get_blob(hashlib.sha256(b"never stored").hexdigest()) is None  # nothing of a refused batch
+    with pytest.raises(UsageError, match="takes bytes"):
+        store.put_blobs([b"ok", "text"], session_id="a")  # type: ignore[list-item]
+    assert store.get_blob(hashlib.sha256(b"ok").hexdigest()) is None
+
+
 # -- key-value --------------------------------------------------------------------------------------
 
 

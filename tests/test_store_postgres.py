@@ -162,3 +162,39 @@ def test_m006_rewrites_the_packs_of_an_older_store_as_deltas(schema: str) -> Non
         assert all(isinstance(json.loads(r[0]), dict) for r in rows)
         s.save_pack("p60", "s", 60, {"id": "p60", "parts": made[59]["parts"] + "x" * 12, "tokens": 60})
         assert s.list_packs("s")[-1]["tokens"] == 60
+
+
+@pytest.mark.postgres
+def test_m010_drops_the_hash_index_and_compresses_the_artifacts_of_an_older_store(schema: str) -> None:
+    import hashlib
+
+    from windowsmith.store.postgres import MIGRATIONS_TABLE, PostgresStore
+
+    result = "".join(f"line {k:03d}: value={k * 7919 % 10007:05d} status=ok\n" for k in range(30))
+    noise = b"".join(hashlib.sha256(bytes([i])).digest() for i in range(32))
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        s.create_session("s", {})
+        s.append_many("s", [("message", {"text": result}), ("message", {"text": "hi"})], expected_parent=None)
+        shas = s.put_blobs([result.encode(), noise], session_id="s")
+        with s.for_tenant("acme") as acme:
+            acme.create_session("t", {})
+            tenant_sha = acme.put_blob(result.encode() * 2, session_id="t")
+        events = s.events("s")
+    # the store as m001..m009 left it: the UNIQUE (session_id, hash) constraint, every artifact plain
+    raw_execute(schema, "ALTER TABLE events ADD CONSTRAINT events_session_id_hash_key UNIQUE (session_id, hash)")
+    for data in (result.encode(), noise, result.encode() * 2):
+        raw_execute(schema, "UPDATE blobs SET data = %s WHERE sha = %s", (data, hashlib.sha256(data).hexdigest()))
+    raw_execute(schema, f"DELETE FROM {MIGRATIONS_TABLE} WHERE name = 'm010_compact_rows'")
+    with PostgresStore(PG_DSN, schema=schema) as s:
+        assert s.applied_migrations()[-1] == "m010_compact_rows"
+        assert s._read("SELECT count(*) FROM pg_constraint WHERE conrelid = 'events'::regclass "  # type: ignore[attr-defined]
+                       "AND contype = 'u'") == [(0,)]
+        assert s.events("s") == events
+        s.verify("s")
+        assert [s.get_blob(sha) for sha in shas] == [result.encode(), noise]
+        with s.for_tenant("acme") as acme:
+            assert acme.get_blob(tenant_sha) == result.encode() * 2
+        stored = dict(s._read("SELECT sha, octet_length(data) FROM blobs WHERE sha = ANY(%s)", (shas,)))  # type: ignore[attr-defined]
+        assert stored[shas[0]] < len(result) // 3 and stored[shas[1]] == len(noise)
+        s.append("s", "message", {"text": "after"}, expected_parent=events[-1].hash)
+        s.verify("s")

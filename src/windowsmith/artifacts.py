@@ -22,7 +22,7 @@ import tempfile
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
@@ -83,6 +83,10 @@ class ArtifactStore(ABC):
     def put(self, data: bytes, *, session_id: str) -> str:
         """Store ``data`` (once) and record that ``session_id`` references it; return its sha256."""
 
+    def put_many(self, datas: Sequence[bytes], *, session_id: str) -> list[str]:
+        """:meth:`put` for each of ``datas`` (one transaction in a session store); their sha256 in order."""
+        return [self.put(d, session_id=session_id) for d in datas]
+
     @abstractmethod
     def get(self, sha: str) -> bytes | None:
         """The bytes stored under ``sha`` (hash-checked), or None."""
@@ -129,6 +133,9 @@ class EmbeddedArtifacts(ArtifactStore):
 
     def put(self, data: bytes, *, session_id: str) -> str:
         return self.store.put_blob(bytes(data), session_id=session_id)
+
+    def put_many(self, datas: Sequence[bytes], *, session_id: str) -> list[str]:
+        return self.store.put_blobs([bytes(d) for d in datas], session_id=session_id)
 
     def get(self, sha: str) -> bytes | None:
         return self.store.get_blob(_check_sha(sha))

@@ -51,5 +51,9 @@ class SessionLog:
         """Store ``data`` as an artifact this session references; returns its sha256."""
         return self.artifacts.put(data, session_id=self.session_id)
 
+    def put_blobs(self, datas: Sequence[bytes]) -> list[str]:
+        """Store many artifacts at once (one transaction in a session store); their sha256 in order."""
+        return self.artifacts.put_many(datas, session_id=self.session_id)
+
 
 __all__ = ["SessionLog"]

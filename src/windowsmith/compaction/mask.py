@@ -105,13 +105,22 @@ def has_images(u: Unit) -> bool:
     return any(next(message_images(m), None) is not None for m in u.messages)
 
 
+_PREVIEW_WORDS = ("Error", "FAILED", "failed", "error:", "Exception", "Traceback")
+
+
 def _preview(text: str, n: int) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines:
+    """The result's first line holding an error word, else its first line (stripped, clipped to ``n``),
+    and how many more non-blank lines it has."""
+    lines = text.splitlines()
+    count = sum(1 for ln in lines if ln and not ln.isspace())
+    if not count:
         return "(empty)"
-    errs = [ln for ln in lines if any(w in ln for w in ("Error", "FAILED", "failed", "error:", "Exception", "Traceback"))]
-    head = errs[0] if errs else lines[0]
-    more = len(lines) - 1
+    head = None
+    if any(w in text for w in _PREVIEW_WORDS):  # else no line holds one: skip the per-line test
+        head = next((ln for ln in lines if any(w in ln for w in _PREVIEW_WORDS)), None)
+    if head is None:
+        head = next(ln for ln in lines if ln and not ln.isspace())
+    more = count - 1
     out = " ".join(head.split())
     if len(out) > n:
         out = out[: n - 1] + "…"
@@ -384,9 +393,8 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     p.breaker.trip("mask")
     folds = list(folds)  # the record is built from a copy: the planner's list changes with the view
     edits = sorted([*folds, *images], key=lambda x: x.unit)
-    for e in edits:
-        for _sha, raw in e.blobs:
-            p.port.put_blob(raw)
+    # every folded result and image in one write (one transaction in a session store), before the record
+    p.port.put_blobs([raw for e in edits for _sha, raw in e.blobs])
     trigger = "on demand" if p.force else ("window pressure" if pressure else "cost model: pays back")
     stubs = [st for x in images for st in x.stubs]
     what = []

@@ -28,6 +28,8 @@ class CompactionPort(Protocol):
 
     def put_blob(self, data: bytes) -> str: ...
 
+    def put_blobs(self, datas: Sequence[bytes]) -> list[str]: ...
+
 
 @dataclass
 class Pass:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from ..model import Message, Text, ToolCall, ToolResult
@@ -38,6 +40,12 @@ _ERROR_RE = re.compile(
     r"^.*(?:Error\b|Exception\b|Traceback|FAILED|\bfailed\b|\berror:|\bfatal:|panic:|AssertionError|not found|denied).*$",
     re.M | re.I,
 )
+# the words alone: error lines are found by one linear scan for them, then widened to their line
+# (``_ERROR_RE.findall`` backtracks over every character of every line, once per alternative)
+_ERROR_HINTS = ("error", "exception", "traceback", "failed", "fatal:", "panic:", "not found", "denied")
+_ERROR_WORD_RE = re.compile(
+    r"Error\b|Exception\b|Traceback|FAILED|\bfailed\b|\berror:|\bfatal:|panic:|AssertionError|not found|denied", re.I
+)
 _ID_RE = re.compile(r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])[A-Za-z]{1,8}[_-]?\d{3,}[A-Za-z0-9]*\b|#\d{3,}\b")
 # A decision is a sentence (a run of sentence characters, with its end mark) that holds one of these
 # phrases. Found in two linear passes (sentences, then the phrase in each), never by a pattern that
@@ -47,6 +55,21 @@ _DECISION_WORDS_RE = re.compile(
     r"\b(?:I will|I'll|I decided|decided to|let's|we should|we will|going to|the plan is|instead of)\b", re.I
 )
 _WORD_RE = re.compile(r"[a-z0-9]{3,}")
+
+
+def _skipping(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    r"""``pattern`` plus a last branch that consumes the rest of a word run where nothing matched.
+
+    For a pattern none of whose branches can start right after a word character (each begins with
+    ``\b``, a lookbehind excluding ``\w``, or a non-word character), the matches are exactly the same,
+    but the engine steps over a run's characters in one go instead of failing every branch at each (a
+    640-character hex digest cost 640 times the branches). Matches of the extra branch have ``lastgroup``
+    ``"_skip"`` and are dropped by :func:`_found`."""
+    return re.compile(f"(?:{pattern.pattern})|(?P<_skip>\\w+)", pattern.flags)
+
+
+def _found(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    return (m for m in pattern.finditer(text) if m.lastgroup != "_skip")
 
 #: How much each kind of reference matters, before goal overlap and recency.
 KIND_WEIGHTS: dict[str, float] = {
@@ -62,8 +85,12 @@ def _words(text: str) -> set[str]:
 
 def score_ref(kind: str, value: str, *, goal_words: set[str], recency: float) -> float:
     """Score in [0, 1]: 0.4 type + 0.35 goal overlap + 0.25 recency (0 = oldest, 1 = newest)."""
-    words = _words(value)
-    overlap = len(words & goal_words) / max(1, min(len(words), 6)) if goal_words else 0.0
+    overlap = 0.0
+    if goal_words:
+        words = _VALUE_WORDS.get(value)
+        if words is None:
+            words = _VALUE_WORDS.put(value, frozenset(_words(value)))
+        overlap = len(words & goal_words) / max(1, min(len(words), 6))
     return round(0.4 * KIND_WEIGHTS.get(kind, 0.5) + 0.35 * min(1.0, overlap) + 0.25 * max(0.0, min(1.0, recency)), 4)
 
 
@@ -96,8 +123,10 @@ def extract_refs(
             return
         key = (kind, value)
         prev = found.get(key)
-        merged = {**(prev[1] if prev else {}), **(detail or {})}
-        found[key] = (pos, merged)
+        if prev is None:
+            found[key] = (pos, dict(detail) if detail else {})
+        else:
+            found[key] = (pos, {**prev[1], **detail} if detail else prev[1])
 
     call_args: dict[str, str] = {}
     for pos, m in enumerate(messages):
@@ -116,7 +145,7 @@ def extract_refs(
                 detail = {"call_id": b.call_id}
                 if b.call_id in artifacts:
                     detail["artifact"] = artifacts[b.call_id]
-                errs = [_clip(e, 200) for e in _ERROR_RE.findall(text)[:3]]
+                errs = _result_errors(text)
                 if b.is_error and not errs and text.strip():
                     errs = [_clip(text.strip().splitlines()[0], 200)]
                 for e in errs:
@@ -138,27 +167,134 @@ def extract_refs(
 
 def decisions(text: str) -> list[str]:
     """The sentences of ``text`` that state a decision or plan ("I will …", "let's …", "instead of …")."""
-    return [m.group(0) for m in _SENTENCE_RE.finditer(text) if _DECISION_WORDS_RE.search(m.group(0))]
+    hit = _DECISIONS.get(text)
+    if hit is None:
+        hit = _DECISIONS.put(text, tuple(m.group(0) for m in _SENTENCE_RE.finditer(text)
+                                         if _DECISION_WORDS_RE.search(m.group(0))))
+    return list(hit)
+
+
+def error_lines(text: str, limit: int) -> list[str]:
+    """The first ``limit`` lines of ``text`` that hold an error word: ``_ERROR_RE.findall(text)[:limit]``,
+    in linear time, stopping at ``limit``. ASCII text is checked line by line for the words' lowercase
+    hints first (C-speed substring tests; every branch holds one), so most lines never meet the pattern."""
+    out: list[str] = []
+    if text.isascii():
+        low = text.lower()
+        if not any(h in low for h in _ERROR_HINTS):
+            return out
+        for line, low_line in zip(text.split("\n"), low.split("\n"), strict=True):
+            if any(h in low_line for h in _ERROR_HINTS) and _ERROR_WORD_RE.search(line):
+                out.append(line)
+                if len(out) >= limit:
+                    break
+        return out
+    end = -1
+    for m in _ERROR_WORD_RE.finditer(text):  # re.I folds some non-ASCII letters to ASCII ones: no hints
+        if m.start() <= end:  # on a line already taken
+            continue
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        if end < 0:
+            end = len(text)
+        out.append(text[start:end])
+        if len(out) >= limit:
+            break
+    return out
+
+
+class _Memo:
+    """What a pure scan found in a text, kept per text (bounded, oldest out first): one compaction reads
+    the same tool result in its fold line, the summarizer and the summary's references."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.items: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        return self.items.get(key)
+
+    def put(self, key: Any, value: Any) -> Any:
+        items = self.items
+        if len(items) >= self.size:
+            with suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
+                del items[next(iter(items))]
+        items[key] = value
+        return value
+
+
+_SCANS = _Memo()
+_KEYS = _Memo()
+_VALUE_WORDS = _Memo()
+_DECISIONS = _Memo()  # a reference's words, for its goal overlap (both readers of a span score the same values)
+
+
+# _ID_RE's first branch without its two lookaheads, which its body implies (it starts with a letter, and
+# its letters and separator are followed by digits): the same matches in fewer steps
+_ID_WORD = r"\b[A-Za-z]{1,8}[_-]?\d{3,}[A-Za-z0-9]*\b"
+assert _ID_RE.pattern == r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])" + _ID_WORD[2:] + r"|#\d{3,}\b"
+_ID_SKIP = _skipping(re.compile(_ID_WORD + r"|#\d{3,}\b"))
+_ID_PLAIN = _skipping(re.compile(_ID_WORD))  # without the '#123' branch, for a text without '#'
+_ERRORS = _Memo()
+_DIGITS3_RE = re.compile(r"\d\d\d")
+
+
+def _id_matches(text: str) -> Iterator[str]:
+    """``_ID_RE.findall(text)``, line by line, skipping lines without three digits in a row (every id has
+    them; like a path, an id never spans lines)."""
+    pattern = _ID_SKIP if "#" in text else _ID_PLAIN
+    for line in text.split("\n"):
+        if _DIGITS3_RE.search(line):
+            yield from (m.group(0) for m in _found(pattern, line))
+
+
+def _result_errors(text: str) -> list[str]:
+    """The error lines a tool result's references name (its first three, clipped)."""
+    hit = _ERRORS.get(text)
+    if hit is None:
+        hit = _ERRORS.put(text, tuple(_clip(e, 200) for e in error_lines(text, 3)))
+    return list(hit)
+_FUNC_HINT_RE = re.compile(r"(?:def|class|function|func|fn)\s")
+
+
+def _file_matches(text: str) -> Iterator[str]:
+    """``_FILE_RE.findall(text)``, line by line, skipping lines without a dot (a path never spans lines:
+    its characters exclude the newline, which its lookbehind and lookahead treat as the text's ends)."""
+    for line in text.split("\n"):
+        if "." in line:
+            yield from _FILE_RE.findall(line)
+
+
+def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any] | None], ...]:
+    key = (text, errors)
+    hit = _SCANS.get(key)
+    if hit is not None:
+        return hit  # type: ignore[no-any-return]
+    items: list[tuple[str, str, dict[str, Any] | None]] = []
+    if len(text) > 40_000:  # a huge result: its head and tail carry the references worth keeping
+        text = text[:20_000] + "\n" + text[-20_000:]
+    for sha in ARTIFACT_RE.findall(text):
+        items.append(("artifact", f"artifact://{sha}", {"sha256": sha}))
+    for u in _URL_RE.findall(text)[:20]:
+        items.append(("url", u.rstrip(".:"), None))
+    for f in islice(_file_matches(text), 30):
+        items.append(("file", f, None))
+    if "()" in text or _FUNC_HINT_RE.search(text):  # every match holds one or the other
+        for a, b in islice(_FUNC_RE.findall(text), 20):
+            items.append(("function", a or b, None))
+    for i in islice(_id_matches(text), 20):
+        items.append(("id", i, None))
+    if errors:
+        for e in error_lines(text, 2):
+            items.append(("error", _clip(e, 200), None))
+    return _SCANS.put(key, tuple(items))  # type: ignore[no-any-return]
 
 
 def _scan_text(text: str, pos: int, add: Callable[..., None], *, errors: bool) -> None:
     if not text:
         return
-    if len(text) > 40_000:  # a huge result: its head and tail carry the references worth keeping
-        text = text[:20_000] + "\n" + text[-20_000:]
-    for sha in ARTIFACT_RE.findall(text):
-        add("artifact", f"artifact://{sha}", pos, {"sha256": sha})
-    for u in _URL_RE.findall(text)[:20]:
-        add("url", u.rstrip(".:"), pos)
-    for f in _FILE_RE.findall(text)[:30]:
-        add("file", f, pos)
-    for a, b in _FUNC_RE.findall(text)[:20]:
-        add("function", a or b, pos)
-    for i in _ID_RE.findall(text)[:20]:
-        add("id", i, pos)
-    if errors:
-        for e in _ERROR_RE.findall(text)[:2]:
-            add("error", _clip(e, 200), pos)
+    for kind, value, detail in _scan_items(text, errors):
+        add(kind, value, pos, detail)
 
 
 _KEY_RE = re.compile(
@@ -171,16 +307,50 @@ _KEY_RE = re.compile(
 )
 
 
+# each branch of _KEY_RE with what every one of its matches holds (None: no cheap test); a branch that cannot
+# match a text is left out of the pattern scanning it (the matches are the same, each position tries fewer)
+_KEY_BRANCHES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
+    (r"#[\w-]*\d[\w-]*", ("#",)),
+    (r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b", None),
+    (r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+", ("@",)),
+    (r"\b[A-Z]\w+(?:Error|Exception)\b", ("Error", "Exception")),
+    (r"(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b", ("/",)),
+    (r"\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b", ("_",)),
+)
+assert "|".join(b for b, _ in _KEY_BRANCHES) == _KEY_RE.pattern
+_KEY_VARIANTS: dict[tuple[bool, ...], re.Pattern[str]] = {}
+
+
+def _key_pattern(text: str) -> re.Pattern[str]:
+    """``_KEY_RE`` (skipping word runs) with only the branches that can match in ``text``."""
+    can = tuple(need is None or any(n in text for n in need) for _, need in _KEY_BRANCHES)
+    p = _KEY_VARIANTS.get(can)
+    if p is None:
+        branches = [b for (b, _), ok in zip(_KEY_BRANCHES, can, strict=True) if ok]
+        p = _KEY_VARIANTS[can] = _skipping(re.compile("|".join(branches)))
+    return p
+
+
 def result_keys(text: str, limit: int = 12) -> list[str]:
     """Identifiers in a tool result worth keeping in its one-line fold (ids, paths, errors, symbols).
 
     windowsmith's own notes in the text (the offload footer naming ``read_result``/``search_result``,
     the binary stub, ``[REDACTED:<type>]`` markers, image stubs) are skipped: they are not the result's."""
+    hit = _KEYS.get(text)
+    if hit is not None and (limit <= hit[0] or len(hit[1]) < hit[0]):
+        return list(hit[1][:limit])
+    cap = max(limit, 40)  # one scan answers every caller's limit up to this
+    keys = _result_keys(text, cap)
+    _KEYS.put(text, (cap, tuple(keys)))
+    return keys[:limit]
+
+
+def _result_keys(text: str, limit: int) -> list[str]:
     seen: dict[str, None] = {}
     text = text[:50_000]
     if "[windowsmith:" in text or "[binary output:" in text or "[REDACTED:" in text or "[image: " in text:
         text = BOILERPLATE_RE.sub(" ", text)
-    for m in _KEY_RE.finditer(text):
+    for m in _found(_key_pattern(text), text):
         k = m.group(0)
         if len(k) <= 48 and k not in seen:
             seen[k] = None

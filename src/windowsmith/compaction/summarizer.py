@@ -24,6 +24,7 @@ from typing import Any
 from ..model import Message, Text, ToolCall, ToolResult
 from ..tokens import count_text
 from .base import Reference, Summary
+from .references import decisions as find_decisions
 from .references import extract_refs, format_args, merge_refs, result_keys
 
 SUMMARY_HEADER = "[windowsmith: summary of the earlier conversation; the full transcript is kept in the session log]"
@@ -197,7 +198,7 @@ class OfflineSummarizer:
                 elif isinstance(b, Text) and b.text.strip():
                     if m.role == "assistant":
                         last_text = b.text
-                        decisions.extend(_clip(r.value, 200) for r in extract_refs([m]) if r.kind == "decision")
+                        decisions.extend(_decisions_of(m))
                     questions.extend(_clip(q, 200) for q in _QUESTION_RE.findall(b.text[-20_000:])[-2:])
         totals = dict(prev.get("totals", {}))
         for k, v in tools_used.items():
@@ -218,17 +219,50 @@ class OfflineSummarizer:
             "next_step": _clip(nxt[-1], 240) if nxt else prev.get("next_step", ""),
             "messages": n_msgs, "calls": n_calls, "failed": n_failed, "totals": totals,
         }
-        idents: dict[str, None] = dict.fromkeys(prev.get("identifiers", []))
-        for m in messages:
-            for b in m.content:
-                t = b.text if isinstance(b, Text | ToolResult) else (b.arguments_json if isinstance(b, ToolCall) else "")
-                for k in result_keys(t, 40):
-                    idents.pop(k, None)
-                    idents[k] = None  # the most recent sighting last
-        sections["identifiers"] = list(idents)[-self.max_identifiers:]
+        sections["identifiers"] = _recent_identifiers(messages, prev.get("identifiers", []), self.max_identifiers)
         lessons = _dedupe([*(previous.lessons if previous else ()), *extract_lessons(messages)], 16)
         text = fit_summary(sections, refs[: self.max_refs], budget_tokens)
         return Summary(text, tuple(refs), tuple(lessons), self.name, 0, count_text(text), sections)
+
+
+def _block_text(b: Any) -> str:
+    return b.text if isinstance(b, Text | ToolResult) else (b.arguments_json if isinstance(b, ToolCall) else "")
+
+
+def _recent_identifiers(messages: Sequence[Message], earlier: Sequence[str], n: int) -> list[str]:
+    """The ``n`` identifiers (``result_keys``, 40 a block) sighted last, oldest first, after ``earlier``
+    (the previous summary's). Read from the newest block back, so a long span stops being read once
+    ``n`` are found."""
+    if n <= 0:  # [-0:] keeps everything: the forward fold, as written
+        idents: dict[str, None] = dict.fromkeys(earlier)
+        for m in messages:
+            for b in m.content:
+                for k in result_keys(_block_text(b), 40):
+                    idents.pop(k, None)
+                    idents[k] = None
+        return list(idents)[-n:]
+    found: dict[str, None] = {}
+    for m in reversed(messages):
+        for b in reversed(m.content):
+            for k in reversed(result_keys(_block_text(b), 40)):
+                if k not in found:
+                    found[k] = None
+                    if len(found) >= n:
+                        return list(reversed(found))
+    for k in reversed(list(dict.fromkeys(earlier))):  # an earlier list's first sighting is its place
+        if k not in found:
+            found[k] = None
+            if len(found) >= n:
+                break
+    return list(reversed(found))
+
+
+def _decisions_of(m: Message) -> list[str]:
+    """The decision references ``extract_refs([m])`` finds in one message, in its order (by value: they
+    score alike), without scanning the message for every other kind of reference."""
+    found = {v for b in m.content if isinstance(b, Text)
+             for d in find_decisions(b.text[:20_000])[:4] if len(v := _clip(d, 200).strip()) >= 2}
+    return sorted(found)
 
 
 class FakeSummarizer:

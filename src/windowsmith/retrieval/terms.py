@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 
-_PATH = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://)?[\w.~-]*(?:/[\w.~-]+)+")
+# A path, with or without a scheme: ``(?:[A-Za-z][A-Za-z0-9+.-]*://)?[\w.~-]*(?:/[\w.~-]+)+``, written so
+# that neither branch starts inside a run it could have started earlier in (a scheme not right after a
+# letter, a bare path not right after a path character): the same matches, in linear time (the plain
+# pattern re-scanned a long word run from each of its characters: 77 ms on 6 KB holding hex digests).
+_PATH = re.compile(r"(?<![A-Za-z])[A-Za-z][A-Za-z0-9+.-]*://[\w.~-]*(?:/[\w.~-]+)+|(?<![\w.~-])[\w.~-]*(?:/[\w.~-]+)+")
 _FILE = re.compile(r"\b[\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{0,7}\b")
 _SYMBOL = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\b")
 _ID = re.compile(r"#?\b(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9][A-Za-z0-9_-]{2,}\b")
@@ -27,6 +31,8 @@ def identifiers(text: str, limit: int = 64) -> list[str]:
     """Identifiers in ``text``, first occurrence first, at most ``limit``."""
     found: dict[str, None] = {}
     for rx in (_PATH, _EMAIL, _FILE, _ID):
+        if rx is _EMAIL and "@" not in text:  # it re-scans a word run from each character looking for one
+            continue
         for m in rx.finditer(text):
             t = m.group(0).rstrip(".-/")
             if len(t) >= 3:

@@ -380,6 +380,11 @@ class Store(ABC):
         """Store ``data`` once under its sha256 hex and return it; record that ``session_id`` uses it.
         A blob stored without a session is unreferenced and the next :meth:`gc_blobs` removes it."""
 
+    def put_blobs(self, datas: Sequence[bytes], *, session_id: str | None = None) -> list[str]:
+        """:meth:`put_blob` for each of ``datas``, in one transaction where the store has them (a
+        compaction stores hundreds of folded results at once); returns their sha256 in order."""
+        return [self.put_blob(d, session_id=session_id) for d in datas]
+
     @abstractmethod
     def get_blob(self, sha: str) -> bytes | None:
         """The bytes stored under ``sha``, checked against it, or None."""

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .codec import unpack_text
+
 #: a common prefix shorter than this is not worth a ``prefix`` entry
 MIN_PREFIX = 32
 #: a chain's deltas may add up to this many times its full manifest before a new full one starts it
@@ -150,10 +152,10 @@ def next_head(head: ChainHead | None, delta: bool, ord_: int, pack_id: str, seq:
     return ChainHead(ord_, ord_, pack_id, seq, dict(manifest), 0, n)
 
 
-def rebuild(rows: Iterable[tuple[int, int | None, str]], target: int) -> dict[str, Any]:
+def rebuild(rows: Iterable[tuple[int, int | None, str | bytes]], target: int) -> dict[str, Any]:
     """The full manifest of the row ``target`` from the rows of its chain ``(ord, base_ord, text)`` (others ignored)."""
     by_ord = {o: (b, t) for o, b, t in rows}
-    chain: list[str] = []
+    chain: list[str | bytes] = []
     o: int | None = target
     while o is not None:
         if o not in by_ord:
@@ -164,18 +166,18 @@ def rebuild(rows: Iterable[tuple[int, int | None, str]], target: int) -> dict[st
         b, t = by_ord[o]
         chain.append(t)
         o = b
-    out: dict[str, Any] = json.loads(chain[-1])
+    out: dict[str, Any] = json.loads(unpack_text(chain[-1]))
     for t in reversed(chain[:-1]):
-        out = apply_delta(out, json.loads(t))
+        out = apply_delta(out, json.loads(unpack_text(t)))
     return out
 
 
-def rebuild_all(rows: Iterable[tuple[int, int | None, str]]) -> list[dict[str, Any]]:
+def rebuild_all(rows: Iterable[tuple[int, int | None, str | bytes]]) -> list[dict[str, Any]]:
     """Every manifest of rows ``(ord, base_ord, text)`` in ``ord`` order (one session's packs)."""
     done: dict[int, dict[str, Any]] = {}
     out = []
     for o, b, t in rows:
-        m = json.loads(t)
+        m = json.loads(unpack_text(t))
         if b is not None:
             base = done.get(b)
             if base is None:

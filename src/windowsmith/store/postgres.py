@@ -45,6 +45,7 @@ from .base import (
     unknown_session,
 )
 from .chunks import Chunk, NewChunk, check_namespace, check_scope, check_scopes, tsquery
+from .codec import pack_blob, unpack_blob
 
 if TYPE_CHECKING:
     import psycopg
@@ -224,6 +225,26 @@ def m009_retrieval_tenants(cur: psycopg.Cursor[Any]) -> None:
     cur.execute("ALTER TABLE chunks FORCE ROW LEVEL SECURITY")
     cur.execute(f"CREATE POLICY tenant_isolation ON chunks USING (tenant = {_CURRENT_TENANT}) "
                 f"WITH CHECK (tenant = {_CURRENT_TENANT})")
+
+
+@migration
+def m010_compact_rows(cur: psycopg.Cursor[Any]) -> None:
+    # As the SQLite store's m010: no UNIQUE (session_id, hash) on events (the chain hash covers the parent,
+    # so a session never holds one twice, and nothing looks an event up by hash), and artifacts stored
+    # compressed where zlib pays (a compressed one is shorter than its recorded size; store/codec.py).
+    # Event and manifest text stays plain: TOAST compresses rows over about 2 KB by itself.
+    from psycopg import sql
+
+    from .codec import pack_blob
+
+    cur.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'events'::regclass AND contype = 'u'")
+    for (name,) in cur.fetchall():
+        cur.execute(sql.SQL("ALTER TABLE events DROP CONSTRAINT {}").format(sql.Identifier(name)))
+    cur.execute("ALTER TABLE blobs NO FORCE ROW LEVEL SECURITY")  # every tenant's blobs (the owner migrates)
+    cur.execute("SELECT tenant, sha, data FROM blobs WHERE octet_length(data) = size")
+    packed = [(z, t, sha) for t, sha, data in cur.fetchall() if len(z := pack_blob(bytes(data))) < len(data)]
+    cur.executemany("UPDATE blobs SET data = %s WHERE tenant = %s AND sha = %s", packed)
+    cur.execute("ALTER TABLE blobs FORCE ROW LEVEL SECURITY")
 
 
 _TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv", "chunks")
@@ -575,32 +596,37 @@ class PostgresStore(Store):
     # -- blobs ------------------------------------------------------------------------------------
 
     def put_blob(self, data: bytes, *, session_id: str | None = None) -> str:
-        raw, sha = blob_sha(data)
+        return self.put_blobs([data], session_id=session_id)[0]
+
+    def put_blobs(self, datas: Sequence[bytes], *, session_id: str | None = None) -> list[str]:
+        hashed = [blob_sha(d) for d in datas]
         if session_id is not None:
             check_session_id(session_id)
             if self.tenant:  # a foreign key sees every tenant's sessions; the policies do not
                 self._require_session(session_id)
+        if not hashed:
+            return []
         try:
             with self._tx() as cur:
-                cur.execute(
+                cur.executemany(
                     "INSERT INTO blobs (sha, data, size) VALUES (%s, %s, %s) ON CONFLICT (tenant, sha) DO NOTHING",
-                    (sha, raw, len(raw)),
+                    [(sha, pack_blob(raw), len(raw)) for raw, sha in hashed],
                 )
                 if session_id is not None:
-                    cur.execute(
+                    cur.executemany(
                         "INSERT INTO blob_refs (sha, session_id) VALUES (%s, %s) ON CONFLICT (tenant, sha, session_id) "
                         "DO UPDATE SET created_at = clock_timestamp()",
-                        (sha, session_id),
+                        [(sha, session_id) for _, sha in hashed],
                     )
         except StoreError as e:
             if isinstance(e.__cause__, self._pg.errors.ForeignKeyViolation) and session_id is not None:
                 self._require_session(session_id)
             raise
-        return sha
+        return [sha for _, sha in hashed]
 
     def get_blob(self, sha: str) -> bytes | None:
-        rows = self._read("SELECT data FROM blobs WHERE sha = %s", (sha,))
-        return check_blob(sha, bytes(rows[0][0]), self._where()) if rows else None
+        rows = self._read("SELECT data, size FROM blobs WHERE sha = %s", (sha,))
+        return check_blob(sha, unpack_blob(rows[0][0], rows[0][1]), self._where()) if rows else None
 
     def blob_refs(self, sha: str) -> list[str]:
         rows = self._read("SELECT session_id FROM blob_refs WHERE sha = %s ORDER BY session_id", (sha,))

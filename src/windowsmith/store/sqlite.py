@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import StoreError, UsageError
 from ..model import Event
-from . import packs
+from . import codec, packs
 from .base import (
     Migrations,
     PreparedEvent,
@@ -47,6 +47,7 @@ from .base import (
     unknown_session,
 )
 from .chunks import Chunk, NewChunk, check_namespace, check_scope, check_scopes, fts5_query
+from .codec import pack_blob, pack_text, unpack_blob, unpack_text
 
 MIGRATIONS_TABLE = "_windowsmith_migrations"
 
@@ -286,6 +287,15 @@ def m009_retrieval_tenants(conn: sqlite3.Connection) -> None:
                  "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
 
 
+@migration
+def m010_compact_rows(conn: sqlite3.Connection) -> None:
+    # Leaner rows: event JSON, pack manifests and artifacts compressed where zlib pays (store/codec.py),
+    # and the events table without its UNIQUE (session_id, hash) index (the chain hash covers the parent,
+    # so a session never holds one twice, and nothing looks an event up by hash). Rewrites existing rows;
+    # the file shrinks at the next VACUUM (`windowsmith gc`).
+    codec.compact_sqlite(conn)
+
+
 _WRITABLE_HINT = (
     "the store needs a writable folder: pass --store (or Engine(store=...)) with a path on a writable "
     "file system, or set WINDOWSMITH_HOME to one"
@@ -510,7 +520,7 @@ class SQLiteStore(Store):
                 "INSERT INTO events (session_id, seq, kind, data, hash, parent, created_at, tenant) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (session_id, head_seq + 1 + i, p.kind, p.data_json, p.hash, p.parent, ts, self.tenant)
+                    (session_id, head_seq + 1 + i, p.kind, pack_text(p.data_json), p.hash, p.parent, ts, self.tenant)
                     for i, p in enumerate(prepared)
                 ],
             )
@@ -534,7 +544,7 @@ class SQLiteStore(Store):
             )
             if not rows:
                 self._require_session(session_id)
-        return [event_from_row(*r) for r in rows]
+        return [event_from_row(seq, kind, unpack_text(data), h, parent) for seq, kind, data, h, parent in rows]
 
     def head(self, session_id: str) -> Event | None:
         check_session_id(session_id)
@@ -546,7 +556,10 @@ class SQLiteStore(Store):
             )
             if not rows:
                 self._require_session(session_id)
-        return event_from_row(*rows[0]) if rows else None
+        if not rows:
+            return None
+        seq, kind, data, h, parent = rows[0]
+        return event_from_row(seq, kind, unpack_text(data), h, parent)
 
     # -- packs ------------------------------------------------------------------------------------
 
@@ -566,7 +579,7 @@ class SQLiteStore(Store):
                 cur = db.execute(
                     "INSERT INTO packs (id, session_id, seq, manifest, created_at, base_ord, snap_ord, tenant) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                    (pack_id, session_id, seq, text, _ts(), head.ord if delta and head is not None else None, snap,
+                    (pack_id, session_id, seq, pack_text(text), _ts(), head.ord if delta and head is not None else None, snap,
                      self.tenant),
                 )
             except sqlite3.IntegrityError:  # the foreign key: no such session
@@ -594,7 +607,7 @@ class SQLiteStore(Store):
             return None
         o, sid, base, snap, text = row
         if base is None:
-            return json.loads(text)  # type: ignore[no-any-return]
+            return json.loads(unpack_text(text))  # type: ignore[no-any-return]
         rows = db.execute("SELECT ord, base_ord, manifest FROM packs WHERE session_id = ? AND tenant = ? AND ord >= ? "
                           "AND ord <= ? ORDER BY ord", (sid, self.tenant, snap, o)).fetchall()
         return packs.rebuild(rows, o)
@@ -619,29 +632,35 @@ class SQLiteStore(Store):
     # -- blobs ------------------------------------------------------------------------------------
 
     def put_blob(self, data: bytes, *, session_id: str | None = None) -> str:
-        raw, sha = blob_sha(data)
+        return self.put_blobs([data], session_id=session_id)[0]
+
+    def put_blobs(self, datas: Sequence[bytes], *, session_id: str | None = None) -> list[str]:
+        hashed = [blob_sha(d) for d in datas]
         if session_id is not None:
             check_session_id(session_id)
+        if not hashed:
+            return []
         with self._write() as db:
             if session_id is not None and not db.execute(
                     "SELECT 1 FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)).fetchone():
                 raise unknown_session(session_id)
-            db.execute(
+            ts = _ts()
+            db.executemany(
                 "INSERT INTO blobs (tenant, sha, data, size, created_at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant, sha) DO NOTHING",
-                (self.tenant, sha, raw, len(raw), _ts()),
+                [(self.tenant, sha, pack_blob(raw), len(raw), ts) for raw, sha in hashed],
             )
             if session_id is not None:
-                db.execute(
+                db.executemany(
                     "INSERT INTO blob_refs (tenant, sha, session_id, created_at) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT (tenant, sha, session_id) DO UPDATE SET created_at = excluded.created_at",
-                    (self.tenant, sha, session_id, _ts()),
+                    [(self.tenant, sha, session_id, ts) for _, sha in hashed],
                 )
-        return sha
+        return [sha for _, sha in hashed]
 
     def get_blob(self, sha: str) -> bytes | None:
-        rows = self._read("SELECT data FROM blobs WHERE tenant = ? AND sha = ?", (self.tenant, sha))
-        return check_blob(sha, bytes(rows[0][0]), self.path) if rows else None
+        rows = self._read("SELECT data, size FROM blobs WHERE tenant = ? AND sha = ?", (self.tenant, sha))
+        return check_blob(sha, unpack_blob(rows[0][0], rows[0][1]), self.path) if rows else None
 
     def blob_refs(self, sha: str) -> list[str]:
         return [r[0] for r in self._read("SELECT session_id FROM blob_refs WHERE tenant = ? AND sha = ? ORDER BY session_id",

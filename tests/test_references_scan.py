@@ -1,0 +1,146 @@
+"""The reference and fold-key scanners: the linear-time versions find exactly what the plain patterns
+find (property tests against the patterns they replace), and one compaction scans each result once."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from windowsmith.compaction import references as R
+from windowsmith.compaction.summarizer import _recent_identifiers
+from windowsmith.model import Message, Text
+
+PIECES = ["a", "Z", "_", "1", "0", "9", "#", "@", ".", "/", "-", "+", ":", "(", ")", "()", " ", "\n", "\r\n", "\t",
+          "def ", "class ", "fn\n", "Error", "Exception", "ValueError", "xfailed", "FAILED", "failed", "error:",
+          "fatal:", "panic:", "not found", "deNIED", "Traceback", "src/", ".py", "a.py:12", "../", "x.com", "a@b.co",
+          "é", "ß", "\u017f", "\u212a", "\u0130", "ID", "AB12C", "req-", "snake_case", "HAT170", "#W23", "abc", "DEF9", "0123456789abcdef",
+          "[REDACTED:aws]"]
+texts = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
+
+
+def plain_items(text: str, errors: bool) -> list[tuple[str, str]]:
+    """What ``_scan_text`` found before it was made linear: one ``findall`` per pattern."""
+    out = [("artifact", f"artifact://{sha}") for sha in R.ARTIFACT_RE.findall(text)]
+    out += [("url", u.rstrip(".:")) for u in R._URL_RE.findall(text)[:20]]
+    out += [("file", f) for f in R._FILE_RE.findall(text)[:30]]
+    out += [("function", a or b) for a, b in R._FUNC_RE.findall(text)[:20]]
+    out += [("id", i) for i in R._ID_RE.findall(text)[:20]]
+    if errors:
+        out += [("error", R._clip(e, 200)) for e in R._ERROR_RE.findall(text)[:2]]
+    return out
+
+
+def plain_keys(text: str, limit: int) -> list[str]:
+    seen: dict[str, None] = {}
+    text = text[:50_000]
+    if "[windowsmith:" in text or "[binary output:" in text or "[REDACTED:" in text or "[image: " in text:
+        text = R.BOILERPLATE_RE.sub(" ", text)
+    for m in R._KEY_RE.finditer(text):
+        k = m.group(0)
+        if len(k) <= 48 and k not in seen:
+            seen[k] = None
+            if len(seen) >= limit:
+                break
+    return list(seen)
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts)
+def test_scanners_find_what_the_plain_patterns_find(text: str) -> None:
+    for errors in (False, True):
+        assert [(k, v) for k, v, _ in R._scan_items(text, errors)] == plain_items(text, errors)
+    for limit in (1, 3, 100):
+        assert R.error_lines(text, limit) == R._ERROR_RE.findall(text)[:limit]
+    R._KEYS.items.clear()
+    for limit in (3, 12, 40, 60):
+        assert R.result_keys(text, limit) == plain_keys(text, limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(texts, min_size=1, max_size=2), min_size=1, max_size=8),
+       st.lists(st.sampled_from(["old_one", "snake_case", "HAT170", "two_x"]), max_size=4), st.integers(0, 12))
+def test_recent_identifiers_read_backwards_equal_the_forward_fold(blocks: list[list[str]], earlier: list[str],
+                                                                   n: int) -> None:
+    messages = [Message("user", tuple(Text(t) for t in b if t) or (Text("x"),)) for b in blocks]
+    idents: dict[str, None] = dict.fromkeys(earlier)
+    for m in messages:
+        for b in m.content:
+            for k in R.result_keys(b.text, 40):
+                idents.pop(k, None)
+                idents[k] = None
+    assert _recent_identifiers(messages, earlier, n) == list(idents)[-n:]
+
+
+def test_long_word_runs_and_error_lines_scan_in_linear_steps() -> None:
+    """A 640-character hex run is stepped over in one match of the skipping branch, not one failed
+    attempt per character per branch; error lines are tested by substring before any pattern runs."""
+    run = "0123456789abcdef" * 40
+    skips = [m for m in R._key_pattern(run).finditer(run) if m.lastgroup == "_skip"]
+    assert [m.span() for m in skips] == [(0, len(run))]
+    calls = []
+    pattern = R._ERROR_WORD_RE
+    try:
+        R._ERROR_WORD_RE = _Counting(pattern, calls)  # type: ignore[assignment]
+        text = "\n".join(["ok line"] * 1000 + ["FAILED tests/a.py::t - AssertionError"])
+        assert R.error_lines(text, 3) == ["FAILED tests/a.py::t - AssertionError"]
+    finally:
+        R._ERROR_WORD_RE = pattern
+    assert len(calls) == 1  # one line holds a hint: one search, not a scan of every line
+
+
+class _Counting:
+    def __init__(self, pattern: re.Pattern[str], calls: list[str]) -> None:
+        self.pattern, self.calls = pattern, calls
+
+    def search(self, s: str) -> re.Match[str] | None:
+        self.calls.append(s)
+        return self.pattern.search(s)
+
+    def finditer(self, s: str):  # type: ignore[no-untyped-def]
+        self.calls.append(s)
+        return self.pattern.finditer(s)
+
+
+def test_a_result_is_scanned_once_for_its_fold_and_its_references() -> None:
+    text = "FAILED tests/test_x.py::test_y - KeyError\nsrc/pkg/mod_a.py line 3 in handle_it\n" * 5
+    R._KEYS.items.clear()
+    R._SCANS.items.clear()
+    calls = []
+    real = R._result_keys
+    try:
+        R._result_keys = lambda t, limit: calls.append(t) or real(t, limit)  # type: ignore[assignment]
+        fold = R.result_keys(text, 12)
+        summary = R.result_keys(text, 40)
+    finally:
+        R._result_keys = real
+    assert len(calls) == 1 and summary[:12] == fold
+    first = R._scan_items(text, False)
+    assert R._scan_items(text, False) is first  # the second reader (the summary's references) reuses it
+
+
+PATH_PLAIN = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://)?[\w.~-]*(?:/[\w.~-]+)+")
+path_texts = st.lists(st.sampled_from(["a", "Z", "1", "_", "~", ".", "-", "+", "/", "//", ":", "://", "http", "x", "é",
+                                       " ", "\n", "@", "0123456789abcdef", "1http://", "_http://", "a/b", "~/", ".."]),
+                      max_size=30).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(path_texts)
+def test_query_term_paths_are_the_plain_patterns_matches(text: str) -> None:
+    from windowsmith.retrieval import terms
+
+    assert [m.span() for m in terms._PATH.finditer(text)] == [m.span() for m in PATH_PLAIN.finditer(text)]
+
+
+def test_query_terms_of_a_long_word_run_take_linear_steps() -> None:
+    """A 64 KB run of hex is stepped over once per branch, not once per character (the plain pattern
+    took seconds on it); what ``identifiers`` finds around it is unchanged."""
+    from windowsmith.retrieval import terms
+
+    run = "0123456789abcdef" * 4096
+    text = f"see src/pkg/mod_a.py and https://example.com/x/y\n{run}\nthen docs/guide.md"
+    assert [m.group(0) for m in terms._PATH.finditer(text)] == [m.group(0) for m in PATH_PLAIN.finditer(text[:60])] + [
+        "docs/guide.md"]
+    assert terms.identifiers(text)[:3] == ["src/pkg/mod_a.py", "https://example.com/x/y", "docs/guide.md"]
