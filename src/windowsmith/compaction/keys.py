@@ -134,7 +134,7 @@ def rank_lost(dropped: Sequence[Mention], *, kept: Iterable[str] = (), goal: str
 
     def score(k: str) -> float:
         recency = (last[k] + 1) / n
-        return (4.0 * (k in goal_ids) + 2.0 * (k in failed) + 3.0 * recency + 0.8 * math.log2(1 + count[k])
+        return (10.0 * (k in goal_ids) + 2.0 * (k in failed) + 3.0 * recency + 0.8 * math.log2(1 + count[k])
                 + 1.0 * (k in acted) + KIND_BONUS.get(kind[k], 0.0))
 
     ranked = sorted(last, key=lambda k: (-score(k), -last[k], k))
