@@ -1,6 +1,7 @@
 """The emergency stage, no model: keep the pinned request, the summary, a work log of one line per dropped
-exchange and the last ``emergency_keep`` messages (fewer when they would leave the request above
-``summary_target``; the newest unit always)."""
+exchange, an index of the identifiers the dropped span named and the kept request lost (``keys.py``, within
+``index_ratio`` of the budget) and the last ``emergency_keep`` messages (fewer when they would leave the request
+above ``summary_target``; the newest unit always)."""
 
 from __future__ import annotations
 
