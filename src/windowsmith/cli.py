@@ -204,7 +204,7 @@ def _print_replay(result: Any, console: Console) -> None:
 
 def _action_label(a: dict[str, Any]) -> str:
     """``kind layer``, for a shrink the messages it shrank: ``shrink history (seq 1 6,812→1,190)``, for an
-    emergency cut the size and head of its identifier index: ``emergency history (index 42: HAT170, a/b.py, …)``."""
+    emergency cut the size and head of its identifier index: ``emergency history (index 42: HAT170, a/b.py, KeyError +39)``."""
     label = f"{a['kind']} {a['layer']}"
     detail = a.get("detail") or {}
     shrunk = detail.get("shrunk") if a["kind"] == "shrink" else None
@@ -212,7 +212,7 @@ def _action_label(a: dict[str, Any]) -> str:
         label += " (" + "; ".join(f"seq {x['seq']} {x['tokens_before']:,}→{x['tokens_after']:,}" for x in shrunk) + ")"
     index = detail.get("index") if a["kind"] == "emergency" else None
     if index:
-        label += f" (index {len(index)}: " + ", ".join(index[:3]) + (", …" if len(index) > 3 else "") + ")"
+        label += f" (index {len(index)}: " + ", ".join(index[:3]) + (f" +{len(index) - 3}" if len(index) > 3 else "") + ")"
     return label
 
 
