@@ -139,13 +139,13 @@ _IDENT_RE = re.compile(
     r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"  # UUIDs
     r"|(?P<date>(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w]))"  # ISO dates: 2024-05-23
     r"|(?P<dotted>\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)"  # dotted: models.py, os.path.join
-    r"|(?P<snake>\b[A-Za-z][A-Za-z0-9]*_\w*|\b_+[A-Za-z0-9]\w*)"  # snake_case, UPPER_CASE, dir_, _private, __init__
+    r"|(?P<snake>\b(?=\w{4})(?:[A-Za-z][A-Za-z0-9]*_\w*|_+[A-Za-z0-9]\w*))"  # snake_case, UPPER_CASE, dir_, _private
     r"|(?P<camel>\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b[A-Z]{2,}[a-z]\w*\b)"  # camelCase, CamelCase, HTTPServer
     r"|(?P<id>#[\w-]*\d[\w-]*"  # #W2378156
     r"|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # HAT170
     r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b)"  # digests
     r"|(?P<code>\b[A-Z]{1,3}\d{3,4}\b)"  # linter / error codes: E501, W0611
-    r"|(?P<digit>\b[A-Za-z]+\d\w*\b)"  # words with a digit: float64, sha256, number1
+    r"|(?P<digit>\b(?=\w{4})[A-Za-z]+\d\w*\b)"  # words with a digit, 4+ characters: float64, sha256, number1
     r"|(?P<number>(?<![\w.])\d{3,}(?:\.\d+)?(?![\w]|\.\d))"  # numbers (a sentence's full stop may follow)
 )
 #: how much an identifier of each kind matters when an index cannot hold them all
