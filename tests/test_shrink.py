@@ -125,7 +125,8 @@ def test_bench_replay_of_swe_agent_runs_at_8k_has_no_blind_call(tmp_path, path):
         strat.close()
     assert rm.error is None and rm.calls >= 5
     assert rm.blind_calls == 0 and rm.over_window == 0
-    assert rm.events.get("shrink", 0) >= 1  # the pinned request is over its share of a full history
+    if path == SWE_AGENT:  # (mini-swe-agent's emergency cuts now leave its pinned request within its share)
+        assert rm.events.get("shrink", 0) >= 1  # the pinned request is over its share of a full history
 
 
 def test_shrunk_view_text_is_in_the_log_for_replay(tmp_path):

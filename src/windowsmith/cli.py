@@ -203,11 +203,16 @@ def _print_replay(result: Any, console: Console) -> None:
 
 
 def _action_label(a: dict[str, Any]) -> str:
-    """``kind layer``, and for a shrink the messages it shrank: ``shrink history (seq 1 6,812→1,190)``."""
+    """``kind layer``, for a shrink the messages it shrank: ``shrink history (seq 1 6,812→1,190)``, for an
+    emergency cut the size and head of its identifier index: ``emergency history (index 42: HAT170, a/b.py, KeyError +39)``."""
     label = f"{a['kind']} {a['layer']}"
-    shrunk = (a.get("detail") or {}).get("shrunk") if a["kind"] == "shrink" else None
+    detail = a.get("detail") or {}
+    shrunk = detail.get("shrunk") if a["kind"] == "shrink" else None
     if shrunk:
         label += " (" + "; ".join(f"seq {x['seq']} {x['tokens_before']:,}→{x['tokens_after']:,}" for x in shrunk) + ")"
+    index = detail.get("index") if a["kind"] == "emergency" else None
+    if index:
+        label += f" (index {len(index)}: " + ", ".join(index[:3]) + (f" +{len(index) - 3}" if len(index) > 3 else "") + ")"
     return label
 
 

@@ -9,7 +9,7 @@ older logs: optional fields may be missing).
 |---|---|---|
 | ``mask`` | folds, images, saved_tokens, reason, economics | each fold's exchange becomes its line; images become stubs |
 | ``summary`` | span, keep_from_seq, transcript, summary, summarizer, absorbs, reason | the span leaves; the summary replaces the previous one |
-| ``emergency`` | span, keep_from_seq, work_log, transcript, artifacts, reason | the span leaves; the work log becomes the record's |
+| ``emergency`` | span, keep_from_seq, work_log, transcript, artifacts, reason, index | the span leaves; the work log and the identifier index become the record's |
 | ``truncate`` | keep_from_seq, transcript, dropped_units, dropped_tokens, reason | the assembler's drop, made durable |
 | ``shrink`` | entries (seq, at, text, artifact, tokens), reason | each entry's text block becomes its compressed view |
 | ``failed`` | stage, summarizer, span, reason | none: audit only (so is any unknown type) |
@@ -141,17 +141,31 @@ class EmergencyRecord:
     artifacts: tuple[str, ...]
     reason: str
     seq: int = field(default=-1, compare=False)
+    index: tuple[str, ...] = ()  # the whole new index of identifiers the dropped history lost, best first
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.kind, "first_seq": self.first_seq, "last_seq": self.last_seq,
-                "keep_from_seq": self.keep_from_seq, "work_log": list(self.work_log), "transcript": self.transcript,
-                "artifacts": list(self.artifacts), "reason": self.reason}
+        d: dict[str, Any] = {"type": self.kind, "first_seq": self.first_seq, "last_seq": self.last_seq,
+                             "keep_from_seq": self.keep_from_seq, "work_log": list(self.work_log),
+                             "transcript": self.transcript, "artifacts": list(self.artifacts), "reason": self.reason}
+        if self.index:  # absent when empty: logs written before the index replay unchanged
+            d["index"] = list(self.index)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], seq: int = -1) -> EmergencyRecord:
         return cls(int(d.get("first_seq", -1)), int(d.get("last_seq", -1)), int(d.get("keep_from_seq", 0)),
                    tuple(str(x) for x in d.get("work_log", ())), _opt_str(d.get("transcript")),
-                   tuple(str(a) for a in d.get("artifacts", ())), str(d.get("reason", "")), seq)
+                   tuple(str(a) for a in d.get("artifacts", ())), str(d.get("reason", "")), seq,
+                   tuple(str(x) for x in d.get("index", ()) or ()))
+
+
+#: The line that shows an emergency record's ``index`` in the summary message (``render_index``).
+INDEX_HEAD = "[windowsmith: identifiers the dropped history named, most relevant first: "
+
+
+def render_index(entries: Sequence[str]) -> str:
+    """The line the summary message carries for an identifier index (``""`` for none)."""
+    return INDEX_HEAD + ", ".join(entries) + "]" if entries else ""
 
 
 @dataclass(frozen=True)
@@ -304,6 +318,7 @@ def _opt_int(v: Any) -> int | None:
 
 
 __all__ = [
+    "INDEX_HEAD",
     "CompactionRecord",
     "EmergencyRecord",
     "FailedRecord",
@@ -319,4 +334,5 @@ __all__ = [
     "UnknownRecord",
     "compaction_record",
     "last_of",
+    "render_index",
 ]

@@ -25,9 +25,11 @@ them instead of recomputing them (no summarizer runs on load). They carry their 
   (and the work log, if any) takes their place. A newer summary replaces the older one (rolling).
   ``"transcript"``: the sha of an artifact holding the summarized messages verbatim, whose first line
   links the previous compaction's transcript; the summary message ends with a reference to the newest.
-* ``emergency``: ``{"keep_from_seq", "work_log": [lines], ...}`` — like ``truncate`` but the dropped
-  exchanges leave one line each in the work log shown after the summary (the record holds the whole
-  log, older lines first; a later summary absorbs and clears it); ``"transcript"`` as for ``summary``.
+* ``emergency``: ``{"keep_from_seq", "work_log": [lines], "index": [identifiers], ...}`` — like ``truncate``
+  but the dropped exchanges leave one line each in the work log shown after the summary (the record holds
+  the whole log, older lines first; a later summary absorbs and clears it), followed by the record's index
+  of the identifiers the dropped history named and the view lost (``render_index``; cleared by a later
+  summary too); ``"transcript"`` as for ``summary``.
 * ``truncate``: ``{"keep_from_seq", "transcript", ...}`` — the assembler dropped the oldest units to fit;
   their transcript is linked like a summary's.
 * ``shrink``: ``{"entries": [{"seq", "at", "text", "artifact", ...}], ...}`` — the text block at path ``at``
@@ -58,6 +60,7 @@ from .records import (
     SummaryRecord,
     TruncateRecord,
     compaction_record,
+    render_index,
 )
 from .request import Lineage
 from .snapshot import Snapshot
@@ -178,6 +181,7 @@ class SessionState:
     message_seqs: list[int] = field(default_factory=list)  # log seq of each entry of ``messages``
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
+    index: list[str] = field(default_factory=list)  # identifiers the dropped history named and the view lost, best first
     lessons: list[dict[str, Any]] = field(default_factory=list)  # memory candidates with provenance
     transcript: str | None = None  # sha of the newest compacted-span transcript (each links the one before)
     rewrites: int = 0  # bumps when units already in the view are rewritten (mask, summary)
@@ -265,8 +269,10 @@ class SessionState:
         if isinstance(rec, SummaryRecord) and rec.summary:
             self.summary = dict(rec.summary)
             self.work_log = []  # the summary absorbed it
+            self.index = []
         if isinstance(rec, EmergencyRecord):
             self.work_log = list(rec.work_log)[-WORK_LOG_LINES:]  # the whole new log
+            self.index = list(rec.index)
         if rec.transcript:
             self.transcript = rec.transcript
             self._summary_message = None
@@ -370,13 +376,15 @@ class SessionState:
     @property
     def summary_message(self) -> Message | None:
         """The user message that stands for everything compacted away: the summary, then the work log."""
-        if self._summary_message is None and (self.summary or self.work_log or self.transcript):
+        if self._summary_message is None and (self.summary or self.work_log or self.index or self.transcript):
             parts = []
             if self.summary and self.summary.get("text"):
                 parts.append(str(self.summary["text"]))
             if self.work_log:
                 parts.append("[windowsmith: work log of earlier exchanges dropped to fit the window; "
                              "artifact:// references can be read back]\n" + "\n".join(self.work_log))
+            if self.index:
+                parts.append(render_index(self.index))
             if self.transcript:
                 parts.append(f"[the full transcript of the compacted history: artifact://{self.transcript} "
                              "— read it with read_result or search_result]")

@@ -127,48 +127,66 @@ def head_tail(text: str, budget_tokens: int, count_tokens: CountTokens, *, head_
 # The identifiers a cut must not lose
 # ---------------------------------------------------------------------------------------------------
 
-#: Identifiers an agent's next action reuses: paths and file names, error names, dotted / snake_case /
-#: camelCase symbols, ids (capitals + digits, ``#123``, hex digests), numbers of 3+ digits. Every
-#: alternative starts at a boundary and its repetitions are delimited, so a scan is linear in the text.
+#: Identifiers an agent's next action reuses: paths and file names, error names and codes, dotted /
+#: snake_case / UPPER_CASE / _private / camelCase / acronym-led (``HTTPServer``) symbols, words with a digit
+#: (``float64``), ids (capitals + digits, ``#123``, e-mail addresses, UUIDs, hex digests), ISO dates, numbers
+#: of 3+ digits. Every alternative starts at a boundary and its repetitions are delimited, so a scan is
+#: linear in the text.
 _IDENT_RE = re.compile(
     r"(?P<path>(?<![\w.~/-])(?:[\w.~-]+)?(?:/[\w.-]+)+)"  # paths: src/a/b.py, /etc/hosts
     r"|(?P<error>\b[A-Z]\w*(?:Error|Exception|Warning)\b)"  # error names
+    r"|(?P<email>(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+)"  # e-mail addresses
+    r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"  # UUIDs
+    r"|(?P<date>(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w]))"  # ISO dates: 2024-05-23
     r"|(?P<dotted>\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)"  # dotted: models.py, os.path.join
-    r"|(?P<snake>\b[a-z][a-z0-9]*_\w+\b)"  # snake_case
-    r"|(?P<camel>\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b)"  # camelCase, CamelCase
+    r"|(?P<snake>\b(?=\w{4})(?:[A-Za-z][A-Za-z0-9]*_\w*|_+[A-Za-z0-9]\w*))"  # snake_case, UPPER_CASE, dir_, _private
+    r"|(?P<camel>\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b[A-Z]{2,}[a-z]\w*\b)"  # camelCase, CamelCase, HTTPServer
     r"|(?P<id>#[\w-]*\d[\w-]*"  # #W2378156
     r"|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # HAT170
     r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b)"  # digests
-    r"|(?P<number>(?<![\w.])\d{3,}(?:\.\d+)?(?![\w.]))"  # numbers
+    r"|(?P<code>\b[A-Z]{1,3}\d{3,4}\b)"  # linter / error codes: E501, W0611
+    r"|(?P<digit>\b(?=\w{4})[A-Za-z]+\d\w*\b)"  # words with a digit, 4+ characters: float64, sha256, number1
+    r"|(?P<number>(?<![\w.])\d{3,}(?:\.\d+)?(?![\w]|\.\d))"  # numbers (a sentence's full stop may follow)
 )
 #: how much an identifier of each kind matters when an index cannot hold them all
-_KIND_WEIGHT = {"error": 5, "path": 3, "dotted": 3, "camel": 2, "id": 2, "snake": 1, "number": 0}
+_KIND_WEIGHT = {"error": 5, "code": 4, "path": 3, "dotted": 3, "camel": 2, "id": 2, "email": 2, "uuid": 2, "date": 2,
+                "snake": 1, "digit": 1, "number": 0}
 #: lines that report a failure: their identifiers rank first
 _FAIL_LINE_RE = re.compile(r"(?im)^[^\n]*?(?:error|exception|traceback|fail|fatal|panic|denied|not found)[^\n]*")
 IDENT_SCAN_CHARS = 400_000  # an index is built from at most this much of a text
 
 
+def identifier_kinds(text: str) -> dict[str, tuple[str, bool]]:
+    """Each identifier of ``text`` (once, in order of first appearance) with its kind (a group name of
+    ``_IDENT_RE``: ``path``, ``error``, ``number``, ...) and whether one of its mentions is on a line that
+    reports a failure."""
+    fails = [(m.start(), m.end()) for m in _FAIL_LINE_RE.finditer(text, 0, IDENT_SCAN_CHARS)]
+    starts = [a for a, _ in fails]
+    out: dict[str, tuple[str, bool]] = {}
+    for m in _IDENT_RE.finditer(text, 0, IDENT_SCAN_CHARS):
+        k = m.group(0).rstrip(".-")
+        if not 3 <= len(k) <= 80 or "artifact://" in k:
+            continue
+        prev = out.get(k)
+        if prev is not None and prev[1]:
+            continue
+        on_fail = False
+        if fails:
+            i = bisect.bisect_right(starts, m.start()) - 1
+            on_fail = i >= 0 and m.start() < fails[i][1]
+        out[k] = (prev[0] if prev else (m.lastgroup or ""), on_fail)
+    return out
+
+
 def identifiers(text: str, *, ranked: bool = False) -> list[str]:
     """The identifiers of ``text`` (see ``_IDENT_RE``), once each, in order of first appearance; ``ranked``:
     by importance instead (on a failure line first, then by kind: error names, paths, symbols, ids, numbers)."""
-    first: dict[str, tuple[int, int]] = {}
-    fails: list[tuple[int, int]] = []
-    if ranked:
-        fails = [(m.start(), m.end()) for m in _FAIL_LINE_RE.finditer(text, 0, IDENT_SCAN_CHARS)]
-    starts = [a for a, _ in fails]
-    for m in _IDENT_RE.finditer(text, 0, IDENT_SCAN_CHARS):
-        k = m.group(0).rstrip(".-")
-        if not 3 <= len(k) <= 80 or "artifact://" in k or k in first:
-            continue
-        w = _KIND_WEIGHT.get(m.lastgroup or "", 0)
-        if fails:
-            i = bisect.bisect_right(starts, m.start()) - 1
-            if i >= 0 and m.start() < fails[i][1]:
-                w += 4
-        first[k] = (-w, m.start())
     if not ranked:
-        return list(first)
-    return sorted(first, key=lambda k: first[k])
+        return list(dict.fromkeys(k for m in _IDENT_RE.finditer(text, 0, IDENT_SCAN_CHARS)
+                                  if 3 <= len(k := m.group(0).rstrip(".-")) <= 80 and "artifact://" not in k))
+    kinds = identifier_kinds(text)
+    order = {k: i for i, k in enumerate(kinds)}
+    return sorted(kinds, key=lambda k: (-(_KIND_WEIGHT.get(kinds[k][0], 0) + 4 * kinds[k][1]), order[k]))
 
 
 def identifier_index(full: str, view: str, budget_tokens: int, count_tokens: CountTokens) -> str:
@@ -250,7 +268,8 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
 
 __all__ = ["EXACT_COUNT_LIMIT", "JSON_PARSE_LIMIT", "NOT_JSON", "SAMPLE_CHARS", "CountTokens", "chars_per_token", "clip_messages",
            "compact_json",
-           "elide", "elision_marker", "fits_cheaply", "head_tail", "identifier_index", "identifiers", "try_json"]
+           "elide", "elision_marker", "fits_cheaply", "head_tail", "identifier_index", "identifier_kinds", "identifiers",
+           "try_json"]
 
 
 def compact_json(text: str) -> str | None:

@@ -38,7 +38,8 @@ class CompactionConfig:
     request above ``summary_target``, the newest unit always; so a rebuild never truncates again). ``expected_turns``: remaining
     turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
     is replaced by a text stub naming it and its artifact once this many assistant turns followed it,
-    in a mask batch (``None``: never). ``enabled=False`` turns proactive compaction off (the assembler
+    in a mask batch (``None``: never). ``index_ratio``: the share of the available budget the emergency stage's
+    index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``enabled=False`` turns proactive compaction off (the assembler
     still truncates to fit).
     """
 
@@ -60,7 +61,8 @@ class CompactionConfig:
     fold_chars: int = 160
     fold_keys: int = 12  # identifiers (ids, paths, error names, symbols) a fold keeps from its result
     extract_lessons: bool = True
-    work_log_ratio: float = 0.08  # the work log of emergency truncations keeps its newest lines within this share
+    work_log_ratio: float = 0.03  # the work log of emergency truncations keeps its newest lines within this share (0.08 before the index)
+    index_ratio: float = 0.05  # the emergency index of identifiers the dropped history lost takes at most this share
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
 
     def __post_init__(self) -> None:
@@ -76,6 +78,9 @@ class CompactionConfig:
             raise ConfigError(f"cut_at is a fraction of the available budget in (0, 1], got {self.cut_at}")
         if self.summary_tokens < 64 or self.emergency_keep < 1 or self.expected_turns < 0:
             raise ConfigError("summary_tokens must be >= 64, emergency_keep >= 1 and expected_turns >= 0")
+        if not 0 <= self.index_ratio < 0.5:
+            raise ConfigError(f"index_ratio is a fraction of the available budget in [0, 0.5) (0: no index), "
+                              f"got {self.index_ratio}")
         if self.image_keep_turns is not None and self.image_keep_turns < 1:
             raise ConfigError(f"image_keep_turns must be >= 1 (the model sees an image at least once) or None "
                               f"(images are never replaced), got {self.image_keep_turns}")

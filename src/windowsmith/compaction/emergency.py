@@ -1,12 +1,16 @@
 """The emergency stage, no model: keep the pinned request, the summary, a work log of one line per dropped
-exchange and the last ``emergency_keep`` messages (fewer when they would leave the request above
-``summary_target``; the newest unit always)."""
+exchange, an index of the identifiers the dropped span named and the kept request lost (``keys.py``, within
+``index_ratio`` of the budget) and the last ``emergency_keep`` messages (fewer when they would leave the request
+above ``summary_target``; the newest unit always)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ..assemble import Action
 from ..records import EmergencyRecord
 from ..text import identifiers
+from .keys import fit_index, mention, message_text, rank_lost
 from .mask import fold_line, is_exchange, logged_results
 from .port import Pass
 from .summary import fixed_raw
@@ -32,7 +36,8 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     # trigger: a rebuild with no new events must not truncate again)
     fixed, pinned = fixed_raw(p.state, p.counter, size, scale)
     log_cap = max(200, int(cfg.work_log_ratio * avail / scale))
-    keep_raw = cfg.summary_target * (0.7 if p.harder else 1.0) * avail / scale - fixed - pinned - log_cap
+    index_cap = index_budget(p)
+    keep_raw = cfg.summary_target * (0.7 if p.harder else 1.0) * avail / scale - fixed - pinned - log_cap - index_cap
     r = emergency(p, turns, p.why if not failed else f"{p.why}; no summary (it failed, or its model call does not pay for itself)", keep_raw=max(0.0, keep_raw))
     p.breaker.trip("emergency")
     if r is None:
@@ -44,11 +49,40 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     p.result.actions.append(Action("emergency", "history", rec.reason, before, size,
                                    {"keep_from_seq": rec.keep_from_seq, "first_seq": rec.first_seq,
                                     "last_seq": rec.last_seq, "work_log_lines": len(rec.work_log),
-                                    "record_seq": p.state.seq}))
+                                    "index": list(rec.index), "record_seq": p.state.seq}))
     return size
 
 
 WORK_LOG_KEYS = 8  # identifiers a work-log line keeps from the message it stands for
+
+
+def index_budget(p: Pass) -> int:
+    """Raw tokens the identifier index may take: ``index_ratio`` of the available budget (0: no index)."""
+    return int(p.config.index_ratio * p.available / p.counter.scale) if p.config.index_ratio > 0 else 0
+
+
+def lost_index(p: Pass, lo: int, cut: int, work_log: Sequence[str]) -> tuple[str, ...]:
+    """The identifiers the span ``units[lo:cut]`` named that the request keeps nowhere else (pinned request,
+    kept units, work log, summary, system, goal), best first, within :func:`index_budget`, with the
+    previous index's entries after the new ones (``keys.py``)."""
+    budget = index_budget(p)
+    if budget <= 0:
+        return ()
+    state = p.state
+    units = state.units
+    dropped = [mention(m) for _seq, m in state.span_messages(units[lo].first_seq, units[cut - 1].last_seq)]
+    kept: list[str] = [message_text(m) for u in units[cut:] for m in u.messages]
+    if state.pinned:
+        kept += [message_text(m) for m in units[0].messages]
+    kept += work_log
+    kept += state.system.values()
+    if state.summary and state.summary.get("text"):
+        kept.append(str(state.summary["text"]))
+    goal = " ".join(x for x in (state.task.goal, state.task.step) if x)
+    if goal:
+        kept.append(goal)
+    ranked = rank_lost(dropped, kept=kept, goal=goal, previous=state.index)
+    return fit_index(ranked, budget, p.counter.raw_text)
 
 
 def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None) -> tuple[int, int, EmergencyRecord] | None:
@@ -105,6 +139,7 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
     while len(log) > 1 and sum(counter.raw_text(x) + 1 for x in log) > cap:
         log.pop(0)
     lines = log
+    index = lost_index(p, lo, cut, lines)
     old = state.summary_message
     if old is not None:
         removed += counter.raw_message(old)
@@ -115,12 +150,14 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
         work_log=tuple(lines),
         transcript=transcript,
         artifacts=tuple(s for s, _ in blobs),
-        reason=f"{why}; emergency truncation without a model: kept the first request, the summary, a work log "
+        reason=f"{why}; emergency truncation without a model: kept the first request, the summary, a work log"
+               f"{f', an index of {len(index)} identifier(s) the cut lost' if index else ''} "
                f"and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
+        index=index,
     )
     p.port.append(rec)
     new = state.summary_message
     return removed, counter.raw_message(new) if new is not None else 0, rec
 
 
-__all__ = ["emergency", "run_emergency"]
+__all__ = ["emergency", "index_budget", "lost_index", "run_emergency"]

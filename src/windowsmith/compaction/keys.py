@@ -1,0 +1,164 @@
+"""The identifier index of the emergency stage: the names the dropped history held that the kept request lost.
+
+An emergency cut keeps the pinned request, the summary, a work log (one line per dropped unit) and the newest
+messages. Whatever else the dropped span named (a product id, a path, a symbol, an error name, a date) is only
+behind the transcript reference. The index puts the most useful of those names back, as one line within a
+share of the budget (``CompactionConfig.index_ratio``)::
+
+    [windowsmith: identifiers the dropped history named, most relevant first: HAT170, src/a/b.py, KeyError, …]
+
+    ranked = rank_lost(dropped, kept=kept_text, goal=goal, previous=state.index)
+    entries = fit_index(ranked, budget_tokens, counter.raw_text)   # what EmergencyRecord.index holds
+
+Ranking (:func:`rank_lost`), highest first: an identifier of the goal; one on a line that reports a failure;
+then by how recently it was referenced (its newest mention in the dropped span), how often (the messages that
+mention it), whether the agent itself used it (an assistant message), and its kind (error names and paths above
+numbers). Identifiers the kept request still shows (pinned request, kept messages, work log, summary, system)
+are not listed. The previous index's entries follow the ones the new span names, in their order: they stand for
+older history. No model, no randomness: the same log gives the same index.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import Message, Text, ToolCall, ToolResult
+from ..records import INDEX_HEAD, render_index
+from ..refs import ARTIFACT_RE
+from ..text import IDENT_SCAN_CHARS, identifier_kinds, identifiers
+from .references import BOILERPLATE_RE
+
+#: How much of the dropped history the ranking reads, newest first (characters).
+SCAN_CHARS = 400_000
+#: What an identifier's kind adds to its rank (error names and codes matter more than bare numbers).
+KIND_BONUS: dict[str, float] = {"error": 1.0, "code": 0.8, "path": 0.6, "dotted": 0.6, "camel": 0.4, "id": 0.5,
+                                "email": 0.5, "uuid": 0.4, "date": 0.4, "snake": 0.4, "digit": 0.2, "number": 0.0}
+_ANY_ARTIFACT = re.compile(ARTIFACT_RE.pattern)
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One dropped message as the ranking reads it: its role and its text."""
+
+    role: str
+    text: str
+
+
+def _values(v: Any) -> Iterator[str]:
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, bool) or v is None:
+        return
+    elif isinstance(v, int | float):
+        yield str(v)
+    elif isinstance(v, Mapping):
+        for x in v.values():
+            yield from _values(x)
+    elif isinstance(v, list | tuple):
+        for x in v:
+            yield from _values(x)
+
+
+def message_text(m: Message) -> str:
+    """What a message names: its text, its tool calls' argument values (not the schema's keys), its results."""
+    parts: list[str] = []
+    for b in m.content:
+        if isinstance(b, Text):
+            parts.append(b.text)
+        elif isinstance(b, ToolCall):
+            parts.extend(_values(dict(b.arguments)))
+        elif isinstance(b, ToolResult):
+            parts.append(b.text)
+    return "\n".join(parts)
+
+
+def mention(m: Message) -> Mention:
+    return Mention(m.role, message_text(m))
+
+
+def _clean(text: str) -> str:
+    """The message's own text: windowsmith's notes (offload footers, redaction markers, image stubs) and
+    artifact references are not identifiers the agent wrote or read."""
+    if "[windowsmith:" in text or "[binary output:" in text or "[REDACTED:" in text or "[image: " in text:
+        text = BOILERPLATE_RE.sub(" ", text)
+    if "artifact://" in text:
+        text = _ANY_ARTIFACT.sub(" ", text)
+    return text
+
+
+def present(text: str) -> set[str]:
+    """The identifiers ``text`` shows, with the last part of each path (``a/b/models.py`` shows ``models.py``)."""
+    out = set(identifiers(_clean(text)))
+    out.update(k.rsplit("/", 1)[-1] for k in list(out) if "/" in k)
+    return out
+
+
+def rank_lost(dropped: Sequence[Mention], *, kept: Iterable[str] = (), goal: str = "",
+              previous: Sequence[str] = ()) -> list[str]:
+    """The identifiers of ``dropped`` (oldest message first) that ``kept`` (the texts the request still
+    holds) does not show, best first, then the ``previous`` index's entries still missing."""
+    shown: set[str] = set()
+    for t in kept:
+        shown |= present(t)
+    goal_ids = present(goal) if goal else set()
+    # newest first, within the scan budget: a long session's index costs O(SCAN_CHARS), not O(session)
+    budget = SCAN_CHARS
+    picked: list[tuple[int, Mention]] = []
+    for i in range(len(dropped) - 1, -1, -1):
+        if budget <= 0:
+            break
+        picked.append((i, dropped[i]))
+        budget -= min(len(dropped[i].text), IDENT_SCAN_CHARS)
+    n = max(1, len(dropped))
+    last: dict[str, int] = {}
+    count: dict[str, int] = {}
+    acted: set[str] = set()
+    failed: set[str] = set()
+    kind: dict[str, str] = {}
+    for i, m in picked:
+        text = _clean(m.text)
+        for k, (kd, on_fail) in identifier_kinds(text).items():
+            if k in shown:
+                continue
+            last.setdefault(k, i)  # newest mention: ``picked`` runs newest first
+            count[k] = count.get(k, 0) + 1
+            kind.setdefault(k, kd)
+            if m.role == "assistant":
+                acted.add(k)
+            if on_fail:
+                failed.add(k)
+
+    def score(k: str) -> float:
+        recency = (last[k] + 1) / n
+        return (10.0 * (k in goal_ids) + 2.0 * (k in failed) + 3.0 * recency + 0.8 * math.log2(1 + count[k])
+                + 1.0 * (k in acted) + KIND_BONUS.get(kind[k], 0.0))
+
+    ranked = sorted(last, key=lambda k: (-score(k), -last[k], k))
+    seen = set(ranked)
+    ranked += [k for k in previous if k not in seen and k not in shown]
+    return ranked
+
+
+def fit_index(ranked: Sequence[str], budget_tokens: int, count_tokens: Callable[[str], int]) -> tuple[str, ...]:
+    """The longest head of ``ranked`` whose rendered line (:func:`render_index`) fits ``budget_tokens``."""
+    if budget_tokens < 16 or not ranked:
+        return ()
+    used = count_tokens(INDEX_HEAD + "]")
+    out: list[str] = []
+    for k in ranked:
+        t = count_tokens(k + ", ")
+        if used + t > budget_tokens:
+            break
+        out.append(k)
+        used += t
+    while out and count_tokens(render_index(out)) > budget_tokens:  # the per-entry sum is an estimate
+        out.pop()
+    return tuple(out)
+
+
+__all__ = ["INDEX_HEAD", "KIND_BONUS", "SCAN_CHARS", "Mention", "fit_index", "mention", "message_text", "present",
+           "rank_lost", "render_index"]

@@ -1,0 +1,162 @@
+"""The emergency stage's identifier index (compaction/keys.py): what it ranks first, that it stays within its
+share of the budget, and that the record, the request, the manifest and ``windowsmith inspect`` show it."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import windowsmith as ws
+from windowsmith.cli import main
+from windowsmith.compaction import CompactionConfig
+from windowsmith.compaction.keys import Mention, fit_index, present, rank_lost
+from windowsmith.errors import ConfigError
+from windowsmith.records import INDEX_HEAD, EmergencyRecord, render_index
+from windowsmith.refs import offload_footer
+from windowsmith.tokens import TokenCounter
+
+
+def test_ranking_puts_goal_failures_recent_and_frequent_identifiers_first():
+    dropped = [
+        Mention("tool", "listing: old_helper.py OLD_CONSTANT 1001"),
+        Mention("tool", "Traceback: KeyError raised in parse_header at src/http/headers.py"),
+        Mention("assistant", "I will look at ORD4521X and refund_total next"),
+        Mention("tool", "order ORD4521X: refund_total 1999, item HAT170"),
+        Mention("tool", "plain note 1002"),
+    ]
+    ranked = rank_lost(dropped, kept=["the kept request still shows HAT170"], goal="refund order #W2378156",
+                       previous=["PREV_ONE", "refund_total"])
+    assert "HAT170" not in ranked  # the request still shows it
+    # a failure line's names rank above the same kind elsewhere; the agent's own, recent, repeated ones high
+    assert ranked.index("KeyError") < ranked.index("old_helper.py")
+    assert ranked.index("ORD4521X") < ranked.index("OLD_CONSTANT")
+    assert ranked.index("refund_total") < ranked.index("1001")
+    assert ranked.index("1002") < ranked.index("1001")  # the same kind: the newer mention first
+    assert ranked[-1] == "PREV_ONE"  # the previous index follows (refund_total is in the new span already)
+    goal_first = rank_lost([Mention("tool", "a HAT999 b ZZZ_TOP"), Mention("tool", "ZZZ_TOP again, KeyError")],
+                           goal="please check HAT999")
+    assert goal_first[0] == "HAT999"
+
+
+def test_present_sees_path_tails_and_skips_windowsmith_notes():
+    shown = present("edit django/contrib/admin/utils.py (artifact://" + "a" * 64 + ")")
+    assert {"django/contrib/admin/utils.py", "utils.py"} <= shown
+    assert not any("a" * 64 in k for k in shown)
+    ranked = rank_lost([Mention("tool", "KeyError\n" + offload_footer(120, 4000, "b" * 64))])
+    assert ranked == ["KeyError"]
+
+
+def test_fit_index_respects_its_budget_exactly():
+    counter = TokenCounter("o200k_base")
+    ranked = [f"name_{i}_{'x' * (i % 7)}" for i in range(500)]
+    for budget in (0, 15, 16, 30, 64, 200, 1000):
+        entries = fit_index(ranked, budget, counter.raw_text)
+        assert counter.raw_text(render_index(entries)) <= budget if entries else True
+        assert list(entries) == ranked[:len(entries)]  # a head of the ranking, in order
+    assert fit_index(ranked, 10, counter.raw_text) == ()
+    assert fit_index([], 1000, counter.raw_text) == ()
+    assert render_index(()) == ""
+
+
+def test_config_bounds_the_index_share():
+    assert CompactionConfig(index_ratio=0).index_ratio == 0
+    for bad in (-0.1, 0.5, 2):
+        with pytest.raises(ConfigError, match="index_ratio"):
+            CompactionConfig(index_ratio=bad)
+
+
+def test_record_round_trips_and_older_logs_have_no_index():
+    rec = EmergencyRecord(1, 9, 10, ("[turn 1] x",), None, (), "why", index=("HAT170", "a/b.py"))
+    d = rec.to_dict()
+    assert d["index"] == ["HAT170", "a/b.py"] and EmergencyRecord.from_dict(d).index == rec.index
+    old = {k: v for k, v in d.items() if k != "index"}
+    assert "index" not in EmergencyRecord(1, 9, 10, (), None, (), "why").to_dict()  # chain of old logs unchanged
+    assert EmergencyRecord.from_dict(old).index == ()
+
+
+def _cut_session(e: ws.Engine, turns: int = 60) -> tuple[ws.Session, list[ws.Pack]]:
+    """A customer-service-like session whose results each name new ids; a small window cuts it in emergencies."""
+    s = e.session("keys", goal="refund the damaged items of order #W2378156")
+    s.system("You are a support agent.")
+    s.user("Hi, my hat arrived damaged; order #W2378156.")
+    packs = []
+    for i in range(turns):
+        s.assistant(f"Let me look up item {i}.", tool_calls=[{"id": f"c{i}", "name": "get_item",
+                                                              "arguments": {"item_id": f"HAT{100 + i}"}}])
+        s.tool_result(f"c{i}", f'{{"item_id": "HAT{100 + i}", "sku": "SKU{5000 + i}X", "price": {1000 + i}.5, '
+                               f'"note": "{"in stock " * 30}", "warehouse": "wh_{i}_east"}}')
+        packs.append(s.build())
+    return s, packs
+
+
+def test_an_emergency_cut_indexes_what_it_lost_and_every_view_shows_it(tmp_path):
+    db = tmp_path / "w.db"
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=8000) as e:
+        s, packs = _cut_session(e)
+        recs = [r for r in s.state.records if isinstance(r, EmergencyRecord)]
+        assert recs and all(r.index for r in recs)
+        pack = packs[-1]
+        counter = s.counter(pack.manifest.format)
+        cap = int(CompactionConfig().index_ratio * pack.manifest.available / counter.scale)
+        for r in recs:
+            assert counter.raw_text(render_index(r.index)) <= cap
+        last = recs[-1]
+        request_text = "\n".join(m.text for m in pack.neutral.messages)
+        assert render_index(last.index) in request_text and INDEX_HEAD in request_text
+        # what the index names was in the dropped span and is nowhere else in the request
+        span = "\n".join(m.text + "".join(r.text for r in m.tool_results) + "".join(str(c.arguments) for c in m.tool_calls)
+                         for _, m in s.state.span_messages(0, last.last_seq))
+        rest = request_text.replace(render_index(last.index), "")
+        assert all(k in span for k in last.index)
+        assert not any(k in present(rest) for k in last.index)
+        # the manifest of the pack that cut carries the index; inspect prints it
+        cut = next(p for p in packs if any(a["kind"] == "emergency" for a in p.manifest.actions))
+        act = next(a for a in cut.manifest.actions if a["kind"] == "emergency")
+        assert act["detail"]["index"] and "identifier(s) the cut lost" in act["reason"]
+        sid = s.id
+    r = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["inspect", sid, "--store", str(db)], catch_exceptions=False)
+    assert r.exit_code == 0 and f"emergency history (index {len(act['detail']['index'])}: " in r.output
+    # resumed from the log alone: the same index in the same place
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=8000) as e2:
+        again = e2.session(sid)
+        assert [x.index for x in again.state.records if isinstance(x, EmergencyRecord)] == [x.index for x in recs]
+
+
+def test_index_ratio_zero_writes_no_index(tmp_path):
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=8000,
+                   compaction=CompactionConfig(index_ratio=0)) as e:
+        s, packs = _cut_session(e, turns=40)
+        recs = [r for r in s.state.records if isinstance(r, EmergencyRecord)]
+        assert recs and not any(r.index for r in recs)
+        assert INDEX_HEAD not in "\n".join(m.text for m in packs[-1].neutral.messages)
+
+
+word = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-", min_size=1, max_size=24)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(results=st.lists(st.lists(word, min_size=1, max_size=60), min_size=12, max_size=40),
+       window=st.sampled_from([6000, 8000, 12000]), ratio=st.sampled_from([0.01, 0.05, 0.2]))
+def test_the_index_never_exceeds_its_share(results, window, ratio):
+    """Over random sessions of random identifiers, every emergency record's index, as rendered into the
+    request, fits ``index_ratio`` of the available budget."""
+    with tempfile.TemporaryDirectory() as tmp, \
+            ws.Engine(model="gpt-4o", store=Path(tmp) / "w.db", window=window,
+                      compaction=CompactionConfig(index_ratio=ratio)) as e:
+        s = e.session("p", goal="fix ERR_42 in src/app.py")
+        s.user("start")
+        for i, words in enumerate(results):
+            s.assistant("", tool_calls=[{"id": f"c{i}", "name": "run", "arguments": {"command": f"grep {words[0]}"}}])
+            s.tool_result(f"c{i}", " ".join(words * 8))
+            pack = s.build()
+            assert pack.manifest.tokens <= pack.manifest.available
+        counter = s.counter(pack.manifest.format)
+        cap = int(ratio * pack.manifest.available / counter.scale)
+        for r in s.state.records:
+            if isinstance(r, EmergencyRecord) and r.index:
+                assert counter.raw_text(render_index(r.index)) <= cap
