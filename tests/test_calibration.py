@@ -252,3 +252,17 @@ def test_the_model_slope_from_earlier_sessions_counts_the_second_call_of_a_gemin
     assert fresh < -0.12
     assert 1.05 < Calibration.from_dict(stored).prior < 1.1
     assert fresh < learnt < 0 and abs(learnt) < 0.7 * abs(fresh)
+
+
+def test_a_new_session_starts_from_the_offset_of_the_last_session_first_call():
+    """A session's first request is mostly its fixed head (system prompt, tools, task): a new session's
+    first call takes the offset the last session's first call gave, not the intercept its long run ended
+    with."""
+    cal = Calibration()
+    cal.observe(1_500, 2_700)  # the head: 1,200 billed tokens the count cannot see (tool definitions)
+    for c in (8_000, 16_000, 30_000):
+        cal.observe(c, 1_200 + round(1_500 + (c - 1_500) * 1.1))  # the growth billed at 1.1
+    assert cal.offset < 1_100 and cal.head_offset == 1_200
+    nxt = Calibration.from_dict(cal.to_dict())
+    assert nxt.offset == 1_200 and nxt.apply(1_600) == pytest.approx(1_200 + 1_600 * nxt.slope, abs=1)
+    assert Calibration.from_dict({"slope": 1.0, "offset": 800.0}).offset == 800  # stored before head offsets

@@ -220,6 +220,7 @@ class Calibration:
     history: list[float] = field(default_factory=list)
     history_size: int = 25
     fitted: bool = False  # whether this session's slope came from its own pairs (then it joins the history)
+    head_offset: float | None = None  # the offset this session's first billed call gave
 
     @property
     def ratio(self) -> float:
@@ -247,6 +248,8 @@ class Calibration:
         del self.points[: -self.window]
         self.observations += 1
         self._fit()
+        if len(self.points) == 1 and self.head_offset is None:
+            self.head_offset = self.offset
         return self.slope
 
     def _fit(self) -> None:
@@ -262,15 +265,18 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         return {"slope": self.slope, "offset": self.offset, "observations": self.observations,
-                "last_error": self.last_error, "fitted": self.fitted, "history": list(self.history)}
+                "last_error": self.last_error, "fitted": self.fitted, "history": list(self.history),
+                "head_offset": self.head_offset}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> Calibration:
-        """The calibration a new session starts from, given what the last one stored: its offset, and
-        its slope as the prior when it fitted one from its own calls (then it joins ``history``, and the
-        prior is the median of the history); the observations behind them stay with the session that made
-        them. Reads the earlier forms (``{"slope", "offset"}`` without a history, ``{"ratio": r}``): their
-        slope is the prior."""
+        """The calibration a new session starts from, given what the last one stored: the offset its
+        first billed call gave (a session's first request is mostly its fixed head, system prompt, tools
+        and task, like the new session's; the offset of a long session's newest call is the intercept of a
+        line fitted far from there), and its slope as the prior when it fitted one from its own calls
+        (then it joins ``history``, and the prior is the median of the history); the observations behind
+        them stay with the session that made them. Reads the earlier forms (``{"slope", "offset"}``
+        without a history, ``{"ratio": r}``): their slope is the prior, their offset the offset."""
         if not d:
             return cls()
         slope = min(cls.high, max(cls.low, float(d.get("slope", d.get("ratio", 1.0)))))
@@ -279,7 +285,9 @@ class Calibration:
             history.append(slope)
         history = history[-cls.history_size:]
         prior = statistics.median(history) if history else slope
-        return cls(slope=prior, offset=float(d.get("offset", 0.0)), observations=int(d.get("observations", 0)),
+        head = d.get("head_offset")
+        offset = float(d.get("offset", 0.0) if head is None else head)
+        return cls(slope=prior, offset=offset, observations=int(d.get("observations", 0)),
                    last_error=d.get("last_error"), prior=prior, history=history)
 
 

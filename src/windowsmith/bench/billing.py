@@ -19,12 +19,13 @@ figures are therefore reported for each estimator:
 
 A fourth estimator, ``calibrated`` ("windowsmith, calibrated online"), is what the engine does in
 production: a second engine builds the same requests and, after each billed call, records its usage
-with ``Session.record``, which feeds the engine's ``tokens.Calibration`` (a multiplicative ratio,
-smoothed). Call k is therefore counted with the ratio learnt from calls 1..k-1 of its run (the
-calibration starts fresh for every run; the first call is uncalibrated). Its ``absolute`` error covers
-every call, ``after_first`` the calls after the first of each run (the calls the offset also covers).
-A ratio cannot stand in for a missing constant block, so on files without tool definitions this
-estimator overcorrects as the history grows; it is reported as it comes out.
+with ``Session.record``, which feeds the engine's ``tokens.Calibration`` (``billed ≈ offset + slope x
+count``, the line through the newest billed call) and stores it per model. Call k of a run is therefore
+counted with what calls 1..k-1 of its run taught the engine, starting from what the engine stored after
+the earlier runs billed by the same model, in replay order (a new session's prior slope is the median of
+the slopes the earlier sessions fitted): an engine serving one model sees many sessions. Nothing is
+learnt from the current call, the run's later calls or later runs. Its ``absolute`` error covers every
+call, ``after_first`` the calls after the first of each run (the calls the offset also covers).
 """
 
 from __future__ import annotations
@@ -166,7 +167,8 @@ def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fm
                 if db > 0:
                     inc.append(((b[key] - a[key]) - db) / db)
         res[key] = {"absolute": _stats(absolute), "first_call_offset": _stats(offset), "increments": _stats(inc)}
-    # the engine's own online calibration: each call counted with what the earlier calls of its run taught it
+    # the engine's own online calibration: each call counted with what the earlier calls of its run (and the
+    # earlier runs of its model) taught it
     later = {(s["run"], s["call"]) for ss in _by_run(samples).values() for s in ss[1:]}
     res["calibrated"] = {
         "absolute": _stats([(s["calibrated"] - s["billed"]) / s["billed"] for s in samples]),

@@ -142,7 +142,8 @@ def token_count_lines(tc: list[dict[str, Any]] | dict[str, Any] | None) -> list[
     out.append("  offset: per run, the first call's difference is added to every later call (the tool block "
                "is missing from the tau2 traces); calibrated: the engine's online calibration (Session.record: billed "
                "~ offset + slope x count, the line through the newest billed call, the slope a median over the last "
-               "12), each call counted with what the earlier calls of its run taught it; target: median <= 0.5% and "
+               "12 and the prior), each call counted with what the earlier calls of its run and the earlier runs of its "
+               "model taught it; target: median <= 0.5% and "
                "p95 <= 2%; model?: the billing model is not in the registry, a model of its family (or the bench "
                "model) was counted.")
     return out
