@@ -195,7 +195,9 @@ class Calibration:
     per model and format (``Session.record``) and a new session starts from it (:meth:`from_dict`):
     ``history`` holds the slopes the last ``history_size`` sessions fitted from their own calls, and
     ``prior`` is their median (1.0, the registry's factor as is, on a fresh store). A session's second
-    call is therefore counted with the model's learnt slope, not only its first call's offset.
+    call is therefore counted with the model's learnt slope, not only its first call's offset. Sessions
+    of one model running at once each store their own state; the last to record wins (a prior, not a
+    ledger: one session's slope may be left out).
 
     ``window``, ``min_span``, the anchor and ``prior_weight`` were chosen on the dev half of the shared
     traces; the token-count section of ``windowsmith bench --split validation`` reports the validation
