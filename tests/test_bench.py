@@ -610,16 +610,37 @@ def test_calibrated_online_estimate_learns_only_from_earlier_billed_calls():
 
 
 @needs_data
-def test_calibrated_online_starts_fresh_for_every_run():
-    """One run's billed usage must not calibrate the next run's first call."""
+def test_calibrated_online_starts_each_run_from_the_earlier_runs_only():
+    """A production engine serves many sessions of one model: a new session starts from the calibration
+    the earlier ones stored (their offset, their slopes as its prior). The bench models that in replay
+    order: the first run starts fresh, a later run from the runs before it, never from itself or a later
+    run; ``stored`` carries the engine's calibration to the next file billed by the same model."""
+    import dataclasses
+
     from windowsmith.bench.billing import count_samples, token_count_error
+    from windowsmith.model import Usage
+    from windowsmith.tokens import Calibration
     from windowsmith.traces import load_traces
 
     f = DATA / "tau2-bench" / "gpt-4o_telecom_dual-control.json"
     ts = [t for t in load_traces(f) if t.billed][:3]
     samples = count_samples([], model="gpt-4o", traces=ts)
     firsts = [next(s for s in samples if s["run"] == t.id) for t in ts]
-    assert len(firsts) == 3 and all(s["calibrated"] == s["windowsmith"] for s in firsts)
+    assert firsts[0]["calibrated"] == firsts[0]["windowsmith"]  # a fresh store: nothing learnt yet
+    assert all(s["calibrated"] != s["windowsmith"] for s in firsts[1:])  # the earlier runs' offset
+    # a later run's billing never reaches an earlier run's estimates
+    last = ts[-1]
+    billed = {i: Usage(input_tokens=u.prompt_tokens * 3, output_tokens=u.output_tokens) for i, u in last.billed.items()}
+    moved = count_samples([], model="gpt-4o", traces=[*ts[:-1], dataclasses.replace(last, billed=billed)])
+    n_before = sum(1 for s in samples if s["run"] != last.id)
+    assert [s["calibrated"] for s in moved[:n_before]] == [s["calibrated"] for s in samples[:n_before]]
+    # what the engine stored after the runs carries to the next file of the same model, in order
+    stored: dict = {}
+    first_part = count_samples([], model="gpt-4o", traces=ts[:2], stored=stored)
+    assert stored["observations"] == len(first_part) and "history" in stored
+    rest = count_samples([], model="gpt-4o", traces=ts[2:], stored=stored)
+    assert [s["calibrated"] for s in first_part + rest] == [s["calibrated"] for s in samples]
+    assert Calibration.from_dict(stored).observations == len(samples)
     res = token_count_error([], model="gpt-4o", traces=ts)
     assert res["calibrated"]["after_first"]["n"] == res["calls"] - 3
 

@@ -55,8 +55,9 @@ def test_factor_and_calibration_scale_counts():
     text = "The quick brown fox jumps over the lazy dog. " * 10
     raw = count_text(text)
     assert c.text(text) == -(-raw * 115 // 100) or c.text(text) == int(raw * 1.15) + 1
-    # two requests billed 1.3x their raw count: the slope learnt (1.3 / 1.15) scales every later count
-    for n in (1000, 3000):
+    # three requests billed 1.3x their raw count: the slope learnt (1.3 / 1.15; three pairs outvote the
+    # prior of a fresh store, 1.0) scales every later count
+    for n in (1000, 3000, 5000):
         c.calibration.observe(counted=c.counted(n), billed=int(n * 1.3))
     assert c.text(text) == pytest.approx(raw * 1.3, rel=0.01)
     assert c.offset == pytest.approx(0, abs=2)
@@ -69,8 +70,8 @@ def test_calibration_clamps_the_slope_and_ignores_nonsense():
     cal.observe(1300, 1100 * 10)  # one absurd observation cannot push the slope past the clamp
     assert cal.slope <= cal.high == 1.5
     assert cal.observations == 2
-    back = Calibration.from_dict(cal.to_dict())
-    assert (back.slope, back.offset) == (cal.slope, cal.offset)
+    back = Calibration.from_dict(cal.to_dict())  # a new session: the slope, the first call's offset
+    assert (back.slope, back.offset) == (cal.slope, cal.head_offset) and back.offset == 100
     assert cal.observe(0, 100) == cal.slope and cal.observations == 2  # ignored
     assert Calibration.from_dict({"ratio": 1.2, "observations": 3}).slope == 1.2  # the earlier stored form
 

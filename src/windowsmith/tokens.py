@@ -178,21 +178,30 @@ class Calibration:
     provider's hidden system prompt, tool definitions the agent sent but the log lacks); the slope for a
     tokenizer that is not the provider's (o200k x factor for Claude, Gemini, Llama).
 
-    The fit uses the last ``window`` observations of this process (a resumed session starts with the
-    stored offset and slope and refits them from its own calls):
+    The fit uses the last ``window`` observations of this session:
 
     * the slope: the Theil-Sen estimate, the median of the slopes between pairs of observations at least
-      ``min_span`` counted tokens apart (a median, so one odd pair cannot wreck it), clamped to
-      ``[low, high]``: on the shared traces the slopes of o200k x factor against Claude, Gemini 3 and
-      Llama 4 billing run 0.85-1.37, so a fit outside the clamp is bad billed data, not a tokenizer; with
-      one observation, or no pair that far apart, it stays what it was (1.0 at first);
+      ``min_span`` counted tokens apart, with ``prior`` counted ``prior_weight`` times among them (a
+      median, so one odd pair cannot wreck it, and the first pairs of a session cannot swing it far from
+      what earlier sessions of the model learnt); clamped to ``[low, high]``: on the shared traces the
+      slopes of o200k x factor against Claude, Gemini 3 and Llama 4 billing run 0.85-1.37, so a fit
+      outside the clamp is bad billed data, not a tokenizer. With one observation, or no pair that far
+      apart, the slope is the prior;
     * the offset: the line goes through the newest observation. An agent's consecutive requests share
       almost all their content, so the newest billed count is the best anchor, and only what changed
-      since is estimated with the slope. After the first billed call the calibration is therefore a
-      pure offset: the count plus what that call was billed beyond it.
+      since is estimated with the slope.
 
-    ``window``, ``min_span`` and the anchor were chosen on the dev half of the shared traces; the
-    token-count section of ``windowsmith bench --split validation`` reports the validation half.
+    The prior is what the engine's earlier sessions of this model learnt: the calibration is stored
+    per model and format (``Session.record``) and a new session starts from it (:meth:`from_dict`):
+    ``history`` holds the slopes the last ``history_size`` sessions fitted from their own calls, and
+    ``prior`` is their median (1.0, the registry's factor as is, on a fresh store). A session's second
+    call is therefore counted with the model's learnt slope, not only its first call's offset. Sessions
+    of one model running at once each store their own state; the last to record wins (a prior, not a
+    ledger: one session's slope may be left out).
+
+    ``window``, ``min_span``, the anchor and ``prior_weight`` were chosen on the dev half of the shared
+    traces; the token-count section of ``windowsmith bench --split validation`` reports the validation
+    half.
 
     :meth:`apply` turns a count into the calibrated count, never below ``floor`` x the count (so never
     negative, whatever the offset).
@@ -208,6 +217,12 @@ class Calibration:
     floor: float = 0.5
     last_error: float | None = field(default=None)
     points: list[tuple[int, int]] = field(default_factory=list)
+    prior: float = 1.0
+    prior_weight: int = 1
+    history: list[float] = field(default_factory=list)
+    history_size: int = 25
+    fitted: bool = False  # whether this session's slope came from its own pairs (then it joins the history)
+    head_offset: float | None = None  # the offset this session's first billed call gave
 
     @property
     def ratio(self) -> float:
@@ -235,6 +250,8 @@ class Calibration:
         del self.points[: -self.window]
         self.observations += 1
         self._fit()
+        if len(self.points) == 1 and self.head_offset is None:
+            self.head_offset = self.offset
         return self.slope
 
     def _fit(self) -> None:
@@ -242,23 +259,38 @@ class Calibration:
         slopes = [(b2 - b1) / (c2 - c1) for i, (c1, b1) in enumerate(pts) for c2, b2 in pts[i + 1 :]
                   if abs(c2 - c1) >= self.min_span]
         if slopes:
+            slopes += [self.prior] * self.prior_weight
             self.slope = min(self.high, max(self.low, statistics.median(slopes)))
+            self.fitted = True
         c, b = pts[-1]
         self.offset = b - self.slope * c
 
     def to_dict(self) -> dict[str, Any]:
         return {"slope": self.slope, "offset": self.offset, "observations": self.observations,
-                "last_error": self.last_error}
+                "last_error": self.last_error, "fitted": self.fitted, "history": list(self.history),
+                "head_offset": self.head_offset}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> Calibration:
-        """A stored calibration (its offset and slope; the observations behind them stay with the
-        process that made them). Reads the earlier ``{"ratio": r}`` form as a slope."""
+        """The calibration a new session starts from, given what the last one stored: the offset its
+        first billed call gave (a session's first request is mostly its fixed head, system prompt, tools
+        and task, like the new session's; the offset of a long session's newest call is the intercept of a
+        line fitted far from there), and its slope as the prior when it fitted one from its own calls
+        (then it joins ``history``, and the prior is the median of the history); the observations behind
+        them stay with the session that made them. Reads the earlier forms (``{"slope", "offset"}``
+        without a history, ``{"ratio": r}``): their slope is the prior, their offset the offset."""
         if not d:
             return cls()
-        slope = float(d.get("slope", d.get("ratio", 1.0)))
-        return cls(slope=slope, offset=float(d.get("offset", 0.0)), observations=int(d.get("observations", 0)),
-                   last_error=d.get("last_error"))
+        slope = min(cls.high, max(cls.low, float(d.get("slope", d.get("ratio", 1.0)))))
+        history = [float(x) for x in d.get("history") or []]
+        if d.get("fitted", "history" not in d):  # an earlier form: its slope was fitted
+            history.append(slope)
+        history = history[-cls.history_size:]
+        prior = statistics.median(history) if history else slope
+        head = d.get("head_offset")
+        offset = float(d.get("offset", 0.0) if head is None else head)
+        return cls(slope=prior, offset=offset, observations=int(d.get("observations", 0)),
+                   last_error=d.get("last_error"), prior=prior, history=history)
 
 
 class TokenCounter:

@@ -19,12 +19,13 @@ figures are therefore reported for each estimator:
 
 A fourth estimator, ``calibrated`` ("windowsmith, calibrated online"), is what the engine does in
 production: a second engine builds the same requests and, after each billed call, records its usage
-with ``Session.record``, which feeds the engine's ``tokens.Calibration`` (a multiplicative ratio,
-smoothed). Call k is therefore counted with the ratio learnt from calls 1..k-1 of its run (the
-calibration starts fresh for every run; the first call is uncalibrated). Its ``absolute`` error covers
-every call, ``after_first`` the calls after the first of each run (the calls the offset also covers).
-A ratio cannot stand in for a missing constant block, so on files without tool definitions this
-estimator overcorrects as the history grows; it is reported as it comes out.
+with ``Session.record``, which feeds the engine's ``tokens.Calibration`` (``billed ≈ offset + slope x
+count``, the line through the newest billed call) and stores it per model. Call k of a run is therefore
+counted with what calls 1..k-1 of its run taught the engine, starting from what the engine stored after
+the earlier runs billed by the same model, in replay order (a new session's prior slope is the median of
+the slopes the earlier sessions fitted): an engine serving one model sees many sessions. Nothing is
+learnt from the current call, the run's later calls or later runs. Its ``absolute`` error covers every
+call, ``after_first`` the calls after the first of each run (the calls the offset also covers).
 """
 
 from __future__ import annotations
@@ -65,11 +66,17 @@ def _by_run(samples: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: str = "openai-chat",
                   registry: str | None = None, limit_runs: int | None = None, split: str = "all",
-                  traces: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+                  traces: Sequence[Any] | None = None, stored: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One sample per billed call: ``{run, call, billed, windowsmith, calibrated, len4}`` (at most
     ``limit_runs`` runs per file, of ``split``; or over ``traces`` when given). ``calibrated`` is the
     count of an engine that records each call's billed usage (``Session.record``) after building it,
-    so call k is counted with the calibration learnt from calls 1..k-1 of its run."""
+    so call k of a run is counted with the calibration learnt from calls 1..k-1 of its run, starting
+    from what the engine stored after the earlier runs (in replay order), as a production engine that
+    serves many sessions of one model does; never from the current run's later calls or later runs.
+
+    ``stored``: the engine's stored calibration before the first run (``Calibration.to_dict``; None: a
+    fresh store); the dict is updated in place with what the engine stored after the last run, so a caller
+    can carry it to the next file billed by the same model."""
     from ..compaction.config import CompactionConfig
     from ..engine import Engine
     from ..ingest.pipeline import IngestConfig
@@ -90,9 +97,11 @@ def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: s
     # no compaction (each would make windowsmith's request differ from the billed one; that is not the count's error)
     as_sent: dict[str, Any] = {"ingest": IngestConfig(offload_tokens=_NEVER, redact=False),
                                "compaction": CompactionConfig(enabled=False)}
+    carried: dict[str, Any] = dict(stored) if stored else Calibration().to_dict()
     with tempfile.TemporaryDirectory(prefix="ws-billing-") as d, \
             Engine(model, store=os.path.join(d, "billing.db"), format=fmt, registry=registry, **as_sent) as eng, \
             Engine(model, store=os.path.join(d, "calibrated.db"), format=fmt, registry=registry, **as_sent) as cal_eng:
+        cal_key = f"{cal_eng.spec.name}|{fmt}"
         for t in runs():
             billed = t.billed or {}
             if not billed:
@@ -101,9 +110,9 @@ def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: s
             if len(run.messages) != len(t.messages):  # repaired: indices of billed usage would shift
                 continue
             # the engine as it runs in production: Session.record() feeds the billed usage of each call into
-            # its Calibration, which scales the counts of the later calls; a fresh calibration per run, so
-            # a call is estimated from the earlier billed calls of its own run only
-            cal_eng.store.set_kv("calibration", f"{cal_eng.spec.name}|{fmt}", Calibration().to_dict())
+            # its Calibration, which scales the counts of the later calls, and stores it per model; a new
+            # session starts from what the earlier sessions stored (their slopes are its prior)
+            cal_eng.store.set_kv("calibration", cal_key, carried)
             sessions = [eng.session(f"billing-{t.id}"), cal_eng.session(f"billing-{t.id}")]
             for s in sessions:
                 if t.system:
@@ -129,15 +138,20 @@ def count_samples(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: s
                     s.add(m)
             eng.store.delete_session(raw_s.id)
             cal_eng.store.delete_session(cal_s.id)
+            carried = cal_eng.store.get_kv("calibration", cal_key) or carried
+    if stored is not None:
+        stored.clear()
+        stored.update(carried)
     return out
 
 
 def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fmt: str = "openai-chat",
                       registry: str | None = None, limit_runs: int | None = None, split: str = "all",
-                      traces: Sequence[Any] | None = None) -> dict[str, Any]:
-    """Median and p95 relative error of windowsmith's count and of len/4 against billed prompt tokens."""
+                      traces: Sequence[Any] | None = None, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Median and p95 relative error of windowsmith's count and of len/4 against billed prompt tokens
+    (``stored``: see :func:`count_samples`)."""
     samples = count_samples(paths, model=model, fmt=fmt, registry=registry, limit_runs=limit_runs, split=split,
-                            traces=traces)
+                            traces=traces, stored=stored)
     res: dict[str, Any] = {"model": model, "format": fmt, "files": [str(p) for p in paths], "calls": len(samples),
                            "runs": len({s["run"] for s in samples})}
     for key in ("windowsmith", "len4"):
@@ -153,7 +167,8 @@ def token_count_error(paths: Sequence[str | Path], *, model: str = "gpt-4.1", fm
                 if db > 0:
                     inc.append(((b[key] - a[key]) - db) / db)
         res[key] = {"absolute": _stats(absolute), "first_call_offset": _stats(offset), "increments": _stats(inc)}
-    # the engine's own online calibration: each call counted with what the earlier calls of its run taught it
+    # the engine's own online calibration: each call counted with what the earlier calls of its run (and the
+    # earlier runs of its model) taught it
     later = {(s["run"], s["call"]) for ss in _by_run(samples).values() for s in ss[1:]}
     res["calibrated"] = {
         "absolute": _stats([(s["calibrated"] - s["billed"]) / s["billed"] for s in samples]),
@@ -194,13 +209,20 @@ def token_count_by_file(files: Sequence[str | Path], *, registry: str | None = N
                         split: str = "all", fallback_model: str = "gpt-4.1") -> list[dict[str, Any]]:
     """:func:`token_count_error` for every trace file with billed usage, each with the model that
     billed it (the trace's ``meta["model"]``; ``fallback_model`` when it is not in the registry),
-    honouring ``limit_runs`` and ``split`` as the bench does."""
+    honouring ``limit_runs`` and ``split`` as the bench does.
+
+    The files are replayed in the order given, and the calibrating engine's store is shared by the files
+    billed by the same model (the trace's model, provider prefix dropped) and counted as the same registry
+    model: an engine serving one model sees many sessions. A run's "calibrated online" count therefore
+    starts from what the earlier runs of that model (earlier files, earlier runs of its file, of the same
+    split) taught the engine, never from its own later calls or from later runs."""
     from ..registry import load_registry
     from ..traces import load_traces
     from .metrics import split_of
 
     reg = load_registry(registry)
     out = []
+    stores: dict[tuple[Any, ...], dict[str, Any]] = {}  # one calibrating engine store per billing model
     for f in files:
         picked = [t for t in load_traces(f) if split == "all" or split_of(t.id) == split]
         picked = [t for t in picked[: limit_runs if limit_runs else None] if t.billed]
@@ -208,7 +230,10 @@ def token_count_by_file(files: Sequence[str | Path], *, registry: str | None = N
             continue
         model, known = billed_model(picked, reg, fallback_model)
         spec = reg.get(model)
-        res = token_count_error([f], model=model, fmt=spec.default_format, registry=registry, traces=picked)
+        by = sorted({str((t.meta or {}).get("model") or "?").split("/")[-1] for t in picked})
+        stored = stores.setdefault((model, spec.default_format, *by), {})
+        res = token_count_error([f], model=model, fmt=spec.default_format, registry=registry, traces=picked,
+                                stored=stored)
         if not res["calls"]:
             continue
         res["file"] = str(f)

@@ -142,10 +142,42 @@ def token_count_lines(tc: list[dict[str, Any]] | dict[str, Any] | None) -> list[
     out.append("  offset: per run, the first call's difference is added to every later call (the tool block "
                "is missing from the tau2 traces); calibrated: the engine's online calibration (Session.record: billed "
                "~ offset + slope x count, the line through the newest billed call, the slope a median over the last "
-               "12), each call counted with what the earlier calls of its run taught it; target: median <= 0.5% and "
+               "12 and the prior), each call counted with what the earlier calls of its run and the earlier runs of its "
+               "model taught it; target: median <= 0.5% and "
                "p95 <= 2%; model?: the billing model is not in the registry, a model of its family (or the bench "
                "model) was counted.")
     return out
+
+
+def token_count_markdown(tc: list[dict[str, Any]] | dict[str, Any] | None) -> list[str]:
+    """The token-count section of the markdown report: one row per trace file with billed usage."""
+    if not tc:
+        return []
+    items = tc if isinstance(tc, list) else [tc]
+    lines = ["", "Token counts against billed usage, per trace file (windowsmith's count; relative error, "
+             "|median| / p95; offset: the first call's difference added to the later calls of its run; "
+             "calibrated online: the engine's own count after Session.record() of the earlier billed calls of "
+             "its run, an affine fit through the newest one, starting from what the earlier runs billed by the "
+             "same model left in the engine's store (replay order; never the current or a later run); target: "
+             "median <= 0.5% and p95 <= 2% after the first call):", "",
+             "| file | model | calls | absolute | offset after first call | increments | calibrated online "
+             "(after first call) | target met (calibrated) | calibrated online (every call) | len(json)/4 offset |",
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in items:
+        ws, l4 = r["windowsmith"], r["len4"]
+        cells = [f"{_pct(ws[k]['median_abs'])} / {_pct(ws[k]['p95_abs'])}"
+                 for k in ("absolute", "first_call_offset", "increments")]
+        cal = (r.get("calibrated") or {}).get("after_first")
+        cells.append(f"{_pct(cal['median_abs'])} / {_pct(cal['p95_abs'])}" if cal else "-")
+        cells.append(target_cell(cal))
+        every = (r.get("calibrated") or {}).get("absolute")
+        cells.append(f"{_pct(every['median_abs'])} / {_pct(every['p95_abs'])}" if every else "-")
+        model = r["model"] if r.get("model_from_trace", True) else \
+            f"{r['model']} for {', '.join(r.get('billed_by') or ['?'])} (not its tokenizer)"
+        lines.append(f"| {_short(r.get('file', ','.join(r['files'])))} | {model} | {r['calls']} | "
+                     + " | ".join(cells) + f" | {_pct(l4['first_call_offset']['median_abs'])} / "
+                     f"{_pct(l4['first_call_offset']['p95_abs'])} |")
+    return lines
 
 
 def markdown(result: dict[str, Any], command: str | None = None) -> str:
@@ -162,32 +194,12 @@ def markdown(result: dict[str, Any], command: str | None = None) -> str:
         for r in rows:
             lines.append("| " + " | ".join(row_cells(r)) + " |")
     lines += ["", LEGEND, "", REUSE_NOTE]
-    tc = result.get("token_count")
-    if tc:
-        items = tc if isinstance(tc, list) else [tc]
-        lines += ["", "Token counts against billed usage, per trace file (windowsmith's count; relative error, "
-                  "|median| / p95; offset: the first call's difference added to the later calls of its run; "
-                  "calibrated online: the engine's own count after Session.record() of the run's earlier billed "
-                  "calls, an affine fit through the newest one; target: median <= 0.5% and p95 <= 2%):", "",
-                  "| file | model | calls | absolute | offset after first call | increments | calibrated online "
-                  "(after first call) | target met (calibrated) | len(json)/4 offset |",
-                  "|---|---|---:|---:|---:|---:|---:|---|---:|"]
-        for r in items:
-            ws, l4 = r["windowsmith"], r["len4"]
-            cells = [f"{_pct(ws[k]['median_abs'])} / {_pct(ws[k]['p95_abs'])}"
-                     for k in ("absolute", "first_call_offset", "increments")]
-            cal = (r.get("calibrated") or {}).get("after_first")
-            cells.append(f"{_pct(cal['median_abs'])} / {_pct(cal['p95_abs'])}" if cal else "-")
-            cells.append(target_cell(cal))
-            model = r["model"] if r.get("model_from_trace", True) else \
-                f"{r['model']} for {', '.join(r.get('billed_by') or ['?'])} (not its tokenizer)"
-            lines.append(f"| {_short(r.get('file', ','.join(r['files'])))} | {model} | {r['calls']} | "
-                         + " | ".join(cells) + f" | {_pct(l4['first_call_offset']['median_abs'])} / "
-                         f"{_pct(l4['first_call_offset']['p95_abs'])} |")
+    lines += token_count_markdown(result.get("token_count"))
     if result.get("errors"):
         lines += ["", "Errors:", *[f"- {e}" for e in result["errors"]]]
     return "\n".join(lines) + "\n"
 
 
 __all__ = ["HEADERS", "LEGEND", "REUSE_NOTE", "family_rows", "markdown", "reuse_cell", "rewrites_cell", "rich_table",
-           "rich_tables", "row_cells", "target_cell", "TERM_HEADERS", "token_count_lines", "window_cell"]
+           "rich_tables", "row_cells", "target_cell", "TERM_HEADERS", "token_count_lines", "token_count_markdown",
+           "window_cell"]
