@@ -334,7 +334,8 @@ class Builder:
         n_tools = len(req.tools)
         n_system = len(rendered.parts) - len(req.messages) - n_tools - (1 if req.tail_mode() == "new" else 0)
         layout = {"tools": n_tools, "system": max(0, n_system)}
-        ptoks = prefix_tokens(req, counter, asm.history.raw_tokens if asm.history is not None else None)
+        ptoks = prefix_tokens(req, counter, asm.history.raw_tokens + (asm.history.fit.unbilled if asm.history.fit else 0)
+                              if asm.history is not None and asm.history.raw_tokens is not None else None)
         checksum = rendered.checksum
         pack_id = "pk_" + sha256_hex(f"{self.session_id}|{self.state.head}|{fmt}|{checksum}")[:20]
         return Manifest(
