@@ -188,15 +188,6 @@ def test_plan_cache_head_breakpoint_invariants(n, head, tail, last_user, session
     get_renderer("anthropic").render(NeutralRequest(**{**req.__dict__, "cache": plan}))
 
 
-def test_no_breakpoint_on_the_newest_message_when_the_next_request_cuts():
-    """A breakpoint is a cache write (1.25x input) that pays back only when the next request reads it: when
-    the next build is sure to cut (``reuse=False``), the newest message carries none; the head keeps its own."""
-    plan = plan_cache(_req(5, 1), reuse=False)
-    assert plan.message_index is None and plan.head_index == 0 and plan.system and plan.tools
-    # implicit-cache providers place no breakpoints; the accounting index stays
-    assert plan_cache(_req(5, 1), 0, reuse=False).message_index == 4
-
-
 def test_a_policy_over_the_budget_does_not_cut_on_every_call():
     """Required layers that alone exceed the budget beside the reserved output (a long policy at 8K) lower the
     reservation; that lowered reservation is no part of the history, so it must not count as history over the
@@ -221,9 +212,6 @@ def test_a_policy_over_the_budget_does_not_cut_on_every_call():
                 writes += cost.cache_write_tokens
                 if not extends_previous(prev, req):
                     assert any(a["kind"] in ("emergency", "truncate") for a in pack.manifest.actions)
-            line = e.compaction.cut_at * pack.manifest.available
-            if pack.tokens >= line:  # the next build cuts: no breakpoint past the head
-                assert req.cache.message_index is None
             prev = req
             s.assistant(f"let me check step {k} of the troubleshooting guide for you")
             s.user(f"ok, I did step {k}: " + "the screen shows the same status bar icon " * 8)

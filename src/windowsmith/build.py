@@ -197,7 +197,7 @@ class Builder:
             asm = self._assemble(counter, budget)  # the pack must be what the log (with the new records) builds
         asm.actions[:0] = actions
         req = asm.request
-        req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints, reuse=self._reused(asm)))
+        req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
         rendered = eng.renderer(fmt).render(req)
         window = eng.window or spec.context_window
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)
@@ -264,21 +264,6 @@ class Builder:
         self.log.append(ShrinkRecord(tuple(s.entry for s in fit.shrinks),
                                      "message(s) larger than their share of the history: shrunk, never dropped"))
         return True
-
-    def _reused(self, asm: Assembly) -> bool:
-        """Whether the next request is expected to extend this one past its head, so a breakpoint on the newest
-        message pays back (``plan_cache(reuse=)``): not when this request, compacted as far as it goes, is still
-        at the line where every build cuts (the free cut's high-water mark; the summary's threshold when every
-        due summary runs; the block ceiling without compaction). Measured: predicting the next turn's growth
-        from the newest unit skipped breakpoints that would have been read, and cost more than it saved."""
-        eng = self.engine
-        cfg = eng.compaction
-        if cfg.enabled:
-            summarize_at = cfg.summarize_at if cfg.summarize_at is not None else eng.budget.compact_at
-            line = max(cfg.cut_at, summarize_at) if cfg.summary_pays else summarize_at
-        else:
-            line = eng.budget.block_at
-        return asm.tokens < line * asm.budget.available
 
     def _request_size(self, asm: Assembly) -> int:
         """Counted size of the request before fitting (tool definitions included), or the billed size

@@ -7,11 +7,6 @@ message whose rendering will not change on the next turn. When fewer are allowed
 and the head win, then the later ones (a later breakpoint also covers everything before it; earlier ones
 only help when later content changes).
 
-A breakpoint costs a cache write (1.25x the input price on Anthropic) and pays back only if the next
-request reads it (0.1x). When the next request is sure to rewrite what follows the head (``reuse=False``:
-the request is already over the compaction line, so the next build cuts), the newest-message breakpoint
-is left out: the history after the head is then billed once at the plain input price, not written.
-
 The newest-message rule: if the dynamic tail is prepended to the final user message, that message
 will look different next turn (it will have no tail), so the breakpoint goes on the message before
 it; otherwise it goes on the final message (the tail, if any, is a separate trailing block).
@@ -23,12 +18,10 @@ from .request import CachePlan, NeutralRequest
 from .tokens import TokenCounter
 
 
-def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, *, reuse: bool = True) -> CachePlan:
-    """Breakpoints for ``req``; ``reuse=False``: the next request will not extend this one past its head (see
-    the module docstring), so no breakpoint goes on its newest message."""
+def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
     msg_idx: int | None
     n = len(req.messages)
-    if n == 0 or (not reuse and max_breakpoints > 0):
+    if n == 0:
         msg_idx = None
     elif req.tail_mode() == "prepend":
         msg_idx = n - 2 if n >= 2 else None
