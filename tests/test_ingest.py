@@ -394,10 +394,18 @@ def test_thinking_blocks_go_back_unmodified_as_documented(engine):
     assert any(b.get("text") == "I will not echo [REDACTED:aws_access_key_id]" for b in blocks)
 
 
-def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_their_artifact(make_engine):
-    """The tail is never cached: an EVIDENCE note is shown once per artifact, and only while the history view
-    does not already hold that artifact's reference (the result's view, its fold line, its work-log line)."""
-    e = make_engine(window=8000)
+@pytest.mark.parametrize("recent", [None, 4])
+def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_their_artifact(make_engine, recent):
+    """The tail is never cached: an EVIDENCE note is shown once per artifact, only while the history view
+    does not already hold that artifact's reference (the result's view, its fold line, its work-log line), and
+    only for the newest ``recent`` offloaded results of the step (an autonomous agent's step lasts the run)."""
+    from windowsmith.layers.builtin import default_layers
+    from windowsmith.layers.evidence import EvidenceLayer
+
+    def layers():
+        return [EvidenceLayer(recent=recent) if isinstance(x, EvidenceLayer) else x for x in default_layers()]
+
+    e = make_engine(window=8000, layers=layers)
     s = _session(e)
     shown_once_gone = 0
     for i in range(24):
@@ -410,8 +418,12 @@ def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_th
         tail_refs = REF.findall(tail.split("## EVIDENCE", 1)[1]) if "## EVIDENCE" in tail else []
         assert len(tail_refs) == len(set(tail_refs)), "a duplicate note in the tail"
         assert not set(tail_refs) & history_refs, "a note repeats a reference the history holds"
+        if recent is not None:
+            newest = {n["ref"].removeprefix("artifact://") for n in s.state.notes_for("evidence")[-recent:]}
+            assert set(tail_refs) <= newest, "a note older than the newest results of the step"
         shown_once_gone += bool(tail_refs)
         s.assistant(f"looked at run {i}")
-    assert shown_once_gone, "a note whose artifact left the view comes back to the tail"
+    if recent is None:
+        assert shown_once_gone, "a note whose artifact left the view comes back to the tail"
     notes = s.state.notes_for("evidence")
     assert len(notes) == 24 and len({n["ref"] for n in notes}) == 12  # the log keeps every note

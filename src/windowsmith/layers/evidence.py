@@ -8,7 +8,11 @@ The tail is never cached (it is sent at full price on every call), so a note is 
 reference (the newest of duplicates) and only while the history does not already hold its reference:
 the result's own compressed view (its footer names the artifact), its fold line or its work-log line all
 carry ``artifact://<sha>``, so the note would repeat what the model sees. A note comes back when its
-reference leaves the view (cut from the work log, a shrunk message).
+reference leaves the view (cut from the work log, a shrunk message), but only for the newest ``recent`` (4)
+offloaded results of the step: an autonomous agent's step (no user message after the first) lasts the whole
+run, and without that bound every result compaction took away came back to the uncached tail for good
+(measured on the dev traces: OpenHands at 8K, a tail of 340 tokens a call; bounded: cost -8%, strict recall
++1.3 points; the older results stay reachable through the work log and the transcript reference).
 """
 
 from __future__ import annotations
@@ -66,8 +70,10 @@ class ViewRefs:
 class EvidenceLayer(Layer):
     name = "evidence"
 
-    def __init__(self, *, skip_visible: bool = True) -> None:
+    def __init__(self, *, skip_visible: bool = True, recent: int | None = 4) -> None:
         self.steps = StepTracker()
+        #: only the newest ``recent`` offloaded results of the step are candidates (``None``: all of them)
+        self.recent = recent
         #: leave out a note whose reference the history view already holds (see the module docstring)
         self.skip_visible = skip_visible
         self._view = ViewRefs()
@@ -78,7 +84,7 @@ class EvidenceLayer(Layer):
         visible: dict[str, int] = self._view.refs(ctx.state) if self.skip_visible and notes else {}
         seen: set[str] = set()
         shown = []
-        for note in reversed(notes):  # newest first: of duplicates, the newest stays
+        for note in reversed(notes[-self.recent:] if self.recent else notes):  # newest first: of duplicates, the newest stays
             ref = note.get("ref") or None
             if ref is not None and (ref in seen or ref in visible):
                 continue
