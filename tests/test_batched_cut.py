@@ -216,3 +216,40 @@ def test_a_policy_over_the_budget_does_not_cut_on_every_call():
             s.assistant(f"let me check step {k} of the troubleshooting guide for you")
             s.user(f"ok, I did step {k}: " + "the screen shows the same status bar icon " * 8)
         assert rewrites <= builds // 3, (rewrites, builds)
+
+
+def _small_room_session(e: ws.Engine) -> tuple[int, int]:
+    """Long tools and system at 8K leave little room for the history: (rewrites, most work-log tokens)."""
+    s = e.session("room")
+    s.system(" ".join(f"rule {i}: always check the build output of module {i} before editing." for i in range(230)))
+    s.tools([ToolSpec("run", "run a command", {"type": "object", "properties": {"cmd": {"type": "string"}}})])
+    s.user("fix the failing build of the parser")
+    counter = s.counter("anthropic")
+    prev = None
+    rewrites = worst = 0
+    for k in range(30):
+        s.assistant(f"step {k}", tool_calls=[{"id": f"c{k}", "name": "run", "arguments": {"cmd": f"make m{k}"}}])
+        s.tool_result(f"c{k}", " ".join(f"src/m{k}/f{j}.c:{j}: warning W{j}" for j in range(40)))
+        req = s.build().neutral
+        if prev is not None and not extends_previous(prev, req):
+            rewrites += 1
+        prev = req
+        if s.state.work_log:
+            worst = max(worst, sum(counter.raw_text(x) + 1 for x in s.state.work_log))
+    return rewrites, worst
+
+
+def test_the_work_log_stays_within_a_share_of_a_small_history_room():
+    """Where tools and system leave little room under the cut line, the emergency's work log is held to
+    ``work_log_room`` of that room (not a share of the whole window), so cuts come no more often (on the dev
+    traces, less often: OpenHands at 8K)."""
+    runs = {}
+    for share in (0.3, 1.0):
+        with tempfile.TemporaryDirectory() as tmp, ws.Engine(model=MODEL, store=Path(tmp) / "w.db", window=8000,
+                                                             compaction=CompactionConfig(work_log_room=share)) as e:
+            runs[share] = _small_room_session(e)
+    (small, log_small), (big, log_big) = runs[0.3], runs[1.0]
+    assert log_small < log_big and log_small <= 0.3 * 5840  # 8K: 5,840 available after the reserved output
+    assert small <= big, runs
+    with pytest.raises(ConfigError, match="work_log_room"):
+        CompactionConfig(work_log_room=0)
