@@ -61,10 +61,6 @@ class CompactionConfig:
     fold_keys: int = 12  # identifiers (ids, paths, error names, symbols) a fold keeps from its result
     extract_lessons: bool = True
     work_log_ratio: float = 0.08  # the work log of emergency truncations keeps its newest lines within this share
-    #: ... and within this share of the history's room under the cut line (what the fixed part and the pinned
-    #: request leave): tuned on the dev traces (OpenHands at 8K: 3,700 tokens of tools and system, cost -2%,
-    #: strict recall +2.9 points, as the cuts come less often)
-    work_log_room: float = 0.3
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
 
     def __post_init__(self) -> None:
@@ -80,8 +76,6 @@ class CompactionConfig:
             raise ConfigError(f"cut_at is a fraction of the available budget in (0, 1], got {self.cut_at}")
         if self.summary_tokens < 64 or self.emergency_keep < 1 or self.expected_turns < 0:
             raise ConfigError("summary_tokens must be >= 64, emergency_keep >= 1 and expected_turns >= 0")
-        if not 0 < self.work_log_room <= 1:
-            raise ConfigError(f"work_log_room is a share of the history's room in (0, 1], got {self.work_log_room}")
         if self.image_keep_turns is not None and self.image_keep_turns < 1:
             raise ConfigError(f"image_keep_turns must be >= 1 (the model sees an image at least once) or None "
                               f"(images are never replaced), got {self.image_keep_turns}")

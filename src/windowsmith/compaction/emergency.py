@@ -32,12 +32,8 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     # trigger: a rebuild with no new events must not truncate again)
     fixed, pinned = fixed_raw(p.state, p.counter, size, scale)
     log_cap = max(200, int(cfg.work_log_ratio * avail / scale))
-    # the log also stays within a share of the history's room under the cut line: where tools and system leave
-    # little room, a log sized by the window would fill it, and the next cut would come a call or two later
-    room = max(0.0, max(cfg.cut_at, p.summarize_at) * avail / scale - fixed - pinned)
-    log_cap = max(100, min(log_cap, int(cfg.work_log_room * room)))
     keep_raw = cfg.summary_target * (0.7 if p.harder else 1.0) * avail / scale - fixed - pinned - log_cap
-    r = emergency(p, turns, p.why if not failed else f"{p.why}; no summary (it failed, or its model call does not pay for itself)", keep_raw=max(0.0, keep_raw), log_cap=log_cap)
+    r = emergency(p, turns, p.why if not failed else f"{p.why}; no summary (it failed, or its model call does not pay for itself)", keep_raw=max(0.0, keep_raw))
     p.breaker.trip("emergency")
     if r is None:
         return size
@@ -55,8 +51,7 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
 WORK_LOG_KEYS = 8  # identifiers a work-log line keeps from the message it stands for
 
 
-def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None, log_cap: int | None = None
-              ) -> tuple[int, int, EmergencyRecord] | None:
+def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None) -> tuple[int, int, EmergencyRecord] | None:
     """Keep the last ``emergency_keep`` messages (whole units, the newest always), and no more than
     ``keep_raw`` raw tokens of them; everything older becomes work-log lines."""
     state = p.state
@@ -106,7 +101,7 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
                                    units[lo].first_seq, units[cut - 1].last_seq)
     # the record holds the whole new work log (older lines first), trimmed to its budget
     log = [*state.work_log, *lines]
-    cap = log_cap if log_cap is not None else max(200, int(p.config.work_log_ratio * p.available / counter.scale))
+    cap = max(200, int(p.config.work_log_ratio * p.available / counter.scale))
     while len(log) > 1 and sum(counter.raw_text(x) + 1 for x in log) > cap:
         log.pop(0)
     lines = log
