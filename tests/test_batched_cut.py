@@ -186,3 +186,33 @@ def test_plan_cache_head_breakpoint_invariants(n, head, tail, last_user, session
             assert plan.head_index < len(req.messages) - 1  # never the message the tail is prepended to
     # the renderer accepts every plan the planner makes
     get_renderer("anthropic").render(NeutralRequest(**{**req.__dict__, "cache": plan}))
+
+
+def test_a_policy_over_the_budget_does_not_cut_on_every_call():
+    """Required layers that alone exceed the budget beside the reserved output (a long policy at 8K) lower the
+    reservation; that lowered reservation is no part of the history, so it must not count as history over the
+    line: the session appends between cuts (before: an emergency cut and a cache rewrite on every call)."""
+    with tempfile.TemporaryDirectory() as tmp, ws.Engine(model=MODEL, store=Path(tmp) / "w.db", window=8000) as e:
+        s = e.session("policy")
+        s.system(" ".join(f"policy rule {i}: be accurate about plan {i}." for i in range(432)))
+        s.user("hi, my phone has no service")
+        counter = s.counter("anthropic")
+        spec = e.spec
+        prev = cands = None
+        builds = rewrites = writes = 0
+        for k in range(30):
+            pack = s.build()
+            req = pack.neutral
+            assert any(a["layer"] == "output" for a in pack.manifest.actions)  # the reservation was lowered
+            cost, cands = call_cost(spec, "anthropic", prev, req, counter, prompt_tokens=pack.tokens,
+                                    prev_candidates=cands)
+            if prev is not None:
+                builds += 1
+                rewrites += not extends_previous(prev, req)
+                writes += cost.cache_write_tokens
+                if not extends_previous(prev, req):
+                    assert any(a["kind"] in ("emergency", "truncate") for a in pack.manifest.actions)
+            prev = req
+            s.assistant(f"let me check step {k} of the troubleshooting guide for you")
+            s.user(f"ok, I did step {k}: " + "the screen shows the same status bar icon " * 8)
+        assert rewrites <= builds // 3, (rewrites, builds)

@@ -266,3 +266,21 @@ def test_a_new_session_starts_from_the_offset_of_the_last_session_first_call():
     nxt = Calibration.from_dict(cal.to_dict())
     assert nxt.offset == 1_200 and nxt.apply(1_600) == pytest.approx(1_200 + 1_600 * nxt.slope, abs=1)
     assert Calibration.from_dict({"slope": 1.0, "offset": 800.0}).offset == 800  # stored before head offsets
+
+
+def test_the_history_is_fitted_on_billed_tokens_so_stripped_thinking_does_not_cut_it(make_engine):
+    """Thinking of earlier turns is sent but stripped by the provider (the ``current_turn`` rule): the history
+    is fitted on what is billed, so long stripped thinking does not make it cut (before: it was counted against
+    the history's share, which truncated and re-wrote the cache while the billed request was half full)."""
+    e = make_engine(window=8000)
+    s = e.session("thinking")
+    s.system("You are an airline agent.")
+    for k in range(12):
+        s.user(f"turn {k}: please check reservation R{k} for the passenger on flight {k}")
+        pack = s.build()
+        assert not {a["kind"] for a in pack.manifest.actions} & {"truncate", "emergency", "summary", "mask"}, k
+        assert pack.tokens < 0.5 * pack.manifest.available  # billed: the stripped thinking is not counted
+        s.add(Message("assistant", (thinking(f"reasoning about reservation R{k} and its fare rules " * 60),
+                                    Text(f"Reservation R{k} is confirmed."))))
+    sent = sum(s.counter("anthropic").raw_message(m) for m in s.state.messages)
+    assert sent * s.counter("anthropic").scale > pack.manifest.available  # what is sent is over the budget

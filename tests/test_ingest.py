@@ -72,7 +72,8 @@ def test_large_result_is_offloaded_compressed_and_recoverable(engine):
     pack = s.build()
     assert ref in pack.manifest.artifacts
     tail = pack.request["messages"][-1]["content"][-1]["text"]
-    assert "## EVIDENCE" in tail and ref in tail  # offloaded result of the current step, summary + reference
+    # the result's own view names its artifact in the history: an EVIDENCE note would repeat it, uncached
+    assert "## EVIDENCE" not in tail and ref in json.dumps(pack.request["messages"][-1]["content"][0])
     s.user("thanks, now the docs")  # a new step: the old evidence leaves the tail
     assert "## EVIDENCE" not in json.dumps(s.build().request["messages"][-1])
 
@@ -391,3 +392,38 @@ def test_thinking_blocks_go_back_unmodified_as_documented(engine):
     blocks = [b for m in request["messages"] for b in (m["content"] if isinstance(m["content"], list) else [])]
     assert thought in blocks  # byte for byte, signature intact
     assert any(b.get("text") == "I will not echo [REDACTED:aws_access_key_id]" for b in blocks)
+
+
+@pytest.mark.parametrize("recent", [None, 4])
+def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_their_artifact(make_engine, recent):
+    """The tail is never cached: an EVIDENCE note is shown once per artifact, only while the history view
+    does not already hold that artifact's reference (the result's view, its fold line, its work-log line), and
+    only for the newest ``recent`` offloaded results of the step (an autonomous agent's step lasts the run)."""
+    from windowsmith.layers.builtin import default_layers
+    from windowsmith.layers.evidence import EvidenceLayer
+
+    def layers():
+        return [EvidenceLayer(recent=recent) if isinstance(x, EvidenceLayer) else x for x in default_layers()]
+
+    e = make_engine(window=8000, layers=layers)
+    s = _session(e)
+    shown_once_gone = 0
+    for i in range(24):
+        _call(s, f"c{i}", f"pytest -q -k case{i // 2}")
+        s.tool_result(f"c{i}", pytest_log(5000 + 40 * (i // 2)))  # 12 distinct outputs, each offloaded twice
+        pack = s.build()
+        msgs = pack.neutral.messages
+        history_refs = {r for m in msgs for r in REF.findall(json.dumps(m.to_dict()))}
+        tail = pack.neutral.tail or ""
+        tail_refs = REF.findall(tail.split("## EVIDENCE", 1)[1]) if "## EVIDENCE" in tail else []
+        assert len(tail_refs) == len(set(tail_refs)), "a duplicate note in the tail"
+        assert not set(tail_refs) & history_refs, "a note repeats a reference the history holds"
+        if recent is not None:
+            newest = {n["ref"].removeprefix("artifact://") for n in s.state.notes_for("evidence")[-recent:]}
+            assert set(tail_refs) <= newest, "a note older than the newest results of the step"
+        shown_once_gone += bool(tail_refs)
+        s.assistant(f"looked at run {i}")
+    if recent is None:
+        assert shown_once_gone, "a note whose artifact left the view comes back to the tail"
+    notes = s.state.notes_for("evidence")
+    assert len(notes) == 24 and len({n["ref"] for n in notes}) == 12  # the log keeps every note

@@ -68,8 +68,9 @@ def _text(e: Any) -> str:
 @pytest.mark.parametrize("streaming", [False, True])
 def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine], streaming: bool) -> None:
     mock = BilledMock("gemini", _script())
-    # the free cut at 85% of the budget (default 95%), so this short run compacts at least once
-    session = make_engine("gemini-2.5-flash", window=6_000, budget=ws.BudgetConfig(reserved_output=1_000),
+    # the free cut at 85% of the budget (default 95%) and a 4.6K window, so this short run compacts at least
+    # once (its EVIDENCE notes no longer repeat the results its history shows, so its requests are smaller)
+    session = make_engine("gemini-2.5-flash", window=4_600, budget=ws.BudgetConfig(reserved_output=1_000),
                           compaction=ws.CompactionConfig(cut_at=0.85)).session("adk")
     cb = WindowsmithCallbacks(session)
     client = genai.Client(api_key="test", http_options=gtypes.HttpOptions(httpx_async_client=mock.async_client()))

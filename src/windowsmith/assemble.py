@@ -241,7 +241,8 @@ def assemble(
             lineage = it.lineage if it.lineage is not None and it.lineage.messages is it.content else None
         elif it.slot == "tail":
             tail_items.append(it)
-    unbilled = counter.scaled(counter.raw_unbilled(messages))  # sent, but stripped by the provider
+    # sent, but stripped by the provider (the history layer's own item already left it out of its count)
+    unbilled = counter.scaled(counter.raw_unbilled(messages)) if history is None or history.fit is None else 0
     if unbilled and history is not None:
         usage[history.layer].used -= unbilled
     total -= unbilled

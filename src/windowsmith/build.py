@@ -268,7 +268,9 @@ class Builder:
     def _request_size(self, asm: Assembly) -> int:
         """Counted size of the request before fitting (tool definitions included), or the billed size
         of the last call if it is larger and no compaction happened since."""
-        size = asm.tokens + sum(max(0, a.tokens_before - a.tokens_after) for a in asm.actions)
+        # what fitting took out of the layers (history dropped or shrunk, notes cut); not the output reservation
+        # lowered beside long required layers (an ``output`` action: it is no part of the request)
+        size = asm.tokens + sum(max(0, a.tokens_before - a.tokens_after) for a in asm.actions if a.layer != "output")
         state = self.state
         last_comp = state.records[-1].seq if state.records else -1
         if state.usages:
@@ -317,7 +319,8 @@ class Builder:
         n_tools = len(req.tools)
         n_system = len(rendered.parts) - len(req.messages) - n_tools - (1 if req.tail_mode() == "new" else 0)
         layout = {"tools": n_tools, "system": max(0, n_system)}
-        ptoks = prefix_tokens(req, counter, asm.history.raw_tokens if asm.history is not None else None)
+        ptoks = prefix_tokens(req, counter, asm.history.raw_tokens + (asm.history.fit.unbilled if asm.history.fit else 0)
+                              if asm.history is not None and asm.history.raw_tokens is not None else None)
         checksum = rendered.checksum
         pack_id = "pk_" + sha256_hex(f"{self.session_id}|{self.state.head}|{fmt}|{checksum}")[:20]
         return Manifest(

@@ -114,6 +114,9 @@ class HistoryLayer(Layer):
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water
         self._cache: dict[int, tuple[TokenCounter, list[int], list[int], list[int]]] = {}
+        #: per counter: prefix sums of each unit's thinking tokens and the indices of units that open with a user
+        #: text message (the provider strips the thinking before the last one), extended like the counts
+        self._thinking: dict[int, tuple[list[int], list[int]]] = {}
 
     def unit_counts(self, state: SessionState, counter: TokenCounter) -> tuple[list[int], list[int]]:
         """Raw (unscaled) per-unit counts and their prefix sums, extended incrementally.
@@ -124,16 +127,36 @@ class HistoryLayer(Layer):
         if entry is None or entry[0] is not counter or entry[3][0] != state.rewrites:
             entry = (counter, [], [0], [state.rewrites])
             self._cache[id(counter)] = entry
+            self._thinking[id(counter)] = ([0], [])
         _, counts, prefix, _epoch = entry
+        tprefix, users = self._thinking[id(counter)]
         units = state.units
         start = max(0, len(counts) - 1)  # the last unit may have grown since
         del counts[start:]
         del prefix[start + 1:]
-        for u in units[start:]:
+        del tprefix[start + 1:]
+        while users and users[-1] >= start:
+            users.pop()
+        for k, u in enumerate(units[start:], start):
             n = sum(counter.raw_message(m) for m in u.messages)
             counts.append(n)
             prefix.append(prefix[-1] + n)
+            tprefix.append(tprefix[-1] + sum(counter.raw_thinking(m) for m in u.messages))
+            first = u.messages[0]
+            if first.role == "user" and not first.tool_results:
+                users.append(k)
         return counts, prefix
+
+    def unbilled(self, counter: TokenCounter, first_unit: int, pinned: bool) -> int:
+        """Raw thinking tokens of the units from ``first_unit`` that the provider strips (those before the
+        newest user text message, under the ``current_turn`` rule; see ``TokenCounter.raw_unbilled``). Call
+        after :meth:`unit_counts` with the same counter."""
+        if counter.thinking != "current_turn":
+            return 0
+        tprefix, users = self._thinking[id(counter)]
+        lo = max(first_unit, 1 if pinned else 0)
+        last = users[-1] if users else -1
+        return tprefix[last] - tprefix[lo] if last > lo else 0
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:
         state = ctx.state
@@ -145,12 +168,13 @@ class HistoryLayer(Layer):
         pinned = lo > 0 and state.pinned
         summary = state.summary_message if lo > 0 and lo < len(counts) else None
         summary_raw = counter.raw_message(summary) if summary is not None else 0
-        raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0) + summary_raw
+        unbilled = self.unbilled(counter, lo, state.pinned)
+        raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0) + summary_raw - unbilled
         messages, lineage = state.history_view(lo)
         yield Item(
             self.name, "history", "session", messages, priority=50, provenance="log",
             shrink=partial(self._shrink, state), raw_tokens=raw, lineage=lineage,
-            fit=HistoryFit(first_unit=lo, counts=counts, prefix=prefix, summary_raw=summary_raw),
+            fit=HistoryFit(first_unit=lo, counts=counts, prefix=prefix, summary_raw=summary_raw, unbilled=unbilled),
             # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it
             meta={"head": len(state.units[0].messages)} if state.pinned and len(state.units) > 1 else {},
         )
@@ -174,8 +198,8 @@ class HistoryLayer(Layer):
         target = cap_raw * self.low_water
 
         def total(i: int, first: int) -> int:
-            """Raw tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
-            return first + (summary_raw if i > 0 else 0) + prefix[n] - prefix[max(i, p)]
+            """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
+            return first + (summary_raw if i > 0 else 0) + prefix[n] - prefix[max(i, p)] - self.unbilled(counter, i, pinned)
 
         shrinks: list[Shrink] = []
         # the pinned request larger than its share of a full history: shrink it (it is never dropped)
@@ -206,11 +230,14 @@ class HistoryLayer(Layer):
         if new_lo > 0 and summary is not None:
             head = (*head, summary)
         messages = head + tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks))
-        raw = sum(counter.raw_message(m) for m in messages)
+        unbilled = counter.raw_unbilled(messages)
+        raw = sum(counter.raw_message(m) for m in messages) - unbilled
         clipped: list[str] = []
         if raw * counter.scale > cap:
             # still over (many small blocks): cut the largest tool results head + tail (the overflow guard)
             messages, raw, clipped = clip_messages(messages, cap, counter)
+            unbilled = counter.raw_unbilled(messages)
+            raw -= unbilled
         if raw * counter.scale > cap:
             return None  # the assembler drops it and the build refuses it (history_blocked names the message)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
@@ -222,6 +249,7 @@ class HistoryLayer(Layer):
             dropped_tokens=sum(counts[i] for i in dropped),
             clipped=tuple(clipped),
             shrinks=tuple(shrinks),
+            unbilled=unbilled,
         ))
 
 
