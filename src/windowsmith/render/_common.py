@@ -306,7 +306,7 @@ class UnitRenderer(Renderer):
         n0 = len(lead)
         for i, sp in enumerate(self._spares):
             if sp.out is not body.out or sys.getrefcount(sp.items) != _FREE_REFS or len(sp.lead) != n0 or not all(
-                    a is b for a, b in zip(sp.lead, lead)):
+                    a is b for a, b in zip(sp.lead, lead, strict=True)):
                 continue
             items = sp.items
             keep = max(0, min(sp.size - 1, base))  # the body's last message then may have been merged with new ones
