@@ -320,6 +320,6 @@ def test_sessions_building_in_threads_share_the_engine_renderer_safely(tmp_path)
 
         with ThreadPoolExecutor(4) as pool:
             results = list(pool.map(run, range(4)))
-    for packs in results:
-        for pack in packs:
+    for built in results:
+        for pack in built:
             _scratch_render("openai-chat", pack)
