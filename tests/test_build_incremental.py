@@ -22,6 +22,7 @@ from conftest import DATA, FORMAT_MODEL
 from windowsmith import refs
 from windowsmith.render import get_renderer
 from windowsmith.snapshot import Snapshot
+from windowsmith.store import packs
 from windowsmith.traces import load_traces
 
 FORMATS = ("anthropic", "openai-chat", "openai-responses", "gemini")
@@ -135,7 +136,8 @@ def test_interleaved_appends_and_builds_equal_a_fresh_replay(ops, fmt, small):
 
 
 def test_each_build_renders_and_scans_only_the_new_messages(tmp_path, monkeypatch):
-    """As the session grows, the messages rendered, scanned for references and hashed per build stay bounded."""
+    """As the session grows, the messages rendered, scanned for references and hashed per build stay bounded;
+    so do the part digests the pack's delta compares, and the request's message list is not copied."""
     scanned: list[int] = []
     real_refs = refs.message_refs
 
@@ -143,7 +145,15 @@ def test_each_build_renders_and_scans_only_the_new_messages(tmp_path, monkeypatc
         scanned.append(1)
         return real_refs(m)
 
+    compared: list[int] = []  # characters of manifest values the delta encoder compares (part digests: 12 a part)
+    real_prefix = packs._common_prefix
+
+    def counting_prefix(a, b):
+        compared.append(min(len(a), len(b)))
+        return real_prefix(a, b)
+
     monkeypatch.setattr(refs, "message_refs", counting_refs)
+    monkeypatch.setattr(packs, "_common_prefix", counting_prefix)
     with ws.Engine("gpt-4.1", store=tmp_path / "ws.db") as e:  # a 1M window: nothing compacted
         renderer = e.renderer("openai-chat")
         rendered: list[int] = []
@@ -155,8 +165,9 @@ def test_each_build_renders_and_scans_only_the_new_messages(tmp_path, monkeypatc
 
         renderer.render_message = counting_render  # type: ignore[method-assign]
         s = e.session("grow", goal="work")
-        per_build: list[tuple[int, int, int]] = []
+        per_build: list[tuple[int, int, int, int]] = []
         lineages = set()
+        pack = None
         for i in range(300):
             s.user(f"step {i}")
             s.assistant(tool_calls=[ws.ToolCall(f"c{i}", "read", {"path": f"f{i}.py"})])
@@ -164,17 +175,69 @@ def test_each_build_renders_and_scans_only_the_new_messages(tmp_path, monkeypatc
             s.assistant(f"done {i}")
             rendered.clear()
             scanned.clear()
+            compared.clear()
             hashed_before = renderer._hashers[0]._k
-            pack = s.build("openai-chat")
+            pack = s.build("openai-chat")  # the agent's loop: the last pack is held while the next one builds
             lineages.add(id(pack.neutral.lineage))
-            per_build.append((len(rendered), len(scanned), renderer._hashers[0]._k - hashed_before))
+            per_build.append((len(rendered), len(scanned), renderer._hashers[0]._k - hashed_before, sum(compared)))
         assert not s.state.compactions
     assert len(pack.neutral.messages) == 1200
     assert len(lineages) == 1  # one view epoch: every build extended the last one
     # after the first build, each renders, scans and hashes its 4 new messages (and the tail), never the session
-    assert max(r for r, _, _ in per_build[1:]) <= 4
-    assert max(n for _, n, _ in per_build[1:]) <= 4
-    assert max(h for _, _, h in per_build[1:]) <= 4
+    assert max(r for r, _, _, _ in per_build[1:]) <= 4
+    assert max(n for _, n, _, _ in per_build[1:]) <= 4
+    assert max(h for _, _, h, _ in per_build[1:]) <= 4
+    # the pack's delta compares the digests after the shared prefix the builder hints (the last parts and the
+    # new ones), not the session's 1,200 x 12 characters; short strings (ids, hashes) are compared as before
+    assert max(c for _, _, _, c in per_build[2:]) < 400
+    # the request's message list: from the third build on, the list of the pack before the last (no one holds
+    # it any more) is brought up to date in place instead of copying the whole history
+    assert renderer.lists_reused == 298
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_reused_message_lists_never_change_a_request_someone_holds(tmp_path, fmt):
+    """The renderer recycles a request's message list only when no one refers to it: packs (or just their
+    message lists) that a caller keeps stay as they were, and every request equals a fresh renderer's."""
+    import copy
+
+    kept: list[tuple[object, object]] = []  # (what the caller holds, a deep copy of it then)
+    key = {"gemini": "contents", "openai-responses": "input"}.get(fmt, "messages")
+    with ws.Engine(FORMAT_MODEL[fmt], store=tmp_path / "w.db") as e:
+        renderer = e.renderer(fmt)
+        s = e.session("keep", goal="work through the items")
+        s.system("You are careful.")
+        for i in range(40):
+            s.user(f"step {i} " + "detail " * (i % 5))
+            s.assistant(tool_calls=[ws.ToolCall(f"c{i}", "read", {"path": f"f{i}.py"})])
+            s.tool_result(f"c{i}", f"ok {i}\n" + "line\n" * (i % 7))
+            if i % 3 == 0:
+                s.assistant(f"done {i}")
+            pack = s.build(fmt)
+            _scratch_render(fmt, pack)
+            if i % 5 == 0:  # a whole pack
+                kept.append((pack, copy.deepcopy(pack.request)))
+            elif i % 5 == 2:  # only the request's message list
+                kept.append((pack.request[key], copy.deepcopy(pack.request[key])))
+            del pack
+        assert renderer.lists_reused >= 15  # the rest were recycled
+    for held, then in kept:
+        assert (held.request if isinstance(held, ws.Pack) else held) == then
+
+
+@given(base=st.text("0123456789abcdef", max_size=400), keep=st.integers(0, 400),
+       suffix=st.text("0123456789abcdef", max_size=60), other=st.booleans())
+def test_a_hinted_delta_is_the_delta(base, keep, suffix, other):
+    """The part-digest hint changes how much the delta encoder compares, never the delta it writes."""
+    keep = min(keep, len(base))
+    new_parts = base[:keep] + suffix
+    old = {"parts": base, "seq": 1, "checksum": "a" * 40}
+    new = {"parts": new_parts, "seq": 2, "checksum": ("b" if other else "a") * 40}
+    want = packs.manifest_delta(old, new)
+    assert packs.manifest_delta(old, new, {"parts": (base, keep)}) == want
+    assert packs.apply_delta(old, want) == new
+    # a hint about another string (not the base's own) is ignored
+    assert packs.manifest_delta(old, new, {"parts": ("x" + base, keep)}) == want
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat"])
@@ -257,6 +320,6 @@ def test_sessions_building_in_threads_share_the_engine_renderer_safely(tmp_path)
 
         with ThreadPoolExecutor(4) as pool:
             results = list(pool.map(run, range(4)))
-    for packs in results:
-        for pack in packs:
+    for built in results:
+        for pack in built:
             _scratch_render("openai-chat", pack)

@@ -37,6 +37,7 @@ from .render import FORMATS
 from .render.base import Rendered
 from .request import NeutralRequest
 from .state import SessionState
+from .store.packs import Hinted
 from .tokens import Calibration, TokenCounter
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ class Builder:
         self._calibrations: dict[str, Calibration] = {}
         self._refs = RefTracker()
         self._parts_cache: tuple[Sequence[str], int, object, str] = ((), 0, None, "")
+        self._parts_hint: tuple[str, int] = ("", 0)  # (the last manifest's parts, characters this one shares)
         self._compactor: Compactor | None = None
         self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
 
@@ -202,7 +204,9 @@ class Builder:
         window = eng.window or spec.context_window
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)
         if not eng.store.has_pack(manifest.pack_id):
-            eng.store.save_pack(manifest.pack_id, self.session_id, state.seq, manifest.to_dict())
+            # the part digests extend the last manifest's: the delta encoder need not compare the shared prefix
+            eng.store.save_pack(manifest.pack_id, self.session_id, state.seq,
+                                Hinted(manifest.to_dict(), {"parts": self._parts_hint}))
         pack = Pack(rendered.request, manifest, rendered, req, fmt)
         self.last_pack = pack
         return pack
@@ -361,19 +365,23 @@ class Builder:
     def _short_parts(self, rendered: Rendered) -> str:
         """The manifest's part digests (12 hex chars each), extended incrementally turn to turn: the stable
         prefix kept from the last build is reused when the parts' lineage (``Rendered.stable``) proves it, or
-        a comparison does."""
+        a comparison does. Sets :attr:`_parts_hint` (the last build's digest string and how many of its
+        characters this one starts with), which tells the store's delta encoder what not to compare."""
         parts = rendered.parts
-        prev, k, token, short = self._parts_cache
+        prev, k, token, last = self._parts_cache
         stable = rendered.stable
         if k and len(parts) >= k and ((stable is not None and stable[0] is token and stable[1] >= k)
                                       or parts[:k] == prev[:k]):
-            out = short + "".join(p[:PART_LEN] for p in parts[k:])
+            shared = k * PART_LEN
+            out = last[:shared] + "".join(p[:PART_LEN] for p in parts[k:])
         else:
+            shared = 0
             out = "".join(p[:PART_LEN] for p in parts)
+        self._parts_hint = (last, shared)
         # keep only the stable prefix (the last parts — tail, final message — change every turn)
         keep = max(0, len(parts) - 3)
         token = stable[0] if stable is not None and stable[1] >= keep else None
-        self._parts_cache = (parts, keep, token, out[: keep * PART_LEN])
+        self._parts_cache = (parts, keep, token, out)  # the whole string: its first keep * PART_LEN are kept
         return out
 
 

@@ -17,6 +17,8 @@ format's assembly step merges it into the neighbouring message where the format 
 
 from __future__ import annotations
 
+import sys
+import sysconfig
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -63,11 +65,33 @@ class _Body:
         self.token = object()  # the parts lineage: new whenever the body is rebuilt rather than extended
 
 
+class _Spare:
+    """A request's message list kept by the renderer, to be brought up to date in place for a later request
+    once no one else holds it: ``items`` was ``[*lead, *out[:size - 1], ...]`` (``out`` the body's merged list
+    when it had ``size`` messages) with the items at ``marked`` replaced by the build hook."""
+
+    __slots__ = ("items", "lead", "marked", "out", "size")
+
+    def __init__(self, items: list[dict[str, Any]], out: list[dict[str, Any]], lead: tuple[Any, ...],
+                 marked: tuple[int, ...]) -> None:
+        self.items, self.out, self.size, self.lead, self.marked = items, out, len(out), lead, marked
+
+
+#: ``sys.getrefcount`` of a spare list that only its :class:`_Spare` refers to (its slot and the call's argument);
+#: lists are recycled on CPython with the GIL only, where this count is exact
+_FREE_REFS = 2
+_RECYCLE = sys.implementation.name == "cpython" and not sysconfig.get_config_var("Py_GIL_DISABLED")
+#: spare lists a renderer keeps: the last request's (its pack is usually still held) and the one before
+_SPARES = 2
+
+
 class UnitRenderer(Renderer):
     """A renderer built from per-unit hooks; subclasses supply the format's shapes."""
 
     #: Formats that must merge consecutive same-role messages (Anthropic, Gemini) set this.
     merge_same_role: bool = False
+    #: Formats whose system items lead the message list (OpenAI) set this: the hook gets them there.
+    system_in_messages: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -75,6 +99,8 @@ class UnitRenderer(Renderer):
         self._parts_line: tuple[object, tuple[str, ...]] | None = None  # (parts token, head parts) of the last render
         self._hashers = (PartsHasher(), PartsHasher())
         self._lock = threading.Lock()
+        self._spares: list[_Spare] = []  # message lists of earlier requests (see _message_list)
+        self.lists_reused = 0  # requests whose message list was an earlier request's, brought up to date in place
     #: Key of the message field holding the block list ("content" or "parts").
     content_key: str = "content"
 
@@ -104,7 +130,10 @@ class UnitRenderer(Renderer):
         marks: dict[str, Any],
     ) -> dict[str, Any]:
         """Assemble the request dict; ``marks`` says where breakpoints go (see ``render``). ``messages`` is a
-        fresh list this request owns: the hook may put it in the request and change it in place."""
+        list this request owns (the system items first when ``system_in_messages``): the hook may put it in
+        the request and replace the items that carry a message breakpoint (``marks["message"]`` and
+        ``marks["head"]``: (message, block)) with marked copies, nothing else. Once no one holds the list any
+        more, the renderer brings it up to date in place for a later request."""
 
     def defer_tool(self, rendered: Any) -> Any:
         """A tool definition marked for the provider's deferred loading (formats that have it override)."""
@@ -225,18 +254,23 @@ class UnitRenderer(Renderer):
         else:
             last_out, last_origin = [], []
             base = len(body.out)
-        # the request's message list: the one copy of the body a build makes (the hooks may take it over)
-        messages = body.out[:base]
-        messages.extend(last_out)
+        # the request's message list: a copy of the body, or a list no one holds any more brought up to date
+        lead = system if self.system_in_messages else []
+        messages = self._message_list(body, lead, base, last_out)
 
         def origin_at(k: int) -> list[tuple[int, int]]:
             return last_origin[k - base] if k >= base else body.origin[k]
 
-        mark_at = self._mark(body, origin_at, len(messages), plan.message_index, from_end=True)
-        head_at = self._mark(body, origin_at, len(messages), plan.head_index, from_end=False)
+        n_body = len(messages) - len(lead)
+        mark_at = _shift(self._mark(body, origin_at, n_body, plan.message_index, from_end=True), len(lead))
+        head_at = _shift(self._mark(body, origin_at, n_body, plan.head_index, from_end=False), len(lead))
 
         marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at, "head": head_at}
         request = self.build(req, tools, system, messages, marks)
+        if _RECYCLE:
+            marked = tuple(at[0] for at in (mark_at, head_at) if at is not None)
+            self._spares.append(_Spare(messages, body.out, tuple(lead), marked))
+            del self._spares[:-_SPARES]
         rest = {
             "format": self.format,
             "fields": {k: v for k, v in request.items() if k not in ("tools", "system", "messages", "input", "contents", "config")},
@@ -260,6 +294,36 @@ class UnitRenderer(Renderer):
         prefix_digest = hashers[1].prefix(ptuple, prefix, stable)
         hashers[1].advance(ptuple, prefix, stable)
         return Rendered(request, ptuple, prefix, checksum, self.format, prefix_digest, stable)
+
+    def _message_list(self, body: _Body, lead: list[Any], base: int, last: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``[*lead, *body.out[:base], *last]``: the request's own list.
+
+        Copying the body touches every message of the session (and freeing the list later does again). So
+        the renderer keeps the lists of its last requests; one that only the renderer refers to any more
+        (its request, and the pack holding it, are gone) and that was taken from this same body (extended
+        since, never rebuilt) is brought up to date in place: the items the hook marked are put back, the
+        end from the first message that may have changed since is cut and the new messages are appended."""
+        n0 = len(lead)
+        for i, sp in enumerate(self._spares):
+            if sp.out is not body.out or sys.getrefcount(sp.items) != _FREE_REFS or len(sp.lead) != n0 or not all(
+                    a is b for a, b in zip(sp.lead, lead, strict=True)):
+                continue
+            items = sp.items
+            keep = max(0, min(sp.size - 1, base))  # the body's last message then may have been merged with new ones
+            for p in sp.marked:
+                if n0 <= p < n0 + keep:
+                    items[p] = body.out[p - n0]
+            del items[n0 + keep:]
+            items += body.out[keep:base]
+            items += last
+            del self._spares[i]
+            self.lists_reused += 1
+            return items
+        items = body.out[:base]
+        if lead:
+            items[:0] = lead
+        items += last
+        return items
 
     def _mark(self, body: _Body, origin_at: Callable[[int], list[tuple[int, int]]], n: int, index: int | None, *,
               from_end: bool) -> tuple[int, int] | None:
@@ -376,10 +440,8 @@ class UnitRenderer(Renderer):
 # -------------------------------------------------------------------------------------------------
 
 
-def prepend(items: list[Any], messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``[*items, *messages]`` made in ``messages`` itself (a request's own list: no copy of a long history)."""
-    messages[:0] = items
-    return messages
+def _shift(at: tuple[int, int] | None, n: int) -> tuple[int, int] | None:
+    return None if at is None else (at[0] + n, at[1])
 
 
 def data_uri(image: Image) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ProviderResponseError
 from ..model import Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
 from ..request import NeutralRequest
-from ._common import UnitRenderer, as_int, data_uri, expect, prepend, to_plain
+from ._common import UnitRenderer, as_int, data_uri, expect, to_plain
 from .base import ParsedResponse
 
 ERROR_PREFIX = "Error: "
@@ -34,6 +34,7 @@ def result_text(r: ToolResult) -> str:
 
 class OpenAIChatRenderer(UnitRenderer):
     format = "openai-chat"
+    system_in_messages = True
 
     def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
         fn: dict[str, Any] = {"name": tool.name, "parameters": dict(tool.parameters)}
@@ -77,7 +78,7 @@ class OpenAIChatRenderer(UnitRenderer):
         return msgs
 
     def build(self, req: NeutralRequest, tools: list[Any], system: list[Any], messages: list[dict[str, Any]], marks: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"model": req.model, "messages": prepend(system, messages)}
+        out: dict[str, Any] = {"model": req.model, "messages": messages}
         if tools:
             out["tools"] = tools
         if req.allowed_tools is not None:

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import ProviderResponseError
 from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
 from ..request import NeutralRequest
-from ._common import UnitRenderer, as_int, data_uri, expect, prepend, to_plain
+from ._common import UnitRenderer, as_int, data_uri, expect, to_plain
 from .base import ParsedResponse
 from .openai_chat import ERROR_PREFIX
 
@@ -37,6 +37,7 @@ def _output(r: ToolResult) -> str | list[dict[str, Any]]:
 
 class OpenAIResponsesRenderer(UnitRenderer):
     format = "openai-responses"
+    system_in_messages = True
 
     def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
         d: dict[str, Any] = {"type": "function", "name": tool.name, "parameters": dict(tool.parameters), "strict": False}
@@ -85,7 +86,7 @@ class OpenAIResponsesRenderer(UnitRenderer):
         return items
 
     def build(self, req: NeutralRequest, tools: list[Any], system: list[Any], messages: list[dict[str, Any]], marks: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"model": req.model, "input": prepend(system, messages)}
+        out: dict[str, Any] = {"model": req.model, "input": messages}
         if tools:
             out["tools"] = tools
         if req.allowed_tools is not None:

@@ -12,6 +12,10 @@ and reading any pack reads at most ``CHAIN_RATIO + 1`` full manifests' worth.
 
 The backends keep the last pack they wrote per session (:class:`PackCache`); a writer that finds
 another pack after it in the table (another process wrote one) starts a new chain.
+
+A manifest may come as a :class:`Hinted` dict that says which of its strings start with the same characters
+as a string of the previous manifest (the builder knows its part digests extend the last build's): when the
+chain's base holds that very string, the delta compares only what follows, not the whole session's digests.
 """
 
 from __future__ import annotations
@@ -54,14 +58,54 @@ def _common_prefix(a: str | list[Any], b: str | list[Any]) -> int:
     return lo
 
 
-def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """The delta that turns ``base`` into ``new`` (see the module doc)."""
+class Hinted(dict[str, Any]):
+    """A manifest (a plain dict to everything else) with ``hints[key] = (earlier, n)``: the string
+    ``self[key]`` starts with ``earlier[:n]``. When the base of the delta holds ``earlier`` itself (the same
+    object), :func:`manifest_delta` trusts the first ``n`` characters and compares only the rest."""
+
+    __slots__ = ("hints",)
+
+    def __init__(self, manifest: Mapping[str, Any], hints: Mapping[str, tuple[str, int]]) -> None:
+        super().__init__(manifest)
+        self.hints = dict(hints)
+
+
+#: characters just before a hinted prefix's end that are compared anyway (a cheap guard against a wrong hint)
+_HINT_CHECK = 64
+
+
+def _hinted_prefix(b: str, v: str, hint: tuple[str, int] | None) -> int | None:
+    """``_common_prefix(b, v)`` from a hint that ``v`` starts with ``b[:n]`` (``b`` the hinted string itself),
+    comparing only what follows ``n``; None when the hint does not apply."""
+    if hint is None or hint[0] is not b or not isinstance(v, str):
+        return None
+    n = min(hint[1], len(b), len(v))
+    lo = max(0, n - _HINT_CHECK)
+    if b[lo:n] != v[lo:n]:
+        return None  # a wrong hint: compare everything
+    return n + _common_prefix(b[n:], v[n:])
+
+
+def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any],
+                   hints: Mapping[str, tuple[str, int]] | None = None) -> dict[str, Any]:
+    """The delta that turns ``base`` into ``new`` (see the module doc); ``hints`` as :attr:`Hinted.hints`
+    (the same delta, found without comparing the hinted strings' shared prefixes)."""
     put: dict[str, Any] = {}
     prefix: dict[str, int] = {}
     sub: dict[str, Any] = {}
     for k, v in new.items():
         if k in base:
             b = base[k]
+            n = _hinted_prefix(b, v, hints.get(k)) if hints else None
+            if n is not None:
+                if n == len(b) == len(v):
+                    continue  # equal
+                if n >= MIN_PREFIX:
+                    prefix[k] = n
+                    put[k] = v[n:]
+                else:
+                    put[k] = v
+                continue
             if type(b) is type(v) and b == v:
                 continue
             if isinstance(v, dict) and isinstance(b, dict) and v and b:
@@ -136,7 +180,7 @@ def encode(head: ChainHead | None, manifest: Mapping[str, Any], full_json: Any) 
     from .base import to_json
 
     if head is not None:
-        delta = manifest_delta(head.manifest, manifest)
+        delta = manifest_delta(head.manifest, manifest, getattr(manifest, "hints", None))
         text = to_json(delta, "the manifest delta")
         if head.chain_bytes + len(text) <= CHAIN_RATIO * head.snap_bytes:
             return text, True, len(text)
@@ -204,4 +248,4 @@ def chain_rows(rows: Iterable[tuple[int, str]]) -> list[tuple[int, int | None, i
     return out
 
 
-__all__ = ["ChainHead", "PackCache", "apply_delta", "chain_rows", "encode", "manifest_delta", "next_head", "rebuild", "rebuild_all"]
+__all__ = ["ChainHead", "Hinted", "PackCache", "apply_delta", "chain_rows", "encode", "manifest_delta", "next_head", "rebuild", "rebuild_all"]
