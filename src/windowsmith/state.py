@@ -188,7 +188,9 @@ class SessionState:
 
     # ------------------------------------------------------------------ folding events
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event, message: Message | None = None) -> None:
+        """Fold one event into the state. ``message``: a ``message`` event's message, already built from the
+        event's data (a replay of the session's own log builds it without validating it again; resume.py)."""
         if event.parent != self.head:
             raise StoreError(
                 f"session {self.session_id!r}: event seq {event.seq} has parent {event.parent!r}, "
@@ -212,7 +214,7 @@ class SessionState:
                 required=bool(d.get("required", False)),
             )
         elif kind == "message":
-            self._apply_message(Message.from_dict(d["message"]), event.seq)
+            self._apply_message(message if message is not None else Message.from_dict(d["message"]), event.seq)
         elif kind == "usage":
             self.usages.append((event.seq, Usage.from_dict(d["usage"]), d.get("pack_id")))
         elif kind == "compaction":

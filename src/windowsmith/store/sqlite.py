@@ -28,6 +28,7 @@ from ..errors import StoreError, UsageError
 from ..model import Event
 from . import packs
 from .base import (
+    EventRow,
     Migrations,
     PreparedEvent,
     SessionRecord,
@@ -525,6 +526,9 @@ class SQLiteStore(Store):
             raise unknown_session(session_id)
 
     def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
+        return [event_from_row(*r) for r in self.event_rows(session_id, since_seq)]
+
+    def event_rows(self, session_id: str, since_seq: int = 0) -> list[EventRow]:
         check_session_id(session_id)
         with self._lock:
             rows = self._read(
@@ -534,7 +538,7 @@ class SQLiteStore(Store):
             )
             if not rows:
                 self._require_session(session_id)
-        return [event_from_row(*r) for r in rows]
+        return rows
 
     def head(self, session_id: str) -> Event | None:
         check_session_id(session_id)
