@@ -38,6 +38,7 @@ from .render.base import Rendered
 from .request import NeutralRequest
 from .state import SessionState
 from .tokens import Calibration, TokenCounter
+from .unit_counts import PersistedCounts
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -114,6 +115,7 @@ class Builder:
         self._refs = RefTracker()
         self._parts_cache: tuple[Sequence[str], int, object, str] = ((), 0, None, "")
         self._compactor: Compactor | None = None
+        self.counts = PersistedCounts(engine.store, self.session_id)  # token counts kept for the next process
         self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
 
     @property
@@ -137,6 +139,7 @@ class Builder:
             spec = self.engine.spec
             c = TokenCounter(spec.tokenizer, fmt, spec.token_factor, self.calibration(fmt), spec.thinking_kept)
             self._counters[fmt] = c
+            self.counts.seed(self.state, c, self._compactor.planner if self._compactor is not None else None)
         return c
 
     def calibration_key(self, fmt: str) -> str:
@@ -155,6 +158,7 @@ class Builder:
         if self._compactor is None:
             summ = self.engine.summarizer
             self._compactor = Compactor(self.engine.compaction, _summarizer(summ))
+            self.counts.seed_planner(self._compactor.planner)
         return self._compactor
 
     def _assemble(self, counter: TokenCounter, budget: Budget) -> Assembly:
@@ -203,6 +207,7 @@ class Builder:
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)
         if not eng.store.has_pack(manifest.pack_id):
             eng.store.save_pack(manifest.pack_id, self.session_id, state.seq, manifest.to_dict())
+        self.counts.save(state, counter, self._compactor.planner if self._compactor is not None else None)
         pack = Pack(rendered.request, manifest, rendered, req, fmt)
         self.last_pack = pack
         return pack

@@ -35,22 +35,34 @@ if TYPE_CHECKING:
     from .store import Store
 
 
+#: a replay of at least this many events moves what it built out of the collector's sight (``gc.freeze``)
+FREEZE_EVENTS = 5_000
+
+
 @contextmanager
-def paused_gc() -> Iterator[None]:
+def paused_gc(freeze: bool = False) -> Iterator[None]:
     """Pause the cyclic garbage collector for the block (reference counting still frees what dies), and
-    restore it as it was after, whatever happens in the block."""
+    restore it as it was after, whatever happens in the block.
+
+    ``freeze``: on leaving, move every object alive to the permanent generation (``gc.freeze``), so the
+    collections that follow do not walk the long-lived state the block built (a 50,000-message session is
+    millions of objects: walking them took ~0.3 s of the first build). Those objects are still freed by
+    reference counting when they die; only cycles among them are never collected (a session's messages and
+    units hold none)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         if was:
             gc.enable()
 
 
 def _new(cls: type, fields: dict[str, Any]) -> Any:
     """An instance of the frozen dataclass ``cls`` with ``fields`` set, without running its checks."""
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     obj.__dict__.update(fields)
     return obj
 
@@ -176,7 +188,7 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
     rows = store.event_rows(session_id, since_seq)
     if not rows:
         return 0
-    with paused_gc():
+    with paused_gc(freeze=len(rows) >= FREEZE_EVENTS):
         try:
             datas = json.loads("[" + ",".join(r[2] for r in rows) + "]")
         except ValueError:  # name the bad row as the store's own reading would
@@ -190,4 +202,4 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
     return len(rows)
 
 
-__all__ = ["message_from_stored", "paused_gc", "replay"]
+__all__ = ["FREEZE_EVENTS", "message_from_stored", "paused_gc", "replay"]

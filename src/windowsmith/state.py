@@ -62,6 +62,10 @@ from .records import (
 from .request import Lineage
 from .snapshot import Snapshot
 
+#: logged messages per chunk of persisted token counts (``unit_counts.py``); the state keeps the chain hash of
+#: each chunk's last message (``SessionState.chunk_hashes``) to check them against
+COUNTS_CHUNK = 512
+
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
 
@@ -176,6 +180,7 @@ class SessionState:
     seq: int = -1
     version: int = 0  # bumps on every change of the history view
     message_seqs: list[int] = field(default_factory=list)  # log seq of each entry of ``messages``
+    chunk_hashes: list[str] = field(default_factory=list)  # chain hash of every COUNTS_CHUNK-th message's event
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
     lessons: list[dict[str, Any]] = field(default_factory=list)  # memory candidates with provenance
@@ -215,6 +220,8 @@ class SessionState:
             )
         elif kind == "message":
             self._apply_message(message if message is not None else Message.from_dict(d["message"]), event.seq)
+            if len(self.messages) % COUNTS_CHUNK == 0:
+                self.chunk_hashes.append(event.hash)
         elif kind == "usage":
             self.usages.append((event.seq, Usage.from_dict(d["usage"]), d.get("pack_id")))
         elif kind == "compaction":
@@ -451,5 +458,5 @@ class SessionState:
         return list(self.notes.get(layer, ()))
 
 
-__all__ = ["MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit", "message_images", "shrink_texts",
+__all__ = ["COUNTS_CHUNK", "MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit", "message_images", "shrink_texts",
            "stub_images"]
