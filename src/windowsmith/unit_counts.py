@@ -8,7 +8,8 @@ one key-value row in the scope ``counts:<session id>`` (no schema of its own: th
 ``{"v": 1, "scheme": ..., "seq": <seq of the chunk's last message>, "hash": <that event's chain hash>,
 "counts": [raw count of each message], "thinking": <any thinking block this format counts>,
 "folds": null | {"lo": <first visible unit>, "compactions": <records>, "fold": FOLD_SCHEME,
-"config": [fold_chars, fold_keys], "raw": [[unit first seq, raw count of its fold message], ...]}}``
+"config": [fold_chars, fold_keys], "raw": [[unit first seq, raw count of its fold message], ...]},
+"check": <sha256 of the rest>}``
 
 The chain hash of the chunk's last message commits to the whole log before it, so a row whose hash is not the
 one the log has at that seq (a session deleted and made again under the same id, another tenant's or a tampered
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .compaction.mask import FOLD_SCHEME, MaskPlanner
 from .errors import StoreError
+from .hashing import canonical_json, sha256_hex
 from .state import COUNTS_CHUNK as CHUNK
 from .state import SessionState
 
@@ -70,7 +72,7 @@ class PersistedCounts:
                 continue
             lo_i, hi_i = k * CHUNK, (k + 1) * CHUNK
             counts = row.get("counts")
-            if row.get("hash") != state.chunk_hashes[k] or row.get("seq") != state.message_seqs[hi_i - 1] \
+            if row.get("hash") != state.chunk_hashes[k] or row.get("check") != _check(row) or row.get("seq") != state.message_seqs[hi_i - 1] \
                     or not isinstance(counts, list) or len(counts) != CHUNK \
                     or not all(type(n) is int and n >= 0 for n in counts):
                 continue
@@ -130,6 +132,7 @@ class PersistedCounts:
                     buckets = _by_chunk(state, plan[2])
                 value["folds"] = {"lo": now[0], "compactions": now[1], "fold": FOLD_SCHEME,
                                   "config": _fold_config(planner), "raw": sorted(buckets.get(k, []))}
+            value["check"] = _check(value)
             try:
                 self.store.set_kv(scope(self.session_id), self._key(scheme, k), value)
             except StoreError:  # a read-only store, say: the counts are only a shortcut
@@ -137,6 +140,11 @@ class PersistedCounts:
             self._saved[(scheme, k)] = now if ready else None
             written += 1
         return written
+
+
+def _check(row: Mapping[str, Any]) -> str:
+    """A checksum of the row without its ``check`` (a row edited by hand, or cut short, is ignored)."""
+    return sha256_hex(canonical_json({k: v for k, v in row.items() if k != "check"}))[:24]
 
 
 def _by_chunk(state: SessionState, fold_raw: Mapping[int, int]) -> dict[int, list[list[int]]]:
