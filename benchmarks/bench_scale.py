@@ -19,6 +19,7 @@ inflate them; each is one process's own work (no I/O waits in these runs beyond 
 Run:  .venv/bin/python benchmarks/bench_scale.py            (writes benchmarks/results/scale.json)
       .venv/bin/python benchmarks/bench_scale.py --small    (1,000 vs 5,000 messages; a quick check)
       .venv/bin/python benchmarks/bench_scale.py --only build   (the two build() rows only; prints, writes nothing)
+      .venv/bin/python benchmarks/bench_scale.py --only resume  (the resume row only; prints, writes nothing)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -177,8 +179,10 @@ def _run(*args: str) -> dict:
 
 def only(part: str, small: int, large: int) -> int:
     """One part of the run (``build``: the build() rows), side by side; prints only (no results file)."""
+    if part == "resume":
+        return only_resume(small, large)
     if part != "build":
-        raise SystemExit(f"--only takes 'build', got {part!r}")
+        raise SystemExit(f"--only takes 'build' or 'resume', got {part!r}")
     with tempfile.TemporaryDirectory() as tmp:
         rows = {}
         for kind in ("build", "chat"):
@@ -191,6 +195,28 @@ def only(part: str, small: int, large: int) -> int:
         print(f"{name:<24}{a['p50_ms']:>14.2f} ms{b['p50_ms']:>14.2f} ms{r:>9.2f}{'≤ 2.0':>9}  {'yes' if r <= 2 else 'NO'}"
               f"   (actions {a['actions']} / {b['actions']})")
     print(json.dumps(rows))
+    return 0
+
+
+def only_resume(small: int, large: int) -> int:
+    """The resume row alone: each session is built (its builds persist token counts), then a fresh process
+    resumes it and builds once; twice per size, interleaved, the lower time kept (a shared machine)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dbs = {n: os.path.join(tmp, f"b{n}.db") for n in (small, large)}
+        for n, db in dbs.items():
+            _run("build", str(n), db)
+        runs: dict[int, list[dict]] = {small: [], large: []}
+        for _ in range(2):
+            for n, db in dbs.items():
+                copy = db + ".run"
+                shutil.copy(db, copy)  # each run resumes the same log (the worker appends a message)
+                runs[n].append(_run("resume", copy))
+    a, b = (min(runs[n], key=lambda r: r["resume_build_s"]) for n in (small, large))
+    r = b["resume_build_s"] / a["resume_build_s"]
+    print(f"{'measure (CPU time)':<24}{small:>12,} msgs{large:>12,} msgs{'ratio':>9}{'target':>9}  ok")
+    print(f"{'resume + first build':<24}{a['resume_build_s']:>15.2f} s{b['resume_build_s']:>15.2f} s{r:>9.2f}{'≤ 3.0':>9}"
+          f"  {'yes' if r <= 3 else 'NO'}   (import windowsmith {a['import_s']:.2f} s apart)")
+    print(json.dumps({"small": a, "large": b}))
     return 0
 
 
