@@ -79,7 +79,7 @@ def test_replay_builds_the_state_validation_builds(tmp_path: Path) -> None:
         s = e.session("mixed")
         s.user([{"type": "text", "text": "look"}, {"type": "image", "url": "https://example.com/a.png"}])
         s.assistant("thinking aloud", tool_calls=[ws.ToolCall("a", "read", {"path": "x", "deep": {"k": [1, 2.5, None]}})])
-        s.tool_result("a", "ok", is_error=True)
+        s.tool_result("a", "ok, token=ghp_" + "a1B2c3D4e5" * 4, is_error=True)  # ingest meta with redactions
         s.assistant([{"type": "thinking", "provider": "anthropic", "data": {"type": "thinking", "thinking": "t",
                                                                             "signature": "s"}, "text": "t"}])
         s.user("next")

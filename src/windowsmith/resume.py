@@ -158,7 +158,7 @@ def message_from_stored(data: Any, data_json: str | None = None, hash_: str | No
     if msg is None:
         return Message.from_dict(d)
     if data_json is not None and hash_ is not None and hash_.startswith(HASH_SCHEME + ":"):
-        sub = _message_json(data, data_json)
+        sub = _message_json(data, data_json, msg.role)
         if sub is not None:
             h = hashlib.sha256()
             h.update((parent or "").encode("ascii"))
@@ -169,13 +169,18 @@ def message_from_stored(data: Any, data_json: str | None = None, hash_: str | No
     return msg
 
 
-def _message_json(data: dict[str, Any], data_json: str) -> str | None:
+def _message_json(data: dict[str, Any], data_json: str, role: str) -> str | None:
     """The slice of ``data_json`` (canonical JSON of ``data``) that is the canonical JSON of ``data["message"]``."""
     if not data_json.endswith("}"):
         return None
     if len(data) == 1:
         prefix = '{"message":'
     elif len(data) == 2 and "ingest" in data:
+        if role == "tool":
+            # A tool message of the trusted shape holds no "message" key, and a key's opening quote cannot be
+            # inside a string (there it is escaped): the last `,"message":` is the top-level key's.
+            k = data_json.rfind(',"message":{"content":[')
+            return data_json[k + 11:-1] if k > 0 and data_json.startswith('{"ingest":') else None
         prefix = '{"ingest":' + canonical_json(data["ingest"]) + ',"message":'
     else:
         return None
@@ -194,11 +199,10 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
         except ValueError:  # name the bad row as the store's own reading would
             datas = [json.loads(r[2]) for r in rows]
         for (seq, kind, data_json, hash_, parent), data in zip(rows, datas, strict=True):
-            ev = Event(seq, kind, data, hash_, parent)
             if kind == "message" and parent == state.head:
-                state.apply(ev, message_from_stored(data, data_json, hash_, parent))
+                state.apply_message(message_from_stored(data, data_json, hash_, parent), seq, hash_, parent)
             else:
-                state.apply(ev)
+                state.apply(Event(seq, kind, data, hash_, parent))
     return len(rows)
 
 

@@ -242,6 +242,19 @@ class SessionState:
         self.head = event.hash
         self.seq = event.seq
 
+    def apply_message(self, message: Message, seq: int, hash_: str, parent: str | None) -> None:
+        """``apply`` of a ``message`` event whose message is built already (a replay; see resume.py)."""
+        if parent != self.head:
+            raise StoreError(
+                f"session {self.session_id!r}: event seq {seq} has parent {parent!r}, "
+                f"expected {self.head!r}; the log is corrupt (run `windowsmith verify`)"
+            )
+        self._apply_message(message, seq)
+        if len(self.messages) % COUNTS_CHUNK == 0:
+            self.chunk_hashes.append(hash_)
+        self.head = hash_
+        self.seq = seq
+
     def _apply_compaction(self, rec: CompactionRecord) -> None:
         if isinstance(rec, MaskRecord):
             first_changed: int | None = None
