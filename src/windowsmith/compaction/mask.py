@@ -192,7 +192,10 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
 
 
 def is_exchange(u: Unit) -> bool:
-    return bool(u.messages) and u.messages[0].role == "assistant" and bool(u.messages[0].tool_calls)
+    if not u.messages:
+        return False
+    m = u.messages[0]
+    return m.role == "assistant" and any(isinstance(b, ToolCall) for b in m.content)
 
 
 class MaskPlanner:
