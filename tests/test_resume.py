@@ -109,6 +109,9 @@ def test_paused_gc_restores_the_collector() -> None:
         assert not gc.isenabled()
         raise RuntimeError("boom")
     assert gc.isenabled()
+    with paused_gc(freeze=True):
+        made = [[i] for i in range(1000)]
+    assert gc.isenabled() and gc.get_freeze_count() == 0 and len(made) == 1000  # nothing stays frozen
 
 
 def test_resume_with_persisted_counts_sends_the_same_bytes(tmp_path: Path) -> None:

@@ -501,7 +501,7 @@ class Session(LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
         (no compaction record, no pack).
         """
         if self._builder.last_pack is None and len(self.state.messages) >= FREEZE_EVENTS:
-            with paused_gc(freeze=True):  # the first build of a long resumed session renders all of it
+            with paused_gc(freeze=True):  # the first build of a long session renders all of it
                 return self._builder.build(self._builder.format(provider), Breaker(), model)
         return self._builder.build(self._builder.format(provider), Breaker(), model)
 
