@@ -19,7 +19,8 @@ inflate them; each is one process's own work (no I/O waits in these runs beyond 
 Run:  .venv/bin/python benchmarks/bench_scale.py            (writes benchmarks/results/scale.json)
       .venv/bin/python benchmarks/bench_scale.py --small    (1,000 vs 5,000 messages; a quick check)
       .venv/bin/python benchmarks/bench_scale.py --only build   (the two build() rows only; prints, writes nothing)
-      .venv/bin/python benchmarks/bench_scale.py --only resume  (the resume row only; prints, writes nothing)
+      .venv/bin/python benchmarks/bench_scale.py --only resume [--before ../main]
+          (the resume row only, optionally side by side with another checkout's code; prints, writes nothing)
 """
 
 from __future__ import annotations
@@ -180,7 +181,8 @@ def _run(*args: str) -> dict:
 def only(part: str, small: int, large: int) -> int:
     """One part of the run (``build``: the build() rows), side by side; prints only (no results file)."""
     if part == "resume":
-        return only_resume(small, large)
+        before = Path(sys.argv[sys.argv.index("--before") + 1]) if "--before" in sys.argv else None
+        return only_resume(small, large, before)
     if part != "build":
         raise SystemExit(f"--only takes 'build' or 'resume', got {part!r}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -198,25 +200,37 @@ def only(part: str, small: int, large: int) -> int:
     return 0
 
 
-def only_resume(small: int, large: int) -> int:
-    """The resume row alone: each session is built (its builds persist token counts), then a fresh process
-    resumes it and builds once; twice per size, interleaved, the lower time kept (a shared machine)."""
+def _run_code(root: Path, *args: str) -> dict:
+    """A worker of the checkout at ``root`` (its ``src`` first on the path, its own ``bench_scale.py``)."""
+    env = dict(os.environ, PYTHONPATH=str(root / "src"))
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_scale.py"), "--worker", *args], env=env,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def only_resume(small: int, large: int, before: Path | None, rounds: int = 3) -> int:
+    """The resume row alone: each session is built (by the code measured: its builds persist what a resume
+    reads), then fresh processes resume it and build once, ``rounds`` times per size, interleaved; the median
+    is reported. ``before``: another checkout (say the main branch) measured side by side in the same run."""
+    codes = {"after": ROOT, **({"before": before.resolve()} if before is not None else {})}
+    times: dict[tuple[str, int], list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        dbs = {n: os.path.join(tmp, f"b{n}.db") for n in (small, large)}
-        for n, db in dbs.items():
-            _run("build", str(n), db)
-        runs: dict[int, list[dict]] = {small: [], large: []}
-        for _ in range(2):
-            for n, db in dbs.items():
+        dbs = {(c, n): os.path.join(tmp, f"{c}{n}.db") for c in codes for n in (small, large)}
+        for (c, n), db in dbs.items():
+            _run_code(codes[c], "build", str(n), db)
+        for _ in range(rounds):
+            for (c, n), db in dbs.items():
                 copy = db + ".run"
                 shutil.copy(db, copy)  # each run resumes the same log (the worker appends a message)
-                runs[n].append(_run("resume", copy))
-    a, b = (min(runs[n], key=lambda r: r["resume_build_s"]) for n in (small, large))
-    r = b["resume_build_s"] / a["resume_build_s"]
-    print(f"{'measure (CPU time)':<24}{small:>12,} msgs{large:>12,} msgs{'ratio':>9}{'target':>9}  ok")
-    print(f"{'resume + first build':<24}{a['resume_build_s']:>15.2f} s{b['resume_build_s']:>15.2f} s{r:>9.2f}{'≤ 3.0':>9}"
-          f"  {'yes' if r <= 3 else 'NO'}   (import windowsmith {a['import_s']:.2f} s apart)")
-    print(json.dumps({"small": a, "large": b}))
+                times.setdefault((c, n), []).append(_run_code(codes[c], "resume", copy)["resume_build_s"])
+                os.remove(copy)
+    print(f"{'resume + first build':<24}{small:>12,} msgs{large:>12,} msgs{'ratio':>9}{'target':>9}  (median of "
+          f"{rounds}, CPU time)")
+    for c in reversed(codes):
+        a, b = (statistics.median(times[(c, n)]) for n in (small, large))
+        r = b / a
+        print(f"{c:<24}{a:>15.2f} s{b:>15.2f} s{r:>9.2f}{'≤ 3.0':>9}  {'yes' if r <= 3 else 'NO'}")
+    print(json.dumps({f"{c}_{n}": v for (c, n), v in times.items()}))
     return 0
 
 
