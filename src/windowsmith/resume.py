@@ -73,7 +73,7 @@ def _text(d: dict[str, Any]) -> Text | None:
     text = d.get("text")
     if len(d) != 2 or type(text) is not str:
         return None
-    return _new(Text, {"text": text, "kind": "text"})  # type: ignore[no-any-return]
+    return Text(text)  # (no checks to skip: the constructor is the cheaper and smaller way)
 
 
 _IMAGE_KEYS = frozenset(("type", "url", "data", "media_type", "caption"))
@@ -85,8 +85,7 @@ def _image(d: dict[str, Any]) -> Image | None:
     url, data, media = d.get("url"), d.get("data"), d.get("media_type")
     if (url is None) == (data is None) or (data is not None and not media):
         return None
-    return _new(Image, {"url": url, "data": data, "media_type": media, "caption": d.get("caption"),  # type: ignore[no-any-return]
-                        "kind": "image"})
+    return Image(url=url, data=data, media_type=media, caption=d.get("caption"))
 
 
 def _tool_call(d: dict[str, Any]) -> ToolCall | None:
@@ -111,8 +110,7 @@ def _tool_result(d: dict[str, Any]) -> ToolResult | None:
         if x is None:
             return None
         blocks.append(x)
-    return _new(ToolResult, {"call_id": cid, "content": tuple(blocks), "is_error": err, "name": name,  # type: ignore[no-any-return]
-                             "kind": "tool_result"})
+    return ToolResult(cid, tuple(blocks), err, name)
 
 
 def _thinking(d: dict[str, Any]) -> Thinking | None:

@@ -128,16 +128,6 @@ class Unit:
         return bool(self.open_calls)
 
 
-def _unit(messages: tuple[Message, ...], first_seq: int, last_seq: int, open_calls: frozenset[str],
-          pinned: bool) -> Unit:
-    """``Unit(messages, first_seq, last_seq, open_calls, pinned)`` without the frozen dataclass's per-field
-    setattr (a unit per message logged: this is on the path of every replay)."""
-    u: Any = object.__new__(Unit)
-    u.__dict__.update(messages=messages, first_seq=first_seq, last_seq=last_seq, open_calls=open_calls, pinned=pinned,
-                      folded=False)
-    return u  # type: ignore[no-any-return]
-
-
 @dataclass
 class TaskState:
     goal: str | None = None
@@ -362,7 +352,7 @@ class SessionState:
         self.unit_start.append(len(self.view))
         self.view.append(msg)
         self.units.append(
-            _unit((msg,), seq, seq, frozenset(c.id for c in calls), pinned)
+            Unit((msg,), seq, seq, open_calls=frozenset(c.id for c in calls), pinned=pinned)
         )
 
     def _apply_tool_message(self, msg: Message, seq: int) -> None:
@@ -373,7 +363,7 @@ class SessionState:
             raise InvalidMessageError(f"tool result(s) {ids} at seq {seq} answer no open tool call")
         self.answered.update(ids)
         self.view.append(msg)
-        self.units[-1] = _unit((*last.messages, msg), last.first_seq, seq, last.open_calls - set(ids), last.pinned)
+        self.units[-1] = Unit((*last.messages, msg), last.first_seq, seq, last.open_calls - set(ids), last.pinned)
 
     def _close_open_unit(self, seq: int) -> None:
         last = self.units[-1]

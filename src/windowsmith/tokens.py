@@ -370,6 +370,11 @@ class TokenCounter:
         if thinking:
             self._saw_thinking = True
 
+    def sends_thinking(self, m: Message) -> bool:
+        """Whether ``m`` holds a thinking block this format sends (and counts); nothing is cached."""
+        return self._thinking_provider is not None and m.role == "assistant" and any(
+            isinstance(b, Thinking) and b.provider == self._thinking_provider for b in m.content)
+
     @property
     def saw_thinking(self) -> bool:
         """Whether a thinking block this format sends was counted (or seeded) yet."""

@@ -124,7 +124,7 @@ class PersistedCounts:
             value: dict[str, Any] = {
                 "v": VERSION, "scheme": scheme, "seq": last, "hash": state.chunk_hashes[k],
                 "counts": [counter.raw_message(m) for m in state.messages[k * CHUNK:(k + 1) * CHUNK]],
-                "thinking": any(counter.raw_thinking(m) > 0 for m in state.messages[k * CHUNK:(k + 1) * CHUNK]),
+                "thinking": any(counter.sends_thinking(m) for m in state.messages[k * CHUNK:(k + 1) * CHUNK]),
                 "folds": None,
             }
             if ready and plan is not None and now is not None:
