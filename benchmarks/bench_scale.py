@@ -21,6 +21,8 @@ Run:  .venv/bin/python benchmarks/bench_scale.py            (writes benchmarks/r
       .venv/bin/python benchmarks/bench_scale.py --only build   (the two build() rows only; prints, writes nothing)
       .venv/bin/python benchmarks/bench_scale.py --only store|summary [--before OTHER/src] [--rounds N]
           (that row alone; with --before, each round runs another checkout's code first, then this one's)
+      .venv/bin/python benchmarks/bench_scale.py --only resume [--before ../main]
+          (the resume row only, optionally side by side with another checkout's code; prints, writes nothing)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -252,8 +255,11 @@ def only(part: str, small: int, large: int) -> int:
         before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else None
         rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 1
         return only_side(part, before, rounds)
+    if part == "resume":
+        before_co = Path(sys.argv[sys.argv.index("--before") + 1]) if "--before" in sys.argv else None
+        return only_resume(small, large, before_co)
     if part != "build":
-        raise SystemExit(f"--only takes 'build', 'store' or 'summary', got {part!r}")
+        raise SystemExit(f"--only takes 'build', 'store', 'summary' or 'resume', got {part!r}")
     with tempfile.TemporaryDirectory() as tmp:
         rows = {}
         for kind in ("build", "chat"):
@@ -266,6 +272,40 @@ def only(part: str, small: int, large: int) -> int:
         print(f"{name:<24}{a['p50_ms']:>14.2f} ms{b['p50_ms']:>14.2f} ms{r:>9.2f}{'≤ 2.0':>9}  {'yes' if r <= 2 else 'NO'}"
               f"   (actions {a['actions']} / {b['actions']})")
     print(json.dumps(rows))
+    return 0
+
+
+def _run_code(root: Path, *args: str) -> dict:
+    """A worker of the checkout at ``root`` (its ``src`` first on the path, its own ``bench_scale.py``)."""
+    env = dict(os.environ, PYTHONPATH=str(root / "src"))
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_scale.py"), "--worker", *args], env=env,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def only_resume(small: int, large: int, before: Path | None, rounds: int = 3) -> int:
+    """The resume row alone: each session is built (by the code measured: its builds persist what a resume
+    reads), then fresh processes resume it and build once, ``rounds`` times per size, interleaved; the median
+    is reported. ``before``: another checkout (say the main branch) measured side by side in the same run."""
+    codes = {"after": ROOT, **({"before": before.resolve()} if before is not None else {})}
+    times: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        dbs = {(c, n): os.path.join(tmp, f"{c}{n}.db") for c in codes for n in (small, large)}
+        for (c, n), db in dbs.items():
+            _run_code(codes[c], "build", str(n), db)
+        for _ in range(rounds):
+            for (c, n), db in dbs.items():
+                copy = db + ".run"
+                shutil.copy(db, copy)  # each run resumes the same log (the worker appends a message)
+                times.setdefault((c, n), []).append(_run_code(codes[c], "resume", copy)["resume_build_s"])
+                os.remove(copy)
+    print(f"{'resume + first build':<24}{small:>12,} msgs{large:>12,} msgs{'ratio':>9}{'target':>9}  (median of "
+          f"{rounds}, CPU time)")
+    for c in reversed(codes):
+        a, b = (statistics.median(times[(c, n)]) for n in (small, large))
+        r = b / a
+        print(f"{c:<24}{a:>15.2f} s{b:>15.2f} s{r:>9.2f}{'≤ 3.0':>9}  {'yes' if r <= 3 else 'NO'}")
+    print(json.dumps({f"{c}_{n}": v for (c, n), v in times.items()}))
     return 0
 
 

@@ -39,6 +39,7 @@ from .request import NeutralRequest
 from .state import SessionState
 from .store.packs import Hinted
 from .tokens import Calibration, TokenCounter
+from .unit_counts import PersistedCounts
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -116,6 +117,7 @@ class Builder:
         self._parts_cache: tuple[Sequence[str], int, object, str] = ((), 0, None, "")
         self._parts_hint: tuple[str, int] = ("", 0)  # (the last manifest's parts, characters this one shares)
         self._compactor: Compactor | None = None
+        self.counts = PersistedCounts(engine.store, self.session_id)  # token counts kept for the next process
         self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
 
     @property
@@ -139,6 +141,7 @@ class Builder:
             spec = self.engine.spec
             c = TokenCounter(spec.tokenizer, fmt, spec.token_factor, self.calibration(fmt), spec.thinking_kept)
             self._counters[fmt] = c
+            self.counts.seed(self.state, c, self._compactor.planner if self._compactor is not None else None)
         return c
 
     def calibration_key(self, fmt: str) -> str:
@@ -157,6 +160,7 @@ class Builder:
         if self._compactor is None:
             summ = self.engine.summarizer
             self._compactor = Compactor(self.engine.compaction, _summarizer(summ))
+            self.counts.seed_planner(self._compactor.planner)
         return self._compactor
 
     def _assemble(self, counter: TokenCounter, budget: Budget) -> Assembly:
@@ -207,6 +211,7 @@ class Builder:
             # the part digests extend the last manifest's: the delta encoder need not compare the shared prefix
             eng.store.save_pack(manifest.pack_id, self.session_id, state.seq,
                                 Hinted(manifest.to_dict(), {"parts": self._parts_hint}))
+        self.counts.save(state, counter, self._compactor.planner if self._compactor is not None else None)
         pack = Pack(rendered.request, manifest, rendered, req, fmt)
         self.last_pack = pack
         return pack

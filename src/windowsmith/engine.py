@@ -60,6 +60,7 @@ from .registry import ModelSpec, Registry, load_registry
 from .render import get_renderer, is_context_overflow
 from .render.base import Renderer
 from .render.stream import resolve
+from .resume import FREEZE_EVENTS, paused_gc
 from .retrieval.search import Embedder
 from .session_async import AsyncSessionMixin, check_sync, is_async_callable, overflow_reason
 from .session_load import LoadMixin, LoadResult
@@ -499,6 +500,9 @@ class Session(LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
         required layers alone are over it, raises :class:`BudgetBlockedError` before anything is written
         (no compaction record, no pack).
         """
+        if self._builder.last_pack is None and len(self.state.messages) >= FREEZE_EVENTS:
+            with paused_gc(freeze=True):  # the first build of a long session renders all of it
+                return self._builder.build(self._builder.format(provider), Breaker(), model)
         return self._builder.build(self._builder.format(provider), Breaker(), model)
 
     # ------------------------------------------------------------------ compaction

@@ -15,9 +15,13 @@ from typing import Any
 HASH_SCHEME = "b1"
 
 
+#: one encoder for every call (``json.dumps`` with options makes a new encoder per call)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
     """Serialize ``value`` deterministically (sorted keys, compact separators, UTF-8)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def sha256_hex(data: str | bytes) -> str:

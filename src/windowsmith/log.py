@@ -9,6 +9,7 @@ from typing import Any
 
 from .artifacts import ArtifactStore
 from .records import Record
+from .resume import replay
 from .state import SessionState
 from .store import Store
 
@@ -19,8 +20,7 @@ class SessionLog:
         self.artifacts = artifacts
         self.session_id = session_id
         self._state = SessionState(session_id)
-        for ev in store.events(session_id):
-            self._state.apply(ev)
+        replay(store, session_id, self._state)
 
     @property
     def state(self) -> SessionState:
@@ -28,10 +28,7 @@ class SessionLog:
 
     def refresh(self) -> int:
         """Fold the events other writers appended after this state's seq; returns how many."""
-        events = self.store.events(self.session_id, since_seq=self._state.seq + 1)
-        for ev in events:
-            self._state.apply(ev)
-        return len(events)
+        return replay(self.store, self.session_id, self._state, self._state.seq + 1)
 
     def append_event(self, kind: str, data: Mapping[str, Any]) -> None:
         """Append one event (optimistically, after the state's head) and fold it into the state."""

@@ -65,6 +65,10 @@ from .records import (
 from .request import Lineage
 from .snapshot import Snapshot
 
+#: logged messages per chunk of persisted token counts (``unit_counts.py``); the state keeps the chain hash of
+#: each chunk's last message (``SessionState.chunk_hashes``) to check them against
+COUNTS_CHUNK = 512
+
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
 
@@ -179,6 +183,7 @@ class SessionState:
     seq: int = -1
     version: int = 0  # bumps on every change of the history view
     message_seqs: list[int] = field(default_factory=list)  # log seq of each entry of ``messages``
+    chunk_hashes: list[str] = field(default_factory=list)  # chain hash of every COUNTS_CHUNK-th message's event
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
     index: list[str] = field(default_factory=list)  # identifiers the dropped history named and the view lost, best first
@@ -192,7 +197,9 @@ class SessionState:
 
     # ------------------------------------------------------------------ folding events
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: Event, message: Message | None = None) -> None:
+        """Fold one event into the state. ``message``: a ``message`` event's message, already built from the
+        event's data (a replay of the session's own log builds it without validating it again; resume.py)."""
         if event.parent != self.head:
             raise StoreError(
                 f"session {self.session_id!r}: event seq {event.seq} has parent {event.parent!r}, "
@@ -216,7 +223,9 @@ class SessionState:
                 required=bool(d.get("required", False)),
             )
         elif kind == "message":
-            self._apply_message(Message.from_dict(d["message"]), event.seq)
+            self._apply_message(message if message is not None else Message.from_dict(d["message"]), event.seq)
+            if len(self.messages) % COUNTS_CHUNK == 0:
+                self.chunk_hashes.append(event.hash)
         elif kind == "usage":
             self.usages.append((event.seq, Usage.from_dict(d["usage"]), d.get("pack_id")))
         elif kind == "compaction":
@@ -236,6 +245,19 @@ class SessionState:
             self.repairs.append(Repair(event.seq, str(d.get("what", ""))))
         self.head = event.hash
         self.seq = event.seq
+
+    def apply_message(self, message: Message, seq: int, hash_: str, parent: str | None) -> None:
+        """``apply`` of a ``message`` event whose message is built already (a replay; see resume.py)."""
+        if parent != self.head:
+            raise StoreError(
+                f"session {self.session_id!r}: event seq {seq} has parent {parent!r}, "
+                f"expected {self.head!r}; the log is corrupt (run `windowsmith verify`)"
+            )
+        self._apply_message(message, seq)
+        if len(self.messages) % COUNTS_CHUNK == 0:
+            self.chunk_hashes.append(hash_)
+        self.head = hash_
+        self.seq = seq
 
     def _apply_compaction(self, rec: CompactionRecord) -> None:
         if isinstance(rec, MaskRecord):
@@ -457,5 +479,5 @@ class SessionState:
         return list(self.notes.get(layer, ()))
 
 
-__all__ = ["MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit", "message_images", "shrink_texts",
+__all__ = ["COUNTS_CHUNK", "MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit", "message_images", "shrink_texts",
            "stub_images"]

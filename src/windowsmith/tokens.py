@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -313,7 +313,8 @@ class TokenCounter:
             raise TokenizerError(f"unknown request format {fmt!r}; use one of {', '.join(OVERHEADS)}")
         if thinking not in THINKING_KEPT:
             raise TokenizerError(f"unknown thinking rule {thinking!r}; use one of {', '.join(THINKING_KEPT)}")
-        get_encoding(encoding)  # fail early on a bad encoding
+        if encoding not in _SPECS:  # fail early on a bad encoding; the file itself loads on the first count
+            raise TokenizerError(f"unknown encoding {encoding!r}; windowsmith ships {', '.join(ENCODINGS)}")
         self.encoding = encoding
         self.format = fmt
         self.factor = factor
@@ -384,6 +385,32 @@ class TokenCounter:
 
     def message(self, m: Message) -> int:
         return self.scaled(self.raw_message(m))
+
+    @property
+    def scheme(self) -> str:
+        """What a raw message count depends on besides the message: the encoding, the format's overheads and
+        which thinking blocks it sends (persisted counts are kept per scheme; see ``unit_counts.py``)."""
+        o = self.overheads
+        return (f"{self.encoding}|{self.format}|{o.per_message}.{o.per_tool_call}.{o.per_tool_result}.{o.image}"
+                f"|{self._thinking_provider or '-'}")
+
+    def seed(self, counts: Iterable[tuple[Message, int]], *, thinking: bool = False) -> None:
+        """Take raw message counts counted before (by a counter of the same :attr:`scheme`), so they are not
+        tokenized again. ``thinking``: whether any of them holds a thinking block this format sends."""
+        for m, n in counts:
+            self._messages[m.digest] = n
+        if thinking:
+            self._saw_thinking = True
+
+    def sends_thinking(self, m: Message) -> bool:
+        """Whether ``m`` holds a thinking block this format sends (and counts); nothing is cached."""
+        return self._thinking_provider is not None and m.role == "assistant" and any(
+            isinstance(b, Thinking) and b.provider == self._thinking_provider for b in m.content)
+
+    @property
+    def saw_thinking(self) -> bool:
+        """Whether a thinking block this format sends was counted (or seeded) yet."""
+        return self._saw_thinking
 
     def raw_thinking(self, m: Message) -> int:
         """Raw tokens of the thinking blocks of ``m`` that this format sends (0 for most messages)."""

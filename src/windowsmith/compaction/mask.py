@@ -47,6 +47,7 @@ class PlannedFold:
     blobs: tuple[tuple[str, bytes], ...]  # (sha, bytes) to store before the record is written
     calls: Mapping[str, str] = field(default_factory=dict)  # call id → artifact sha of its full result
     artifacts: tuple[str, ...] = ()  # every artifact the line links
+    lazy: bool = False  # planned from a persisted fold count: text, blobs, calls and artifacts come with materialize()
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,11 @@ class Folded(NamedTuple):
     artifacts: list[str]  # every artifact the line links, in order, once each
 
 
+#: the version of what :func:`fold_line` writes: persisted fold counts (``unit_counts.py``) of another are ignored.
+#: Bump it with any change to the fold line's text.
+FOLD_SCHEME = 1
+
+
 def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
               originals: Mapping[str, ToolResult] | None = None) -> Folded:
     """One line per tool call of an exchange unit, call and result together, with the result's artifact.
@@ -195,7 +201,10 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
 
 
 def is_exchange(u: Unit) -> bool:
-    return bool(u.messages) and u.messages[0].role == "assistant" and bool(u.messages[0].tool_calls)
+    if not u.messages:
+        return False
+    m = u.messages[0]
+    return m.role == "assistant" and any(isinstance(b, ToolCall) for b in m.content)
 
 
 class MaskPlanner:
@@ -214,6 +223,38 @@ class MaskPlanner:
         self._planned: list[PlannedFold] = []  # folds planned for the units before _planned_upto
         self._planned_upto = 0
         self.planned_saving = 0  # raw tokens the planned folds save (kept with the list: no pass over it per build)
+        self.fold_raw: dict[int, int] = {}  # raw tokens of the fold message of each unit planned (by first seq), this key
+        # fold counts persisted by an earlier process, per counter scheme: (first visible unit, compaction records, counts)
+        self._seeds: dict[str, tuple[int, int, dict[int, int]]] = {}
+
+    def seed(self, scheme: str, lo: int, compactions: int, fold_raw: dict[int, int]) -> None:
+        """Take the raw counts of fold messages planned by an earlier process (a counter of ``scheme``, the view
+        starting at unit ``lo`` after ``compactions`` compaction records), so resuming does not write every fold
+        line again to decide whether folding pays: a unit whose count is known is planned *lazily* (its line is
+        written by :meth:`materialize` if the batch is applied). Ignored unless the view is the same."""
+        self._seeds[scheme] = (lo, compactions, fold_raw)
+
+    def fold_counts(self, counter: TokenCounter) -> tuple[int, int, dict[int, int], int] | None:
+        """What the current plan knows for ``counter``: (first visible unit, compaction records, fold message
+        counts by first seq, first unit not planned yet), or None if the plan is another counter's."""
+        key = self._plan_key
+        if key is None or key[2] != id(counter):
+            return None
+        return key[0], key[1], self.fold_raw, self._planned_upto
+
+    def materialize(self, state: SessionState, folds: Sequence[PlannedFold]) -> list[PlannedFold]:
+        """``folds`` with every lazy one written out (its line, blobs, calls and artifacts)."""
+        turns = self.turn_numbers(state)
+        out = []
+        for f in folds:
+            if f.lazy:
+                u = state.units[f.unit]
+                fl = fold_line(turns[f.unit], u, chars=self.config.fold_chars, keys=self.config.fold_keys,
+                               originals=logged_results(state, u))
+                f = PlannedFold(f.unit, f.first_seq, f.last_seq, fl.text, f.saving, tuple(fl.blobs), fl.calls,
+                                tuple(fl.artifacts))
+            out.append(f)
+        return out
 
     def turn_numbers(self, state: SessionState) -> list[int]:
         # units only grow, and a fold keeps its unit's place and role: the scan is incremental
@@ -253,6 +294,9 @@ class MaskPlanner:
         key = (lo, len(state.compactions), id(counter))
         if key != self._plan_key:
             self._plan_key, self._planned, self._planned_upto, self.planned_saving = key, [], lo, 0
+            self.fold_raw = {}
+        seed = self._seeds.get(counter.scheme)
+        known = seed[2] if seed is not None and seed[0] == lo and seed[1] == len(state.compactions) else None
         if limit < self._planned_upto:
             self._planned = [f for f in self._planned if f.unit < limit]
             self._planned_upto = limit
@@ -262,9 +306,18 @@ class MaskPlanner:
             u = units[i]
             if u.folded or u.pinned or u.is_open or not is_exchange(u):
                 continue
+            new = known.get(u.first_seq) if known is not None else None
+            if new is not None:  # counted by an earlier process: the line is written only if the fold is applied
+                self.fold_raw[u.first_seq] = new
+                saving = counts[i] - new
+                if saving > 0:
+                    self._planned.append(PlannedFold(i, u.first_seq, u.last_seq, "", saving, (), {}, (), lazy=True))
+                    self.planned_saving += saving
+                continue
             fl = fold_line(turns[i], u, chars=self.config.fold_chars, keys=self.config.fold_keys,
                            originals=logged_results(state, u))
             new = counter.raw_message(Message("assistant", (Text(fl.text),)))
+            self.fold_raw[u.first_seq] = new
             saving = counts[i] - new
             if saving > 0:
                 self._planned.append(PlannedFold(i, u.first_seq, u.last_seq, fl.text, saving, tuple(fl.blobs), fl.calls,
@@ -391,7 +444,7 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     if not edits or not (p.urgent or (big_enough and (pressure or pays))):
         return size
     p.breaker.trip("mask")
-    folds = list(folds)  # the record is built from a copy: the planner's list changes with the view
+    folds = planner.materialize(state, folds)  # a copy (the planner's list changes with the view), lines written
     edits = sorted([*folds, *images], key=lambda x: x.unit)
     # every folded result and image in one write (one transaction in a session store), before the record
     p.port.put_blobs([raw for e in edits for _sha, raw in e.blobs])

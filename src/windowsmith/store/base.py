@@ -176,6 +176,10 @@ def unknown_session(session_id: str) -> UsageError:
     )
 
 
+#: an event as stored: (seq, kind, data as canonical JSON text, hash, parent hash)
+EventRow = tuple[int, str, str, str, "str | None"]
+
+
 def event_from_row(seq: int, kind: str, data_json: str, hash_: str, parent: str | None) -> Event:
     return Event(seq=seq, kind=kind, data=json.loads(data_json), hash=hash_, parent=parent)
 
@@ -297,6 +301,11 @@ class Store(ABC):
     @abstractmethod
     def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
         """Events with ``seq >= since_seq``, in seq order."""
+
+    def event_rows(self, session_id: str, since_seq: int = 0) -> list[EventRow]:
+        """The events as stored, unparsed: ``(seq, kind, data_json, hash, parent)`` in seq order (for a replay
+        that parses them in bulk and checks each against its chain hash; see :mod:`windowsmith.resume`)."""
+        return [(e.seq, e.kind, canonical_json(e.data), e.hash, e.parent) for e in self.events(session_id, since_seq)]
 
     @abstractmethod
     def head(self, session_id: str) -> Event | None:

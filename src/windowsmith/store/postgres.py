@@ -27,6 +27,7 @@ from ..errors import StoreError, UsageError
 from ..model import Event
 from . import packs
 from .base import (
+    EventRow,
     Migrations,
     PreparedEvent,
     SessionRecord,
@@ -504,6 +505,9 @@ class PostgresStore(Store):
             raise unknown_session(session_id)
 
     def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
+        return [event_from_row(*r) for r in self.event_rows(session_id, since_seq)]
+
+    def event_rows(self, session_id: str, since_seq: int = 0) -> list[EventRow]:
         check_session_id(session_id)
         rows = self._read(
             "SELECT seq, kind, data, hash, parent FROM events WHERE session_id = %s AND seq >= %s ORDER BY seq",
@@ -511,7 +515,7 @@ class PostgresStore(Store):
         )
         if not rows:
             self._require_session(session_id)
-        return [event_from_row(*r) for r in rows]
+        return [(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
 
     def head(self, session_id: str) -> Event | None:
         check_session_id(session_id)

@@ -28,6 +28,7 @@ from ..errors import StoreError, UsageError
 from ..model import Event
 from . import codec, packs
 from .base import (
+    EventRow,
     Migrations,
     PreparedEvent,
     SessionRecord,
@@ -535,6 +536,9 @@ class SQLiteStore(Store):
             raise unknown_session(session_id)
 
     def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
+        return [event_from_row(*r) for r in self.event_rows(session_id, since_seq)]
+
+    def event_rows(self, session_id: str, since_seq: int = 0) -> list[EventRow]:
         check_session_id(session_id)
         with self._lock:
             rows = self._read(
@@ -544,7 +548,7 @@ class SQLiteStore(Store):
             )
             if not rows:
                 self._require_session(session_id)
-        return [event_from_row(seq, kind, unpack_text(data), h, parent) for seq, kind, data, h, parent in rows]
+        return [(seq, kind, unpack_text(data), h, parent) for seq, kind, data, h, parent in rows]
 
     def head(self, session_id: str) -> Event | None:
         check_session_id(session_id)

@@ -1,0 +1,209 @@
+"""Resuming a session fast: replay its log from the store without validating what we validated when it was
+written, and without the collector walking the growing state on every allocation burst.
+
+A session's events were validated, redacted and serialized as canonical JSON by this package before they were
+stored, and each carries its chain hash over that JSON. So a replay (:func:`replay`):
+
+* reads the rows unparsed (:meth:`Store.event_rows`) and parses all their JSON in one call;
+* builds each logged message directly (:func:`message_from_stored`) when its dict has exactly the shape
+  ``Message.to_dict`` writes (anything else, say a log written by an older version, goes through
+  ``Message.from_dict`` as before, with its checks): the message then equals the one ``from_dict`` returns,
+  and its ``to_dict`` is the stored dict;
+* takes the message's content digest (the key of every per-message cache) from the stored text itself: when the
+  row's chain hash proves the text is the canonical JSON that was hashed, the message's canonical JSON is a
+  slice of it, so the digest costs a hash of that slice instead of serializing the message again;
+* pauses the cyclic garbage collector meanwhile (:func:`paused_gc`): a replay allocates hundreds of thousands
+  of long-lived, acyclic objects, and each collection would walk all of them again.
+
+The state is the same as ``SessionState.apply`` over ``Store.events`` builds (``tests/test_resume.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from .hashing import HASH_SCHEME, canonical_json
+from .model import Event, Image, Message, Text, Thinking, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .state import SessionState
+    from .store import Store
+
+
+#: a replay of at least this many events (and the first build after it) hands what it built straight to the
+#: collector's oldest generation
+FREEZE_EVENTS = 5_000
+
+
+@contextmanager
+def paused_gc(freeze: bool = False) -> Iterator[None]:
+    """Pause the cyclic garbage collector for the block (reference counting still frees what dies), and
+    restore it as it was after, whatever happens in the block.
+
+    ``freeze``: on leaving, move every object alive into the oldest generation (``gc.freeze`` then
+    ``gc.unfreeze``, two list splices) instead of leaving the block's objects in the youngest: a 50,000-message
+    session is millions of long-lived objects, and the young collections that would otherwise follow walk all of
+    them (about 0.3 s) only to promote them there. The collector's behaviour is otherwise unchanged: nothing
+    stays frozen, so cycles are still collected by the next full collection."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+            gc.unfreeze()
+        if was:
+            gc.enable()
+
+
+def _new(cls: type, fields: dict[str, Any]) -> Any:
+    """An instance of the frozen dataclass ``cls`` with ``fields`` set, without running its checks."""
+    obj: Any = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
+
+
+def _text(d: dict[str, Any]) -> Text | None:
+    text = d.get("text")
+    if len(d) != 2 or type(text) is not str:
+        return None
+    return Text(text)  # (no checks to skip: the constructor is the cheaper and smaller way)
+
+
+_IMAGE_KEYS = frozenset(("type", "url", "data", "media_type", "caption"))
+
+
+def _image(d: dict[str, Any]) -> Image | None:
+    if not _IMAGE_KEYS.issuperset(d) or any(type(v) is not str for v in d.values()):
+        return None
+    url, data, media = d.get("url"), d.get("data"), d.get("media_type")
+    if (url is None) == (data is None) or (data is not None and not media):
+        return None
+    return Image(url=url, data=data, media_type=media, caption=d.get("caption"))
+
+
+def _tool_call(d: dict[str, Any]) -> ToolCall | None:
+    cid, name, args = d.get("id"), d.get("name"), d.get("arguments")
+    if len(d) != 4 or type(cid) is not str or not cid or type(name) is not str or not name or type(args) is not dict:
+        return None
+    return _new(ToolCall, {"id": cid, "name": name, "arguments": args, "kind": "tool_call"})  # type: ignore[no-any-return]
+
+
+def _tool_result(d: dict[str, Any]) -> ToolResult | None:
+    cid, content, err = d.get("call_id"), d.get("content"), d.get("is_error")
+    name = d.get("name")
+    if len(d) != (5 if "name" in d else 4) or type(cid) is not str or not cid or type(content) is not list \
+            or type(err) is not bool or ("name" in d and type(name) is not str):
+        return None
+    blocks: list[Text | Image] = []
+    for b in content:
+        if type(b) is not dict:
+            return None
+        t = b.get("type")
+        x = _text(b) if t == "text" else _image(b) if t == "image" else None
+        if x is None:
+            return None
+        blocks.append(x)
+    return ToolResult(cid, tuple(blocks), err, name)
+
+
+def _thinking(d: dict[str, Any]) -> Thinking | None:
+    provider, data, text = d.get("provider"), d.get("data"), d.get("text")
+    if len(d) != 4 or type(provider) is not str or type(data) is not dict or type(text) is not str:
+        return None
+    return _new(Thinking, {"provider": provider, "data": data, "text": text, "kind": "thinking"})  # type: ignore[no-any-return]
+
+
+_BLOCKS = {"text": _text, "image": _image, "tool_call": _tool_call, "tool_result": _tool_result, "thinking": _thinking}
+#: the block types each role may hold (as Message checks)
+_ALLOWED = {"user": frozenset(("text", "image")), "assistant": frozenset(("text", "image", "tool_call", "thinking")),
+            "tool": frozenset(("tool_result",))}
+
+
+def _trusted(d: Any) -> Message | None:
+    """The message of a stored dict in exactly ``Message.to_dict``'s shape, built without its checks; else None."""
+    if type(d) is not dict or len(d) != 2:
+        return None
+    role, content = d.get("role"), d.get("content")
+    allowed = _ALLOWED.get(role) if type(role) is str else None
+    if allowed is None or type(content) is not list:
+        return None
+    blocks = []
+    for b in content:
+        if type(b) is not dict:
+            return None
+        t = b.get("type")
+        if t not in allowed:
+            return None
+        x = _BLOCKS[t](b)
+        if x is None:
+            return None
+        blocks.append(x)
+    return _new(Message, {"role": role, "content": tuple(blocks)})  # type: ignore[no-any-return]
+
+
+def message_from_stored(data: Any, data_json: str | None = None, hash_: str | None = None,
+                        parent: str | None = None) -> Message:
+    """The message of a stored ``message`` event's ``data`` (as ``Message.from_dict(data["message"])`` builds
+    it). Given the row's text, chain hash and parent, and when the hash proves the text canonical, the
+    message's digest is taken from the text (see the module docstring)."""
+    d = data.get("message") if isinstance(data, dict) else None
+    msg = _trusted(d)
+    if msg is None:
+        return Message.from_dict(d)
+    if data_json is not None and hash_ is not None and hash_.startswith(HASH_SCHEME + ":"):
+        sub = _message_json(data, data_json, msg.role)
+        if sub is not None:
+            h = hashlib.sha256()
+            h.update((parent or "").encode("ascii"))
+            h.update(b"\x00")
+            h.update(('{"data":' + data_json + ',"kind":"message"}').encode("utf-8"))
+            if hash_[len(HASH_SCHEME) + 1:] == h.hexdigest():
+                msg.__dict__["digest"] = hashlib.blake2b(sub.encode("utf-8"), digest_size=16).hexdigest()
+    return msg
+
+
+def _message_json(data: dict[str, Any], data_json: str, role: str) -> str | None:
+    """The slice of ``data_json`` (canonical JSON of ``data``) that is the canonical JSON of ``data["message"]``."""
+    if not data_json.endswith("}"):
+        return None
+    if len(data) == 1:
+        prefix = '{"message":'
+    elif len(data) == 2 and "ingest" in data:
+        if role == "tool":
+            # A tool message of the trusted shape holds no "message" key, and a key's opening quote cannot be
+            # inside a string (there it is escaped): the last `,"message":` is the top-level key's.
+            k = data_json.rfind(',"message":{"content":[')
+            return data_json[k + 11:-1] if k > 0 and data_json.startswith('{"ingest":') else None
+        prefix = '{"ingest":' + canonical_json(data["ingest"]) + ',"message":'
+    else:
+        return None
+    return data_json[len(prefix):-1] if data_json.startswith(prefix) else None
+
+
+def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 0) -> int:
+    """Fold the session's events from ``since_seq`` into ``state`` (a trusted replay, see the module
+    docstring); returns how many."""
+    rows = store.event_rows(session_id, since_seq)
+    if not rows:
+        return 0
+    with paused_gc(freeze=len(rows) >= FREEZE_EVENTS):
+        try:
+            datas = json.loads("[" + ",".join(r[2] for r in rows) + "]")
+        except ValueError:  # name the bad row as the store's own reading would
+            datas = [json.loads(r[2]) for r in rows]
+        for (seq, kind, data_json, hash_, parent), data in zip(rows, datas, strict=True):
+            if kind == "message" and parent == state.head:
+                state.apply_message(message_from_stored(data, data_json, hash_, parent), seq, hash_, parent)
+            else:
+                state.apply(Event(seq, kind, data, hash_, parent))
+    return len(rows)
+
+
+__all__ = ["FREEZE_EVENTS", "message_from_stored", "paused_gc", "replay"]

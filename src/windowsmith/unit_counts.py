@@ -1,0 +1,176 @@
+"""Token counts that survive the process: a resumed session does not tokenize its log again, nor write every
+fold line again to plan the mask stage.
+
+The logged messages are cut into chunks of :data:`CHUNK` messages. Once a chunk is full, a build stores, per
+counter scheme (encoding, format overheads, the thinking blocks the format sends: ``TokenCounter.scheme``),
+one key-value row in the scope ``counts:<session id>`` (no schema of its own: the store's ``kv`` table):
+
+``{"v": 1, "scheme": ..., "seq": <seq of the chunk's last message>, "hash": <that event's chain hash>,
+"counts": [raw count of each message], "thinking": <any thinking block this format counts>,
+"folds": null | {"lo": <first visible unit>, "compactions": <records>, "fold": FOLD_SCHEME,
+"config": [fold_chars, fold_keys], "raw": [[unit first seq, raw count of its fold message], ...]},
+"check": <sha256 of the rest>}``
+
+The chain hash of the chunk's last message commits to the whole log before it, so a row whose hash is not the
+one the log has at that seq (a session deleted and made again under the same id, another tenant's or a tampered
+row) is ignored, as is a row of another scheme or version, or one that does not parse. Fold counts depend on the
+view besides the log: they are used only when the view starts at the same unit after the same number of
+compaction records (else the planner writes those lines again, and the rows are rewritten once it has). A fold
+count is kept in the chunk of its unit's last message, so the hash covers every message of the unit.
+
+Seeded counts are exactly what the counter would count (``tests/test_resume.py`` builds every request with and
+without them and compares the bytes).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .compaction.mask import FOLD_SCHEME, MaskPlanner
+from .errors import StoreError
+from .hashing import canonical_json, sha256_hex
+from .state import COUNTS_CHUNK as CHUNK
+from .state import SessionState
+
+if TYPE_CHECKING:
+    from .store import Store
+    from .tokens import TokenCounter
+
+VERSION = 1
+
+
+def scope(session_id: str) -> str:
+    return f"counts:{session_id}"
+
+
+class PersistedCounts:
+    """The persisted counts of one session (see the module docstring): :meth:`seed` a new counter and the
+    mask planner from them, :meth:`save` the chunks that filled (or whose fold counts are out of date)."""
+
+    def __init__(self, store: Store, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._saved: dict[tuple[str, int], Any] = {}  # (scheme, chunk) → (lo, records) of its fold counts, or None
+        self.seeded = 0  # messages whose counts the last seed() took (for tests and the benchmark)
+        self._fold_seeds: dict[str, tuple[tuple[int, int, tuple[int, ...]], dict[int, int]]] = {}
+
+    def _key(self, scheme: str, chunk: int) -> str:
+        return f"{scheme}|{chunk}"
+
+    def seed(self, state: SessionState, counter: TokenCounter, planner: MaskPlanner | None) -> int:
+        """Seed ``counter`` (and ``planner``) from the stored chunks that match ``state``'s log; returns how
+        many message counts were taken."""
+        scheme = counter.scheme
+        folds: dict[int, int] = {}
+        fold_key: tuple[int, int, tuple[int, ...]] | None = None
+        taken = 0
+        for k in range(len(state.chunk_hashes)):
+            row = _read(self.store, scope(self.session_id), self._key(scheme, k))
+            if row is None or row.get("v") != VERSION or row.get("scheme") != scheme:
+                continue
+            lo_i, hi_i = k * CHUNK, (k + 1) * CHUNK
+            counts = row.get("counts")
+            if row.get("hash") != state.chunk_hashes[k] or row.get("check") != _check(row) or row.get("seq") != state.message_seqs[hi_i - 1] \
+                    or not isinstance(counts, list) or len(counts) != CHUNK \
+                    or not all(type(n) is int and n >= 0 for n in counts):
+                continue
+            counter.seed(zip(state.messages[lo_i:hi_i], counts, strict=True), thinking=row.get("thinking") is True)
+            taken += CHUNK
+            f = row.get("folds")
+            key = None
+            if isinstance(f, Mapping) and f.get("fold") == FOLD_SCHEME and isinstance(f.get("config"), list) \
+                    and type(f.get("lo")) is int and type(f.get("compactions")) is int \
+                    and isinstance(f.get("raw"), list):
+                key = (f["lo"], f["compactions"], tuple(f["config"]))
+                if fold_key in (None, key):
+                    fold_key = key
+                    folds.update((int(s), int(n)) for s, n in f["raw"])
+            self._saved[(scheme, k)] = key[:2] if key is not None else None
+        if fold_key is not None:
+            self._fold_seeds[scheme] = (fold_key, folds)
+            if planner is not None:
+                self.seed_planner(planner)
+        self.seeded = taken
+        return taken
+
+    def seed_planner(self, planner: MaskPlanner) -> None:
+        """Seed ``planner`` with the fold counts taken (those written by a planner of the same fold config)."""
+        config = tuple(_fold_config(planner) or ())
+        for scheme, ((lo, ncomp, conf), folds) in self._fold_seeds.items():
+            if conf == config:
+                planner.seed(scheme, lo, ncomp, folds)
+
+    def save(self, state: SessionState, counter: TokenCounter, planner: MaskPlanner | None) -> int:
+        """Store the full chunks not stored yet for ``counter``'s scheme, and those whose fold counts the
+        planner now knows for a newer view; returns how many rows were written."""
+        scheme = counter.scheme
+        plan = planner.fold_counts(counter) if planner is not None else None
+        now = None
+        upto_seq = -1
+        if plan is not None:
+            lo, ncomp, _, upto = plan
+            now = (lo, ncomp)
+            upto_seq = state.units[upto].first_seq if upto < len(state.units) else state.seq + 1
+        written = 0
+        buckets: dict[int, list[list[int]]] | None = None  # fold counts by chunk, made once a row needs them
+        for k in range(len(state.chunk_hashes)):
+            last = state.message_seqs[(k + 1) * CHUNK - 1]
+            ready = now is not None and upto_seq > last  # every unit ending in the chunk was planned
+            have = self._saved.get((scheme, k), False)
+            if have is not False and (have == now or not ready):
+                continue
+            value: dict[str, Any] = {
+                "v": VERSION, "scheme": scheme, "seq": last, "hash": state.chunk_hashes[k],
+                "counts": [counter.raw_message(m) for m in state.messages[k * CHUNK:(k + 1) * CHUNK]],
+                "thinking": any(counter.sends_thinking(m) for m in state.messages[k * CHUNK:(k + 1) * CHUNK]),
+                "folds": None,
+            }
+            if ready and plan is not None and now is not None:
+                if buckets is None:
+                    buckets = _by_chunk(state, plan[2])
+                value["folds"] = {"lo": now[0], "compactions": now[1], "fold": FOLD_SCHEME,
+                                  "config": _fold_config(planner), "raw": sorted(buckets.get(k, []))}
+            value["check"] = _check(value)
+            try:
+                self.store.set_kv(scope(self.session_id), self._key(scheme, k), value)
+            except StoreError:  # a read-only store, say: the counts are only a shortcut
+                return written
+            self._saved[(scheme, k)] = now if ready else None
+            written += 1
+        return written
+
+
+def _check(row: Mapping[str, Any]) -> str:
+    """A checksum of the row without its ``check`` (a row edited by hand, or cut short, is ignored)."""
+    return sha256_hex(canonical_json({k: v for k, v in row.items() if k != "check"}))[:24]
+
+
+def _by_chunk(state: SessionState, fold_raw: Mapping[int, int]) -> dict[int, list[list[int]]]:
+    """Fold counts (by unit first seq) grouped by the chunk holding the unit's last message."""
+    out: dict[int, list[list[int]]] = {}
+    for s, n in fold_raw.items():
+        i = state.unit_index(s)
+        if i is None:
+            continue
+        k = bisect.bisect_left(state.message_seqs, state.units[i].last_seq) // CHUNK
+        out.setdefault(k, []).append([s, n])
+    return out
+
+
+def _fold_config(planner: MaskPlanner | None) -> list[int] | None:
+    if planner is None:
+        return None
+    return [planner.config.fold_chars, planner.config.fold_keys]
+
+
+def _read(store: Store, scope_: str, key: str) -> dict[str, Any] | None:
+    try:
+        row = store.get_kv(scope_, key)
+    except ValueError:  # a row that is not JSON: as if there were none
+        return None
+    return row if isinstance(row, dict) else None
+
+
+__all__ = ["CHUNK", "PersistedCounts", "VERSION", "scope"]

@@ -1,0 +1,235 @@
+"""Resume: the trusted replay builds the same state as validating every event, and persisted token counts
+(unit_counts.py) change nothing a request holds; stale, foreign or edited rows are ignored. Real SQLite files
+and a real PostgreSQL schema."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import windowsmith as ws
+from windowsmith.compaction import CompactionConfig
+from windowsmith.model import Message
+from windowsmith.resume import message_from_stored, paused_gc
+from windowsmith.state import COUNTS_CHUNK, SessionState
+
+FMT = "openai-chat"
+MODEL = "gpt-4.1"
+PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _turn(s: ws.Session, i: int) -> None:
+    s.user(f"step {i}: check item {i} in src/m{i}.py")
+    s.assistant(tool_calls=[ws.ToolCall(f"c{i}", "read", {"path": f"src/m{i}.py", "n": i})])
+    s.tool_result(f"c{i}", f"def f{i}():\n    return {i * 7919 % 10007}  # line {i}\n" * (1 + i % 3))
+    s.assistant(f"done {i}")
+
+
+def _engine(store: Any, **kw: Any) -> ws.Engine:
+    return ws.Engine(model=MODEL, store=store, window=200_000, compaction=CompactionConfig(keep_turns=4), **kw)
+
+
+def _grow(store: Any, turns: int, offset: int = 0) -> None:
+    with _engine(store) as e:
+        s = e.session("long", goal="Check every item")
+        for i in range(turns):
+            _turn(s, i + offset)
+            if i % 8 == 7:
+                s.build(FMT)
+        s.build(FMT)
+
+
+def _packs(store: Any, start: int, turns: int) -> tuple[list[str], int, bool]:
+    """Resume, then (a build, a turn) ``turns`` times: the requests as JSON, how many counts were seeded and
+    whether the first build planned folds from persisted counts."""
+    out = []
+    with _engine(store) as e:
+        s = e.session("long")
+        s.user("resume here")
+        out.append(json.dumps(s.build(FMT).request, sort_keys=True))
+        seeded = s._builder.counts.seeded
+        lazy = any(f.lazy for f in s.compactor.planner._planned)
+        for j in range(turns):
+            _turn(s, start + j)
+            if j == 1:
+                s.compact(FMT)  # on demand: folds the aged exchanges, the lazily planned ones written out
+            out.append(json.dumps(s.build(FMT).request, sort_keys=True))
+        records = [r.kind for r in s.state.records]
+    assert "mask" in records  # the turns after resume applied folds (lazy ones written out)
+    return out, seeded, lazy
+
+
+def _drop_counts(db: Path) -> None:
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM kv WHERE scope LIKE 'counts:%'")
+    con.commit()
+    con.close()
+
+
+def test_replay_builds_the_state_validation_builds(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with ws.Engine(model=MODEL, store=db) as e:
+        s = e.session("mixed")
+        s.user([{"type": "text", "text": "look"}, {"type": "image", "url": "https://example.com/a.png"}])
+        s.assistant("thinking aloud", tool_calls=[ws.ToolCall("a", "read", {"path": "x", "deep": {"k": [1, 2.5, None]}})])
+        s.tool_result("a", "ok, token=ghp_" + "a1B2c3D4e5" * 4, is_error=True)  # ingest meta with redactions
+        s.assistant([{"type": "thinking", "provider": "anthropic", "data": {"type": "thinking", "thinking": "t",
+                                                                            "signature": "s"}, "text": "t"}])
+        s.user("next")
+        store = e.store
+        slow = SessionState("mixed")
+        for ev in store.events("mixed"):
+            slow.apply(ev)
+        fast = s.state
+        assert fast.messages == slow.messages and fast.view == slow.view and fast.units == slow.units
+        assert fast.head == slow.head and fast.chunk_hashes == slow.chunk_hashes
+        for row in store.event_rows("mixed"):
+            if row[1] == "message":
+                m = message_from_stored(json.loads(row[2]), row[2], row[3], row[4])
+                assert "digest" in m.__dict__  # taken from the stored text
+                assert m.digest == Message.from_dict(m.to_dict()).digest
+                assert m == Message.from_dict(json.loads(row[2])["message"])
+        # a dict in another shape goes through from_dict, digest computed as before
+        m = message_from_stored({"message": {"role": "user", "content": "plain text"}})
+        assert m == Message.user("plain text") and "digest" not in m.__dict__
+
+
+def test_paused_gc_restores_the_collector() -> None:
+    import gc
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), paused_gc():
+        assert not gc.isenabled()
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+    with paused_gc(freeze=True):
+        made = [[i] for i in range(1000)]
+    assert gc.isenabled() and gc.get_freeze_count() == 0 and len(made) == 1000  # nothing stays frozen
+
+
+def test_resume_with_persisted_counts_sends_the_same_bytes(tmp_path: Path) -> None:
+    a = tmp_path / "a.db"
+    _grow(a, 700)  # 2,800 messages: five full chunks
+    b = tmp_path / "b.db"
+    shutil.copy(a, b)
+    _drop_counts(b)
+    with_counts, seeded, lazy = _packs(a, 700, 12)
+    without, none, _ = _packs(b, 700, 12)
+    assert seeded >= 5 * COUNTS_CHUNK and none == 0
+    assert lazy  # the first build after resume planned folds without writing their lines
+    assert with_counts == without
+
+
+def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
+    a = tmp_path / "a.db"
+    _grow(a, 300)
+    clean = tmp_path / "clean.db"
+    shutil.copy(a, clean)
+    _drop_counts(clean)
+    expected, _, _ = _packs(clean, 300, 4)
+
+    # edited: a count changed by hand (the row's checksum no longer matches)
+    edited = tmp_path / "edited.db"
+    shutil.copy(a, edited)
+    con = sqlite3.connect(edited)
+    rows = con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' ORDER BY key").fetchall()
+    assert len(rows) >= 2
+    for key, value in rows:
+        v = json.loads(value)
+        v["counts"][0] += 1000
+        con.execute("UPDATE kv SET value = ? WHERE scope = 'counts:long' AND key = ?", (json.dumps(v), key))
+    con.commit()
+    con.close()
+    got, seeded, _ = _packs(edited, 300, 4)
+    assert seeded == 0 and got == expected
+
+    # stale / foreign: rows of another log of the same session id (deleted and made again) do not match its hashes
+    other = tmp_path / "other.db"
+    _grow(other, 300, offset=1)
+    other_clean = tmp_path / "other_clean.db"
+    shutil.copy(other, other_clean)
+    _drop_counts(other_clean)
+    theirs, _, _ = _packs(other_clean, 400, 4)
+    con = sqlite3.connect(other)
+    con.execute("DELETE FROM kv WHERE scope = 'counts:long'")
+    con.execute("ATTACH DATABASE ? AS a", (str(a),))
+    con.execute("INSERT INTO kv SELECT * FROM a.kv WHERE scope = 'counts:long'")
+    con.commit()
+    con.close()
+    got, seeded, _ = _packs(other, 400, 4)
+    assert seeded == 0 and got == theirs
+
+    # garbage: not an object, or not JSON at all
+    junk = tmp_path / "junk.db"
+    shutil.copy(a, junk)
+    con = sqlite3.connect(junk)
+    con.execute("UPDATE kv SET value = '[1, 2]' WHERE scope = 'counts:long'")
+    con.commit()
+    con.close()
+    got, seeded, _ = _packs(junk, 300, 4)
+    assert seeded == 0 and got == expected
+
+
+def _rows(db: Path) -> list[dict[str, Any]]:
+    con = sqlite3.connect(db)
+    rows = [json.loads(v) for (v,) in con.execute("SELECT value FROM kv WHERE scope = 'counts:long'")]
+    con.close()
+    return rows
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg import sql
+
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True)
+    except psycopg.OperationalError as e:
+        pytest.skip(f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:120]})")
+    name = f"ws_test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        admin.close()
+
+
+@pytest.mark.postgres
+def test_persisted_counts_on_postgres(pg_schema: str) -> None:
+    from windowsmith.store.postgres import PostgresStore
+
+    def resumed_request() -> tuple[str, int]:
+        with PostgresStore(PG_DSN, schema=pg_schema) as store, ws.Engine(model=MODEL, store=store) as e:
+            s = e.session("long")
+            return json.dumps(s.build(FMT).request, sort_keys=True), s._builder.counts.seeded
+
+    with PostgresStore(PG_DSN, schema=pg_schema) as store, ws.Engine(model=MODEL, store=store) as e:
+        s = e.session("long", goal="Check every item")
+        for i in range(300):
+            _turn(s, i)
+        s.build(FMT)
+    seeded_req, seeded = resumed_request()
+    assert seeded >= 2 * COUNTS_CHUNK
+    with PostgresStore(PG_DSN, schema=pg_schema) as store:
+        for key in ("o200k_base|openai-chat|3.7.4.765|-|0",):
+            row = store.get_kv("counts:long", key)
+            assert row is not None
+            row["counts"][1] += 5  # edited: ignored
+            store.set_kv("counts:long", key, row)
+    edited_req, edited = resumed_request()
+    assert edited == seeded - COUNTS_CHUNK and edited_req == seeded_req
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        conn.execute("DELETE FROM kv WHERE scope = 'counts:long'")
+    plain_req, none = resumed_request()
+    assert none == 0 and plain_req == seeded_req
