@@ -142,6 +142,8 @@ def test_fence_keeps_data_inside_its_fence() -> None:
 
 
 def _swe_trace() -> object:
+    if not DATA.is_dir():
+        pytest.skip("shared trace data not available (../shared/data/traces)")
     path = sorted((DATA / "swe-agent").glob("*pydicom*"))[0]
     return load_traces(path)[0]
 

@@ -111,6 +111,7 @@ SWE_AGENT = ("swe-agent/tests__test_data__trajectories__gpt4__swe-bench-dev-easy
              "__c-3.00__install-1__pydicom__pydicom-1458.traj")
 
 
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 @pytest.mark.parametrize("path", [SWE_AGENT, "mini-swe-agent/astropy__astropy-12907.traj.json"])
 def test_bench_replay_of_swe_agent_runs_at_8k_has_no_blind_call(tmp_path, path):
     """The real case: SWE-agent's first message (demonstration + issue, ~4.8K tokens) is larger than the
