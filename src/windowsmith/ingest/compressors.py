@@ -294,7 +294,7 @@ def _outline(text: str, path: str | None) -> list[tuple[int, int, str, int]]:
     return [(n, indent, line, shown[_block_end(body, p, indent)]) for p, n, indent, line in found]
 
 
-_BLOCK_SCAN = 20_000  # lines followed past a definition to find the end of its block
+_BLOCK_SCAN = 5_000  # lines followed past a definition to find the end of its block
 
 
 def _numbered_lines(scan: str, numbered: bool) -> tuple[list[int], list[str]]:
