@@ -242,26 +242,35 @@ _OUTLINE = {
     r"|suspend|data|synchronized)[ \t]+){0,6}(?:class|interface|enum|record|object|fun)[ \t]+\w+"
     r"|[ \t]+(?:(?:public|private|protected|static|final|abstract|synchronized)[ \t]+){1,5}[\w<>\[\],.? ]{1,80}[ \t]+\w+"
     r"[ \t]*\(",
+    # C/C++: definitions start at column 0 (a statement inside a body is indented); a line ending in ``;``
+    # is a declaration or a call, not a definition
+    "c": r"(?:template[ \t]*<[^<>\n]{0,120}>[ \t]*)?(?:[A-Za-z_][\w:<>,]*[ \t*&]+){1,6}[*&]*~?[A-Za-z_][\w:~]*[ \t]*\("
+    r"(?![^\n]*;[ \t]*$)"
+    r"|(?:typedef[ \t]+)?(?:struct|union|enum|class|namespace)[ \t]+\w+(?![^\n]*;[ \t]*$)|#[ \t]*define[ \t]+\w+",
 }
 _EXT = {
     "py": "py", "pyi": "py", "js": "js", "jsx": "js", "ts": "js", "tsx": "js", "mjs": "js", "cjs": "js",
     "go": "go", "rs": "rs", "java": "java", "kt": "java", "kts": "java", "scala": "java", "cs": "java",
+    "c": "c", "h": "c", "cc": "c", "cpp": "c", "cxx": "c", "hpp": "c", "hh": "c", "hxx": "c",
 }  # fmt: skip
 _OUTLINE_BY_LANG = {k: re.compile(f"^(?:{p})", re.M) for k, p in _OUTLINE.items()}
-_OUTLINE_ALL = re.compile("^(?:" + "|".join(f"(?:{p})" for p in _OUTLINE.values()) + ")", re.M)
+# a file of unknown language: every pattern but C's (any column-0 ``word word(`` line would match it)
+_OUTLINE_ALL = re.compile("^(?:" + "|".join(f"(?:{p})" for k, p in _OUTLINE.items() if k != "c") + ")", re.M)
 _NUM_PREFIX = re.compile(r"^ *(\d+)(?:\t|→|\| |: )")
 _OUTLINE_CAP = 5_000
 
 
-def _outline(text: str, path: str | None) -> list[tuple[int, int, str]]:
-    """(line number, indent, stripped line) of every definition, in order."""
+def _outline(text: str, path: str | None) -> list[tuple[int, int, str, int]]:
+    """(line number, indent, stripped line, last line of its block) of every definition, in order."""
     ext = path.rsplit(".", 1)[-1].lower() if path and "." in path.rsplit("/", 1)[-1] else ""
     rx = _OUTLINE_BY_LANG.get(_EXT.get(ext, ""), _OUTLINE_ALL)
     scan = text[:SCAN_LIMIT]
-    numbered = bool(_NUM_PREFIX.match(scan[:200]))
-    if numbered:  # cat -n / editor view output: match after the number prefix
+    # cat -n / editor view output (under a header line or two, as OpenHands' and SWE-agent's viewers
+    # print it): match after the number prefix
+    numbered = any(_NUM_PREFIX.match(ln) for ln in scan[:600].split("\n", 3)[:3])
+    if numbered:
         rx = re.compile(r"^ *\d+(?:\t|→|\| |: )(?:" + rx.pattern.removeprefix("^(?:").removesuffix(")") + ")", re.M)
-    out: list[tuple[int, int, str]] = []
+    found: list[tuple[int, int, int, str]] = []  # (physical line index, shown number, indent, line)
     line_no, last = 1, 0
     for m in rx.finditer(scan):
         a = m.start()
@@ -276,10 +285,44 @@ def _outline(text: str, path: str | None) -> list[tuple[int, int, str]]:
                 n = int(pm.group(1))
                 line = line[pm.end() :]
         stripped = line.strip()
-        out.append((n, len(line) - len(line.lstrip()), cap_line(stripped.rstrip("{:").rstrip(), 160)))
-        if len(out) >= _OUTLINE_CAP:
+        found.append((line_no - 1, n, len(line) - len(line.lstrip()), cap_line(stripped.rstrip("{:").rstrip(), 160)))
+        if len(found) >= _OUTLINE_CAP:
             break
-    return out
+    if not found:
+        return []
+    shown, body = _numbered_lines(scan, numbered)
+    return [(n, indent, line, shown[_block_end(body, p, indent)]) for p, n, indent, line in found]
+
+
+_BLOCK_SCAN = 5_000  # lines followed past a definition to find the end of its block
+
+
+def _numbered_lines(scan: str, numbered: bool) -> tuple[list[int], list[str]]:
+    """Each physical line's shown number (its ``cat -n`` prefix, else its position) and its text."""
+    lines = scan.split("\n")
+    shown = list(range(1, len(lines) + 1))
+    if numbered:
+        for k, ln in enumerate(lines):
+            pm = _NUM_PREFIX.match(ln)
+            if pm:
+                shown[k] = int(pm.group(1))
+                lines[k] = ln[pm.end() :]
+    return shown, lines
+
+
+def _block_end(lines: list[str], start: int, indent: int) -> int:
+    """The last line of the block a definition at ``lines[start]`` opens: its closing ``}`` at the
+    definition's indent, else the last line indented deeper (Python) before the next line that is not."""
+    end = start
+    for j in range(start + 1, min(len(lines), start + _BLOCK_SCAN)):
+        st = lines[j].strip()
+        if not st:
+            continue
+        if len(lines[j]) - len(lines[j].lstrip()) > indent or st[0] in "{)":  # the body, an opening brace
+            end = j  # on its own line, or the rest of a signature
+            continue
+        return j if st[0] == "}" else end
+    return end
 
 
 def _file_read(text: str, ctx: Context) -> str | None:
@@ -293,7 +336,7 @@ def _file_read(text: str, ctx: Context) -> str | None:
     levels = [(h, len(symbols)) for h in heads] + [(0, c) for c in caps[1:]]
     min_indent = min((s[1] for s in symbols), default=0)
 
-    def pick(cap: int) -> list[tuple[int, int, str]]:
+    def pick(cap: int) -> list[tuple[int, int, str, int]]:
         if cap >= len(symbols):
             return symbols
         top = [s for s in symbols if s[1] <= min_indent]
@@ -313,9 +356,10 @@ def _file_read(text: str, ctx: Context) -> str | None:
                 parts.append(_lines_elided(rest))
         chosen = pick(cap)
         if chosen:
-            width = len(str(chosen[-1][0]))
-            parts.append("Outline (line: definition):")
-            parts.extend(f"{n:>{width}}: {' ' * min(indent, 16)}{line}" for n, indent, line in chosen)
+            labels = [f"{n}-{end}" if end > n else str(n) for n, _, _, end in chosen]
+            width = max(map(len, labels))
+            parts.append("Outline (lines: definition):")
+            parts.extend(f"{lab:>{width}}: {' ' * min(s[1], 16)}{s[2]}" for lab, s in zip(labels, chosen, strict=True))
         if cap < len(symbols):
             parts.append(f"[… {len(symbols) - cap:,} more definitions not shown …]")
         return "\n".join(parts)
