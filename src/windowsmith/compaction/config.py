@@ -63,6 +63,7 @@ class CompactionConfig:
     extract_lessons: bool = True
     work_log_ratio: float = 0.03  # the work log of emergency truncations keeps its newest lines within this share (0.08 before the index)
     index_ratio: float = 0.05  # the emergency index of identifiers the dropped history lost takes at most this share
+    carry_share: float | None = 0.15  # work log + index together take at most this share of the room tools and system leave
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
 
     def __post_init__(self) -> None:
@@ -81,6 +82,9 @@ class CompactionConfig:
         if not 0 <= self.index_ratio < 0.5:
             raise ConfigError(f"index_ratio is a fraction of the available budget in [0, 0.5) (0: no index), "
                               f"got {self.index_ratio}")
+        if self.carry_share is not None and not 0 < self.carry_share <= 1:
+            raise ConfigError(f"carry_share is a fraction of the room tools and system leave in (0, 1] (None: no "
+                              f"bound), got {self.carry_share}")
         if self.image_keep_turns is not None and self.image_keep_turns < 1:
             raise ConfigError(f"image_keep_turns must be >= 1 (the model sees an image at least once) or None "
                               f"(images are never replaced), got {self.image_keep_turns}")
