@@ -427,3 +427,40 @@ def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_th
         assert shown_once_gone, "a note whose artifact left the view comes back to the tail"
     notes = s.state.notes_for("evidence")
     assert len(notes) == 24 and len({n["ref"] for n in notes}) == 12  # the log keeps every note
+
+
+def test_a_cut_carries_the_evidence_notes_it_would_send_back_to_the_uncached_tail(make_engine):
+    """An emergency cut that takes an offloaded result's view out of the history writes that result's evidence
+    note into the work log (cached, after the pinned request's breakpoint) instead of letting it come back to the
+    dynamic tail, which is sent at the full input price on every call: the same text, so the same identifiers, in
+    the request; the tail holds no note the work log carries; the log still has every note."""
+    from windowsmith.compaction.emergency import EVIDENCE_PREFIX, EVIDENCE_RECENT
+    from windowsmith.records import EmergencyRecord
+
+    e = make_engine(window=8000)
+    s = _session(e)
+    s.system("Rules: run the tests, read the failure, fix the code. " * 250)  # little room under tools and system
+    carried = 0
+    for i in range(16):
+        _call(s, f"c{i}", f"pytest -q -k case{i}")
+        s.tool_result(f"c{i}", pytest_log(5000 + 50 * i))
+        pack = s.build()
+        assert pack.manifest.tokens <= pack.manifest.available
+        log = s.state.work_log
+        ev = [x for x in log if x.startswith(EVIDENCE_PREFIX)]
+        assert len(ev) <= EVIDENCE_RECENT
+        request = "\n".join(m.text for m in pack.neutral.messages)
+        tail = pack.neutral.tail or ""
+        tail_refs = set(REF.findall(tail.split("## EVIDENCE", 1)[1])) if "## EVIDENCE" in tail else set()
+        for line in ev:
+            assert line.removeprefix(EVIDENCE_PREFIX) in request  # the note's whole text, in the cached history
+            assert not set(REF.findall(line)) & tail_refs  # and not a second time in the tail
+        carried += bool(ev)
+        s.assistant(f"looked at run {i}")
+    assert carried and any(isinstance(r, EmergencyRecord) for r in s.state.records)
+    notes = s.state.notes_for("evidence")
+    assert len(notes) == 16
+    # the lines are the newest notes' texts, newest last
+    last = [x.removeprefix(EVIDENCE_PREFIX) for x in s.state.work_log if x.startswith(EVIDENCE_PREFIX)]
+    texts = [str(n["text"]) for n in notes]
+    assert last == [t for t in texts if t in last] and all(t in texts[-EVIDENCE_RECENT:] for t in last)
