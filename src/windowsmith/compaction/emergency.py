@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 from ..assemble import Action
 from ..records import EmergencyRecord
-from ..refs import message_refs
 from ..text import identifiers
 from .keys import fit_index, mention, message_text, rank_lost
 from .mask import fold_line, is_exchange, logged_results
@@ -82,43 +81,6 @@ def carry_caps(p: Pass) -> tuple[int, int]:
             f = bound / (log_cap + index_cap)
             log_cap, index_cap = int(log_cap * f), int(index_cap * f)
     return log_cap, index_cap
-
-
-#: how a work-log line that stands for an evidence note starts (:func:`evidence_lines`)
-EVIDENCE_PREFIX = "[evidence] "
-#: the evidence notes a cut may carry: the newest of the step, as many as ``EvidenceLayer`` shows (``recent``)
-EVIDENCE_RECENT = 4
-
-
-def evidence_lines(p: Pass, cut: int) -> list[str]:
-    """Work-log lines for the evidence notes a cut at ``cut`` would bring back to the dynamic tail: the newest
-    ``EVIDENCE_RECENT`` offloaded results of the current step whose ``artifact://`` reference the kept units (and
-    the pinned request) no longer hold. ``EvidenceLayer`` shows such a note in the tail, which is never cached,
-    on every call until the next cut; in the work log (after the pinned request's cache breakpoint) it is written
-    once per cut and read from cache at a tenth of the price, and the layer leaves it out (its reference is
-    visible). The same text, so the same identifiers, in the same request."""
-    state = p.state
-    notes = state.notes_for("evidence")
-    if not notes:
-        return []
-    users = sum(1 for m in state.messages if m.role == "user" and not m.tool_results)
-    step = f"{users}:{state.task.step or ''}"  # the current step, as StepTracker keys it
-    recent = [n for n in notes if n.get("step", step) == step][-EVIDENCE_RECENT:]
-    units = state.units
-    kept: set[str] = set()
-    for u in (*units[cut:], *(units[:1] if state.pinned else ())):
-        for m in u.messages:
-            kept.update(message_refs(m)[0])
-    out: list[str] = []
-    seen: set[str] = set()
-    for n in reversed(recent):  # newest first: of duplicates, the newest stays
-        ref = n.get("ref") or None
-        if ref is None or ref in seen or ref in kept:
-            continue
-        seen.add(ref)
-        out.append(EVIDENCE_PREFIX + str(n["text"]))
-    out.reverse()
-    return out
 
 
 def index_budget(p: Pass) -> int:
@@ -198,14 +160,12 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
         p.port.put_blob(raw)
     transcript = store_transcript(p.port, state.span_messages(units[lo].first_seq, units[cut - 1].last_seq),
                                    units[lo].first_seq, units[cut - 1].last_seq)
-    # the record holds the whole new work log (older lines first), trimmed to its budget; then the evidence
-    # notes the cut would send back to the uncached tail (evidence_lines), untrimmed: they replace those notes
-    evidence = evidence_lines(p, cut)
-    log = [x for x in (*state.work_log, *lines) if not x.startswith(EVIDENCE_PREFIX)]
+    # the record holds the whole new work log (older lines first), trimmed to its budget
+    log = [*state.work_log, *lines]
     cap = carry_caps(p)[0]
     while len(log) > 1 and sum(counter.raw_text(x) + 1 for x in log) > cap:
         log.pop(0)
-    lines = [*log, *evidence]
+    lines = log
     index = lost_index(p, lo, cut, lines)
     old = state.summary_message
     if old is not None:
@@ -227,4 +187,4 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
     return removed, counter.raw_message(new) if new is not None else 0, rec
 
 
-__all__ = ["EVIDENCE_PREFIX", "EVIDENCE_RECENT", "carry_caps", "emergency", "evidence_lines", "index_budget", "lost_index", "run_emergency"]
+__all__ = ["carry_caps", "emergency", "index_budget", "lost_index", "run_emergency"]
