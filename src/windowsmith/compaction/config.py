@@ -39,7 +39,9 @@ class CompactionConfig:
     turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
     is replaced by a text stub naming it and its artifact once this many assistant turns followed it,
     in a mask batch (``None``: never). ``index_ratio``: the share of the available budget the emergency stage's
-    index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``enabled=False`` turns proactive compaction off (the assembler
+    index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``carry_share``: the work
+    log and the index, carried by every request after a cut, together take at most this share of the room tools
+    and system leave (``emergency.carry_caps``; ``None``: their shares of the budget only). ``enabled=False`` turns proactive compaction off (the assembler
     still truncates to fit).
     """
 
