@@ -540,6 +540,12 @@ def test_usage_note_in_the_tail_when_over_80_percent(tmp_path):
         s2 = e.session("m", goal="g")
         s2.user("short")
         assert "## NOTE" not in (s2.build("openai-chat", model="gpt-4.1").neutral.tail or "")
+        # as full, but the agent has no tool to act on it (compact_context, read_result): the note, uncached and
+        # different on every call, is left out
+        s3 = e.session("k", goal="g")
+        s3.user("start")
+        s3.assistant("word " * 7300)
+        assert "## NOTE" not in (s3.build("openai-chat", model="gpt-4.1").neutral.tail or "")
 
 
 def test_decision_scanner_finds_what_the_backtracking_pattern_found() -> None:

@@ -160,3 +160,39 @@ def test_the_index_never_exceeds_its_share(results, window, ratio):
         for r in s.state.records:
             if isinstance(r, EmergencyRecord) and r.index:
                 assert counter.raw_text(render_index(r.index)) <= cap
+
+
+def test_work_log_and_index_scale_down_with_the_room_tools_and_system_leave(tmp_path):
+    """Where tools and system leave little room, the work log and the index together take at most
+    ``carry_share`` of it (they are carried by every request after a cut); with room to spare, or with
+    ``carry_share=None``, they keep their shares of the budget."""
+
+    def carried(system: str, share: float | None) -> tuple[list[EmergencyRecord], float, float]:
+        with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / f"{len(system)}-{share}.db", window=8000,
+                       compaction=CompactionConfig(carry_share=share)) as e:
+            s = e.session("keys", goal="refund the damaged items of order #W2378156")
+            s.system(system)
+            s.user("Hi, my hat arrived damaged; order #W2378156.")
+            for i in range(40):
+                s.assistant(f"Let me look up item {i}.", tool_calls=[{"id": f"c{i}", "name": "get_item",
+                                                                      "arguments": {"item_id": f"HAT{100 + i}"}}])
+                s.tool_result(f"c{i}", f'{{"item_id": "HAT{100 + i}", "sku": "SKU{5000 + i}X", '
+                                       f'"note": "{"in stock " * 30}", "warehouse": "wh_{i}_east"}}')
+                pack = s.build()
+            counter = s.counter(pack.manifest.format)
+            room = pack.manifest.available / counter.scale - counter.raw_segment(system) - counter.overheads.per_request
+            recs = [r for r in s.state.records if isinstance(r, EmergencyRecord)]
+            size = max(sum(counter.raw_text(x) + 1 for x in r.work_log) + counter.raw_text(render_index(r.index))
+                       for r in recs)
+            return recs, size, room
+
+    policy = "Policy rule: always verify the order id and the customer's identity before any refund. " * 200
+    recs, size, room = carried(policy, 0.15)
+    assert recs and room < 3000
+    assert size <= 0.15 * room + 40  # the kept log line overshoots by at most one line
+    _, unbounded, _ = carried(policy, None)
+    assert unbounded > size  # the full shares: work log 200+ tokens and 5% of the budget for the index
+    # plenty of room: the bound does not bite, the caps are the budget's shares
+    _, small_sys, room_small = carried("You are a support agent.", 0.15)
+    _, small_none, _ = carried("You are a support agent.", None)
+    assert room_small > 5000 and small_sys == small_none

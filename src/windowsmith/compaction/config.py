@@ -39,7 +39,9 @@ class CompactionConfig:
     turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
     is replaced by a text stub naming it and its artifact once this many assistant turns followed it,
     in a mask batch (``None``: never). ``index_ratio``: the share of the available budget the emergency stage's
-    index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``enabled=False`` turns proactive compaction off (the assembler
+    index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``carry_share``: the work
+    log and the index, carried by every request after a cut, together take at most this share of the room tools
+    and system leave (``emergency.carry_caps``; ``None``: their shares of the budget only). ``enabled=False`` turns proactive compaction off (the assembler
     still truncates to fit).
     """
 
@@ -63,6 +65,7 @@ class CompactionConfig:
     extract_lessons: bool = True
     work_log_ratio: float = 0.03  # the work log of emergency truncations keeps its newest lines within this share (0.08 before the index)
     index_ratio: float = 0.05  # the emergency index of identifiers the dropped history lost takes at most this share
+    carry_share: float | None = 0.15  # work log + index together take at most this share of the room tools and system leave
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
 
     def __post_init__(self) -> None:
@@ -81,6 +84,9 @@ class CompactionConfig:
         if not 0 <= self.index_ratio < 0.5:
             raise ConfigError(f"index_ratio is a fraction of the available budget in [0, 0.5) (0: no index), "
                               f"got {self.index_ratio}")
+        if self.carry_share is not None and not 0 < self.carry_share <= 1:
+            raise ConfigError(f"carry_share is a fraction of the room tools and system leave in (0, 1] (None: no "
+                              f"bound), got {self.carry_share}")
         if self.image_keep_turns is not None and self.image_keep_turns < 1:
             raise ConfigError(f"image_keep_turns must be >= 1 (the model sees an image at least once) or None "
                               f"(images are never replaced), got {self.image_keep_turns}")

@@ -35,8 +35,7 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     # what the kept messages may take so the request lands at summary_target (hence under every
     # trigger: a rebuild with no new events must not truncate again)
     fixed, pinned = fixed_raw(p.state, p.counter, size, scale)
-    log_cap = max(200, int(cfg.work_log_ratio * avail / scale))
-    index_cap = index_budget(p)
+    log_cap, index_cap = carry_caps(p)
     keep_raw = cfg.summary_target * (0.7 if p.harder else 1.0) * avail / scale - fixed - pinned - log_cap - index_cap
     r = emergency(p, turns, p.why if not failed else f"{p.why}; no summary (it failed, or its model call does not pay for itself)", keep_raw=max(0.0, keep_raw))
     p.breaker.trip("emergency")
@@ -56,9 +55,37 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
 WORK_LOG_KEYS = 8  # identifiers a work-log line keeps from the message it stands for
 
 
+def room_raw(p: Pass) -> float:
+    """Raw tokens the request's fixed part (tools, system, stable context) leaves of the available budget: the room
+    the history (pinned request, work log, index, kept messages) and the dynamic tail share."""
+    counter = p.counter
+    state = p.state
+    fixed = counter.overheads.per_request + counter.raw_tools(state.tools)
+    fixed += sum(counter.raw_segment(t) for t in (*state.system.values(), *state.context.values()) if t)
+    return max(0.0, p.available / counter.scale - fixed)
+
+
+def carry_caps(p: Pass) -> tuple[int, int]:
+    """Raw tokens the work log and the identifier index may take: ``work_log_ratio`` (at least 200 tokens) and
+    ``index_ratio`` of the available budget, scaled down together to ``carry_share`` of the room the fixed part
+    leaves (:func:`room_raw`). Both are carried by every request after a cut, so they count against the room the
+    next cut waits on: where tools and system leave little room, full-size caps filled most of it and the free cut
+    ran every other call, each one a cache rewrite."""
+    cfg = p.config
+    scale = p.counter.scale
+    log_cap = max(200, int(cfg.work_log_ratio * p.available / scale))
+    index_cap = int(cfg.index_ratio * p.available / scale) if cfg.index_ratio > 0 else 0
+    if cfg.carry_share is not None:
+        bound = cfg.carry_share * room_raw(p)
+        if log_cap + index_cap > bound:
+            f = bound / (log_cap + index_cap)
+            log_cap, index_cap = int(log_cap * f), int(index_cap * f)
+    return log_cap, index_cap
+
+
 def index_budget(p: Pass) -> int:
-    """Raw tokens the identifier index may take: ``index_ratio`` of the available budget (0: no index)."""
-    return int(p.config.index_ratio * p.available / p.counter.scale) if p.config.index_ratio > 0 else 0
+    """Raw tokens the identifier index may take (:func:`carry_caps`; 0: no index)."""
+    return carry_caps(p)[1]
 
 
 def lost_index(p: Pass, lo: int, cut: int, work_log: Sequence[str]) -> tuple[str, ...]:
@@ -135,7 +162,7 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
                                    units[lo].first_seq, units[cut - 1].last_seq)
     # the record holds the whole new work log (older lines first), trimmed to its budget
     log = [*state.work_log, *lines]
-    cap = max(200, int(p.config.work_log_ratio * p.available / counter.scale))
+    cap = carry_caps(p)[0]
     while len(log) > 1 and sum(counter.raw_text(x) + 1 for x in log) > cap:
         log.pop(0)
     lines = log
@@ -160,4 +187,4 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
     return removed, counter.raw_message(new) if new is not None else 0, rec
 
 
-__all__ = ["emergency", "index_budget", "lost_index", "run_emergency"]
+__all__ = ["carry_caps", "emergency", "index_budget", "lost_index", "run_emergency"]

@@ -289,15 +289,20 @@ def history_blocked(state: SessionState, cap: int, counter: TokenCounter) -> Bud
 
 
 def usage_note(ctx: BuildContext, history_raw: int) -> str | None:
-    """A short note for the dynamic tail when the window is over 80% full (estimated before fitting)."""
+    """A short note for the dynamic tail when the window is over 80% full (estimated before fitting), for an agent
+    that can act on it: one with the ``compact_context`` or ``read_result`` tool. The tail is never cached, and the
+    note's figures change on every call: without such a tool it is ~40 tokens at the full input price on every call
+    of a full window (4% of a call's price on the 8K OpenHands runs) that tell the model nothing it can use."""
     counter = ctx.counter
     state = ctx.state
+    tools = {t.name for t in state.tools}
+    if "compact_context" not in tools and "read_result" not in tools:
+        return None
     raw = counter.overheads.per_request + counter.raw_tools(state.tools) + history_raw
     raw += sum(counter.raw_segment(t) for t in (*state.system.values(), *state.context.values()) if t)
     used = raw * counter.scale
     if ctx.available <= 0 or used < HistoryLayer.note_at * ctx.available:
         return None
-    tools = {t.name for t in state.tools}
     how = ("call compact_context to compact it now" if "compact_context" in tools
            else "older tool results are folded and old history summarized automatically")
     reread = "; read_result(ref) reads a folded result back" if "read_result" in tools else ""
