@@ -131,6 +131,19 @@ class Unit:
         return bool(self.open_calls)
 
 
+_NO_CALLS: frozenset[str] = frozenset()
+
+
+def _unit(messages: tuple[Message, ...], first_seq: int, last_seq: int, open_calls: frozenset[str],
+          pinned: bool) -> Unit:
+    """``Unit(messages, first_seq, last_seq, open_calls, pinned)`` without the frozen dataclass's per-field
+    ``object.__setattr__`` (a replay makes one or two per message)."""
+    u: Unit = object.__new__(Unit)
+    u.__dict__.update(messages=messages, first_seq=first_seq, last_seq=last_seq, open_calls=open_calls,
+                      pinned=pinned, folded=False)
+    return u
+
+
 @dataclass
 class TaskState:
     goal: str | None = None
@@ -357,9 +370,7 @@ class SessionState:
         pinned = not self.units and msg.role == "user"
         self.unit_start.append(len(self.view))
         self.view.append(msg)
-        self.units.append(
-            Unit((msg,), seq, seq, open_calls=frozenset(c.id for c in calls), pinned=pinned)
-        )
+        self.units.append(_unit((msg,), seq, seq, frozenset(c.id for c in calls) if calls else _NO_CALLS, pinned))
 
     def _apply_tool_message(self, msg: Message, seq: int) -> None:
         last = self.units[-1] if self.units else None
@@ -369,7 +380,7 @@ class SessionState:
             raise InvalidMessageError(f"tool result(s) {ids} at seq {seq} answer no open tool call")
         self.answered.update(ids)
         self.view.append(msg)
-        self.units[-1] = Unit((*last.messages, msg), last.first_seq, seq, last.open_calls - set(ids), last.pinned)
+        self.units[-1] = _unit((*last.messages, msg), last.first_seq, seq, last.open_calls.difference(ids), last.pinned)
 
     def _close_open_unit(self, seq: int) -> None:
         last = self.units[-1]
