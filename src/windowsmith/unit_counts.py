@@ -204,7 +204,8 @@ def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
 def _shape(m: Message) -> tuple[Any, ...]:
     """What a sampled check of a chunk's part digests covers once: the role and the kinds of blocks (and of a
     tool result's blocks, and whether it is an error)."""
-    return (m.role, *(_block_shape(b) for b in m.content))
+    c = m.content
+    return (m.role, _block_shape(c[0])) if len(c) == 1 else (m.role, *map(_block_shape, c))
 
 
 def _block_shape(b: Any) -> Any:
