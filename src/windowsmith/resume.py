@@ -157,16 +157,21 @@ def message_from_stored(data: Any, data_json: str | None = None, hash_: str | No
     msg = _trusted(d)
     if msg is None:
         return Message.from_dict(d)
-    if data_json is not None and hash_ is not None and hash_.startswith(HASH_SCHEME + ":"):
+    if data_json is not None and hash_ is not None and hash_.startswith(_TAG):
         sub = _message_json(data, data_json, msg.role)
         if sub is not None:
-            h = hashlib.sha256()
-            h.update((parent or "").encode("ascii"))
-            h.update(b"\x00")
-            h.update(('{"data":' + data_json + ',"kind":"message"}').encode("utf-8"))
-            if hash_[len(HASH_SCHEME) + 1:] == h.hexdigest():
-                msg.__dict__["digest"] = hashlib.blake2b(sub.encode("utf-8"), digest_size=16).hexdigest()
+            h = _sha256((parent or "").encode("ascii"))
+            h.update(b'\x00{"data":')
+            h.update(data_json.encode("utf-8"))
+            h.update(b',"kind":"message"}')
+            if hash_[_TAG_LEN:] == h.hexdigest():
+                msg.__dict__["digest"] = _blake2b(sub.encode("utf-8"), digest_size=16).hexdigest()
     return msg
+
+
+_TAG = HASH_SCHEME + ":"
+_TAG_LEN = len(_TAG)
+_sha256, _blake2b = hashlib.sha256, hashlib.blake2b
 
 
 def _message_json(data: dict[str, Any], data_json: str, role: str) -> str | None:

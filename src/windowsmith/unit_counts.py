@@ -204,8 +204,9 @@ def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
 def _shape(m: Message) -> tuple[Any, ...]:
     """What a sampled check of a chunk's part digests covers once: the role and the kinds of blocks (and of a
     tool result's blocks, and whether it is an error)."""
-    c = m.content
-    return (m.role, _block_shape(c[0])) if len(c) == 1 else (m.role, *map(_block_shape, c))
+    if m.role != "tool":  # (the block types, a C-level pass: this runs for every message of a resumed session)
+        return m.role, *map(type, m.content)
+    return m.role, *map(_block_shape, m.content)
 
 
 def _block_shape(b: Any) -> Any:
