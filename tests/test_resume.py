@@ -149,7 +149,8 @@ def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
     edited = tmp_path / "edited.db"
     shutil.copy(a, edited)
     con = sqlite3.connect(edited)
-    rows = con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' ORDER BY key").fetchall()
+    rows = con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' AND key NOT LIKE 'digests|%' "
+                       "ORDER BY key").fetchall()
     assert len(rows) >= 2
     for key, value in rows:
         v = json.loads(value)
@@ -200,7 +201,8 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
 
     def rewrite(db: Path, change: Any) -> None:
         con = sqlite3.connect(db)
-        for key, value in con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long'").fetchall():
+        for key, value in con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' "
+                                      "AND key NOT LIKE 'digests|%'").fetchall():
             v = json.loads(value)
             assert v["parts"]["render"] == RENDER_SCHEME and len(v["parts"]["digests"]) == COUNTS_CHUNK
             change(v)
@@ -238,9 +240,46 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     assert hinted[0] >= 2 * COUNTS_CHUNK
 
 
+def test_persisted_message_digests(tmp_path: Path) -> None:
+    from windowsmith.hashing import content_digest
+    from windowsmith.resume import digests_check, digests_key, persisted_digests
+    from windowsmith.store import SQLiteStore
+
+    a = tmp_path / "a.db"
+    _grow(a, 300)  # 1,200 messages: two full chunks
+    with SQLiteStore(a) as store:
+        rows = store.event_rows("long")
+        known = persisted_digests(store, "long", 0, rows)
+        assert len(known) == 2 * COUNTS_CHUNK
+        state = SessionState("long")
+        for ev in store.events("long"):
+            state.apply(ev)
+        assert all(known[i] == state.messages[i].digest for i in known)
+        # a resume takes them: the messages' digests are what hashing their content gives
+        with _engine(store) as e:
+            msgs = e.session("long").state.messages
+            assert all(m.__dict__["digest"] == content_digest(m.to_dict()) for m in msgs)
+        # a row of another log (its chain hash differs), an edited row and junk are ignored
+        row = store.get_kv("counts:long", digests_key(0))
+        store.set_kv("counts:long", digests_key(0), {**row, "hash": "b1:" + "0" * 64})
+        edited = {**row, "digests": ["f" * 32] * COUNTS_CHUNK}  # its check no longer matches
+        store.set_kv("counts:long", digests_key(1), edited)
+        assert persisted_digests(store, "long", 0, rows) == {}
+        store.set_kv("counts:long", digests_key(1), [1, 2])
+        assert persisted_digests(store, "long", 0, rows) == {}
+        assert digests_check(row) == row["check"]
+    b = tmp_path / "b.db"
+    shutil.copy(a, b)
+    _drop_counts(b)
+    assert _packs(a, 300, 4)[0] == _packs(b, 300, 4)[0]
+    with SQLiteStore(a) as store:  # the build after the resume wrote the rows again
+        assert len(persisted_digests(store, "long", 0, store.event_rows("long"))) >= 2 * COUNTS_CHUNK
+
+
 def _rows(db: Path) -> list[dict[str, Any]]:
     con = sqlite3.connect(db)
-    rows = [json.loads(v) for (v,) in con.execute("SELECT value FROM kv WHERE scope = 'counts:long'")]
+    rows = [json.loads(v) for (v,) in con.execute("SELECT value FROM kv WHERE scope = 'counts:long' "
+                                                  "AND key NOT LIKE 'digests|%'")]
     con.close()
     return rows
 

@@ -40,6 +40,7 @@ from .errors import StoreError
 from .hashing import canonical_json, sha256_hex
 from .model import Message
 from .render.base import RENDER_SCHEME, Renderer
+from .resume import DIGESTS_VERSION, digests_check, digests_key, valid_digests
 from .state import COUNTS_CHUNK as CHUNK
 from .state import SessionState
 
@@ -67,6 +68,7 @@ class PersistedCounts:
         self._fold_seeds: dict[str, tuple[tuple[int, int, tuple[int, ...]], dict[int, int]]] = {}
         self._parts: dict[str, list[tuple[int, list[str]]]] = {}  # scheme → (chunk, part digests) not handed yet
         self._no_parts: set[tuple[str, int]] = set()  # stored rows without part digests
+        self._digests_done = 0  # chunks whose message digests are known to be stored
 
     def _key(self, scheme: str, chunk: int) -> str:
         return f"{scheme}|{chunk}"
@@ -142,6 +144,24 @@ class PersistedCounts:
         self.hinted += len(hints)
         return len(hints)
 
+    def _save_digests(self, state: SessionState) -> int:
+        """Store the message digests of each full chunk whose row is missing or out of date (read once per
+        process); returns how many rows were written."""
+        written = 0
+        for k in range(self._digests_done, len(state.chunk_hashes)):
+            msgs = state.messages[k * CHUNK:(k + 1) * CHUNK]
+            if valid_digests(_read(self.store, scope(self.session_id), digests_key(k)), state.chunk_hashes[k]) is None:
+                value: dict[str, Any] = {"v": DIGESTS_VERSION, "hash": state.chunk_hashes[k],
+                                         "digests": [m.digest for m in msgs]}
+                value["check"] = digests_check(value)
+                try:
+                    self.store.set_kv(scope(self.session_id), digests_key(k), value)
+                except StoreError:  # a read-only store, say: the digests are only a shortcut
+                    return written
+                written += 1
+            self._digests_done = k + 1
+        return written
+
     def save(self, state: SessionState, counter: TokenCounter, planner: MaskPlanner | None,
              renderer: Renderer | None = None) -> int:
         """Store the full chunks not stored yet for ``counter``'s scheme, and those whose fold counts the
@@ -156,7 +176,7 @@ class PersistedCounts:
             lo, ncomp, _, upto = plan
             now = (lo, ncomp)
             upto_seq = state.units[upto].first_seq if upto < len(state.units) else state.seq + 1
-        written = 0
+        written = self._save_digests(state)
         buckets: dict[int, list[list[int]]] | None = None  # fold counts by chunk, made once a row needs them
         for k in range(len(state.chunk_hashes)):
             last = state.message_seqs[(k + 1) * CHUNK - 1]

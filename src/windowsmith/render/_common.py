@@ -381,9 +381,8 @@ class UnitRenderer(Renderer):
                 value, digest = hit
             else:
                 value = render(message, extra)
-                digest = hints.pop(key, None) if hints else None
-                if digest is None:
-                    digest = sha256_hex(canonical_json(value))
+                hint = hints.pop(key, "") if hints else ""
+                digest = hint or sha256_hex(canonical_json(value))
                 table[key] = (value, digest)
             new_flat.extend(value)
             n_flat += len(value)
