@@ -361,16 +361,16 @@ class SessionState:
         if msg.role == "tool":
             self._apply_tool_message(msg, seq)
             return
-        last = self.units[-1] if self.units else None
-        if last is not None and last.is_open:
+        units = self.units
+        if units and units[-1].open_calls:
             self._close_open_unit(seq)
-        calls = msg.tool_calls
+        calls = msg.tool_calls if msg.role == "assistant" else ()  # (only an assistant message holds calls)
         for c in calls:
             self.call_names[c.id] = c.name
-        pinned = not self.units and msg.role == "user"
+        pinned = not units and msg.role == "user"
         self.unit_start.append(len(self.view))
         self.view.append(msg)
-        self.units.append(_unit((msg,), seq, seq, frozenset(c.id for c in calls) if calls else _NO_CALLS, pinned))
+        units.append(_unit((msg,), seq, seq, frozenset(c.id for c in calls) if calls else _NO_CALLS, pinned))
 
     def _apply_tool_message(self, msg: Message, seq: int) -> None:
         last = self.units[-1] if self.units else None
