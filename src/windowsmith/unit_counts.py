@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .compaction.mask import FOLD_SCHEME, MaskPlanner
@@ -218,7 +217,15 @@ def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
     if not isinstance(renderer, UnitRenderer) or type(renderer).message_extra is not UnitRenderer.message_extra:
         return None
     r = renderer
-    return lambda m: r.memo.get(("msg", m.digest, ()), partial(r.render_message, m, ()))[1]
+    table = r.memo._d
+
+    def digest(m: Message) -> str:
+        # from the memo if it holds the message; else rendered and hashed without being kept (a full memo would
+        # drop what the session's recent messages share with the body, and keep a second copy of old ones)
+        hit = table.get(("msg", m.digest, ()))
+        return hit[1] if hit is not None else sha256_hex(canonical_json(r.render_message(m, ())))
+
+    return digest
 
 
 def _shape(m: Message) -> tuple[Any, ...]:

@@ -371,7 +371,7 @@ class UnitRenderer(Renderer):
         n_flat = cached.n_flat
         # (MemoCache.get inlined: a resumed session's first build renders every message of the session here)
         memo = self.memo
-        table, hints, render, extra_of = memo._d, memo.hints, self.render_message, self.message_extra
+        table, hints, render, extra_of, maxsize = memo._d, memo.hints, self.render_message, self.message_extra, memo.maxsize
         for message in msgs[k:body_n]:  # rendered before anything is changed (a hook may raise)
             extra = extra_of(message, req, ctx)
             key = ("msg", message.digest, extra)
@@ -384,12 +384,13 @@ class UnitRenderer(Renderer):
                 hint = hints.pop(key, "") if hints else ""
                 digest = hint or sha256_hex(canonical_json(value))
                 table[key] = (value, digest)
+                if len(table) > maxsize:  # (one at a time: a long body would hold a second index of itself)
+                    table.popitem(last=False)
             new_flat.extend(value)
             n_flat += len(value)
             new_parts.append(digest)
             new_ends.append(n_flat)
             new_last.append(value[-1] if value else {})
-        memo.trim()
         self._merge_from(cached.out, cached.origin, new_flat, cached.n_flat, -1, "none")
         cached.parts.extend(new_parts)
         cached.msg_end.extend(new_ends)

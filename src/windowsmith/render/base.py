@@ -134,12 +134,6 @@ class MemoCache:
             self._d.popitem(last=False)
         return entry
 
-    def trim(self) -> None:
-        """Drop the least recently used entries over ``maxsize`` (after entries were added directly)."""
-        d = self._d
-        while len(d) > self.maxsize:
-            d.popitem(last=False)
-
 
 class Renderer(ABC):
     """One provider request format."""
