@@ -21,7 +21,7 @@ Run:  .venv/bin/python benchmarks/bench_scale.py            (writes benchmarks/r
       .venv/bin/python benchmarks/bench_scale.py --only build   (the two build() rows only; prints, writes nothing)
       .venv/bin/python benchmarks/bench_scale.py --only store|summary [--before OTHER/src] [--rounds N]
           (that row alone; with --before, each round runs another checkout's code first, then this one's)
-      .venv/bin/python benchmarks/bench_scale.py --only resume [--before ../main]
+      .venv/bin/python benchmarks/bench_scale.py --only resume [--before ../main] [--rounds N]
           (the resume row only, optionally side by side with another checkout's code; prints, writes nothing)
 """
 
@@ -257,7 +257,8 @@ def only(part: str, small: int, large: int) -> int:
         return only_side(part, before, rounds)
     if part == "resume":
         before_co = Path(sys.argv[sys.argv.index("--before") + 1]) if "--before" in sys.argv else None
-        return only_resume(small, large, before_co)
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
+        return only_resume(small, large, before_co, rounds)
     if part != "build":
         raise SystemExit(f"--only takes 'build', 'store', 'summary' or 'resume', got {part!r}")
     with tempfile.TemporaryDirectory() as tmp:

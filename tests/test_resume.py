@@ -46,21 +46,29 @@ def _grow(store: Any, turns: int, offset: int = 0) -> None:
         s.build(FMT)
 
 
-def _packs(store: Any, start: int, turns: int) -> tuple[list[str], int, bool]:
-    """Resume, then (a build, a turn) ``turns`` times: the requests as JSON, how many counts were seeded and
-    whether the first build planned folds from persisted counts."""
+def _sent(pack: ws.Pack) -> str:
+    """The request as JSON and the checksums over its part digests (the manifest's and the cached prefix's)."""
+    return json.dumps([pack.request, pack.manifest.checksum, pack.rendered.prefix_hash], sort_keys=True)
+
+
+def _packs(store: Any, start: int, turns: int, hinted: list[int] | None = None) -> tuple[list[str], int, bool]:
+    """Resume, then (a build, a turn) ``turns`` times: the requests as JSON (with their checksums), how many
+    counts were seeded and whether the first build planned folds from persisted counts. ``hinted``: gets how many
+    persisted part digests the first build used."""
     out = []
     with _engine(store) as e:
         s = e.session("long")
         s.user("resume here")
-        out.append(json.dumps(s.build(FMT).request, sort_keys=True))
+        out.append(_sent(s.build(FMT)))
+        if hinted is not None:
+            hinted.append(s._builder.counts.hinted)
         seeded = s._builder.counts.seeded
         lazy = any(f.lazy for f in s.compactor.planner._planned)
         for j in range(turns):
             _turn(s, start + j)
             if j == 1:
                 s.compact(FMT)  # on demand: folds the aged exchanges, the lazily planned ones written out
-            out.append(json.dumps(s.build(FMT).request, sort_keys=True))
+            out.append(_sent(s.build(FMT)))
         records = [r.kind for r in s.state.records]
     assert "mask" in records  # the turns after resume applied folds (lazy ones written out)
     return out, seeded, lazy
@@ -120,9 +128,11 @@ def test_resume_with_persisted_counts_sends_the_same_bytes(tmp_path: Path) -> No
     b = tmp_path / "b.db"
     shutil.copy(a, b)
     _drop_counts(b)
-    with_counts, seeded, lazy = _packs(a, 700, 12)
-    without, none, _ = _packs(b, 700, 12)
+    hinted: list[int] = []
+    with_counts, seeded, lazy = _packs(a, 700, 12, hinted)
+    without, none, _ = _packs(b, 700, 12, hinted)
     assert seeded >= 5 * COUNTS_CHUNK and none == 0
+    assert hinted[0] >= 5 * COUNTS_CHUNK and hinted[1] == 0  # the first build took the persisted part digests
     assert lazy  # the first build after resume planned folds without writing their lines
     assert with_counts == without
 
@@ -139,7 +149,8 @@ def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
     edited = tmp_path / "edited.db"
     shutil.copy(a, edited)
     con = sqlite3.connect(edited)
-    rows = con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' ORDER BY key").fetchall()
+    rows = con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' AND key NOT LIKE 'digests|%' "
+                       "ORDER BY key").fetchall()
     assert len(rows) >= 2
     for key, value in rows:
         v = json.loads(value)
@@ -177,9 +188,98 @@ def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
     assert seeded == 0 and got == expected
 
 
+def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
+    from windowsmith.render.base import RENDER_SCHEME
+    from windowsmith.unit_counts import _check
+
+    a = tmp_path / "a.db"
+    _grow(a, 300)
+    clean = tmp_path / "clean.db"
+    shutil.copy(a, clean)
+    _drop_counts(clean)
+    expected, _, _ = _packs(clean, 300, 4)
+
+    def rewrite(db: Path, change: Any) -> None:
+        con = sqlite3.connect(db)
+        for key, value in con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' "
+                                      "AND key NOT LIKE 'digests|%'").fetchall():
+            v = json.loads(value)
+            assert v["parts"]["render"] == RENDER_SCHEME and len(v["parts"]["digests"]) == COUNTS_CHUNK
+            change(v)
+            v["check"] = _check(v)  # a consistent row: only the digests are wrong
+            con.execute("UPDATE kv SET value = ? WHERE scope = 'counts:long' AND key = ?", (json.dumps(v), key))
+        con.commit()
+        con.close()
+
+    # digests a changed renderer would not produce (one message of each shape of each chunk is checked)
+    wrong = tmp_path / "wrong.db"
+    shutil.copy(a, wrong)
+    rewrite(wrong, lambda v: v["parts"].update(digests=["0" * 64] * COUNTS_CHUNK))
+    hinted: list[int] = []
+    got, seeded, _ = _packs(wrong, 300, 4, hinted)
+    assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
+
+    # another render scheme: ignored without a check
+    other = tmp_path / "other.db"
+    shutil.copy(a, other)
+    rewrite(other, lambda v: v["parts"].update(render=RENDER_SCHEME + 1))
+    hinted = []
+    got, seeded, _ = _packs(other, 300, 4, hinted)
+    assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
+
+    # rows written before part digests were kept: used for counts, and given their digests by the next build
+    old = tmp_path / "old.db"
+    shutil.copy(a, old)
+    rewrite(old, lambda v: v.update(parts=None))
+    hinted = []
+    got, seeded, _ = _packs(old, 300, 4, hinted)
+    assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
+    assert all(r["parts"] is not None for r in _rows(old))
+    hinted = []
+    assert _packs(old, 304, 1, hinted)[0][0] != ""
+    assert hinted[0] >= 2 * COUNTS_CHUNK
+
+
+def test_persisted_message_digests(tmp_path: Path) -> None:
+    from windowsmith.hashing import content_digest
+    from windowsmith.resume import digests_check, digests_key, persisted_digests
+    from windowsmith.store import SQLiteStore
+
+    a = tmp_path / "a.db"
+    _grow(a, 300)  # 1,200 messages: two full chunks
+    with SQLiteStore(a) as store:
+        rows = store.event_rows("long")
+        known = persisted_digests(store, "long", 0, rows)
+        assert len(known) == 2 * COUNTS_CHUNK
+        state = SessionState("long")
+        for ev in store.events("long"):
+            state.apply(ev)
+        assert all(known[i] == state.messages[i].digest for i in known)
+        # a resume takes them: the messages' digests are what hashing their content gives
+        with _engine(store) as e:
+            msgs = e.session("long").state.messages
+            assert all(m.__dict__["digest"] == content_digest(m.to_dict()) for m in msgs)
+        # a row of another log (its chain hash differs), an edited row and junk are ignored
+        row = store.get_kv("counts:long", digests_key(0))
+        store.set_kv("counts:long", digests_key(0), {**row, "hash": "b1:" + "0" * 64})
+        edited = {**row, "digests": ["f" * 32] * COUNTS_CHUNK}  # its check no longer matches
+        store.set_kv("counts:long", digests_key(1), edited)
+        assert persisted_digests(store, "long", 0, rows) == {}
+        store.set_kv("counts:long", digests_key(1), [1, 2])
+        assert persisted_digests(store, "long", 0, rows) == {}
+        assert digests_check(row) == row["check"]
+    b = tmp_path / "b.db"
+    shutil.copy(a, b)
+    _drop_counts(b)
+    assert _packs(a, 300, 4)[0] == _packs(b, 300, 4)[0]
+    with SQLiteStore(a) as store:  # the build after the resume wrote the rows again
+        assert len(persisted_digests(store, "long", 0, store.event_rows("long"))) >= 2 * COUNTS_CHUNK
+
+
 def _rows(db: Path) -> list[dict[str, Any]]:
     con = sqlite3.connect(db)
-    rows = [json.loads(v) for (v,) in con.execute("SELECT value FROM kv WHERE scope = 'counts:long'")]
+    rows = [json.loads(v) for (v,) in con.execute("SELECT value FROM kv WHERE scope = 'counts:long' "
+                                                  "AND key NOT LIKE 'digests|%'")]
     con.close()
     return rows
 

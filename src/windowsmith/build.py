@@ -204,14 +204,16 @@ class Builder:
         asm.actions[:0] = actions
         req = asm.request
         req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
-        rendered = eng.renderer(fmt).render(req)
+        renderer = eng.renderer(fmt)
+        self.counts.hint_renderer(state, counter.scheme, renderer)  # part digests persisted by an earlier process
+        rendered = renderer.render(req)
         window = eng.window or spec.context_window
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)
         if not eng.store.has_pack(manifest.pack_id):
             # the part digests extend the last manifest's: the delta encoder need not compare the shared prefix
             eng.store.save_pack(manifest.pack_id, self.session_id, state.seq,
                                 Hinted(manifest.to_dict(), {"parts": self._parts_hint}))
-        self.counts.save(state, counter, self._compactor.planner if self._compactor is not None else None)
+        self.counts.save(state, counter, self._compactor.planner if self._compactor is not None else None, renderer)
         pack = Pack(rendered.request, manifest, rendered, req, fmt)
         self.last_pack = pack
         return pack

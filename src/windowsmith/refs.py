@@ -70,16 +70,16 @@ def message_refs(m: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
         refs: set[str] = set()
         marks: list[str] = []
         for b in m.content:
-            texts: list[str] = []
-            if isinstance(b, ToolResult | Text):
-                texts.append(b.text)
+            if isinstance(b, (Text, ToolResult)):  # (a tuple: cheaper than a union; this runs per message)
+                t = b.text
             elif isinstance(b, ToolCall):
-                texts.append(b.arguments_json)
-            for t in texts:
-                if "artifact://" in t:
-                    refs.update(artifact_uri(s) for s in ARTIFACT_RE.findall(t))
-                if "[REDACTED:" in t:
-                    marks.extend(REDACTED_RE.findall(t))
+                t = b.arguments_json
+            else:
+                continue
+            if "artifact://" in t:
+                refs.update(artifact_uri(s) for s in ARTIFACT_RE.findall(t))
+            if "[REDACTED:" in t:
+                marks.extend(REDACTED_RE.findall(t))
         if not refs and not marks:
             return _NO_REFS  # the common case: nothing to remember (a long session keeps no entry per message)
         hit = (tuple(sorted(refs)), tuple(marks))

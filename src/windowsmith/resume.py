@@ -157,16 +157,21 @@ def message_from_stored(data: Any, data_json: str | None = None, hash_: str | No
     msg = _trusted(d)
     if msg is None:
         return Message.from_dict(d)
-    if data_json is not None and hash_ is not None and hash_.startswith(HASH_SCHEME + ":"):
+    if data_json is not None and hash_ is not None and hash_.startswith(_TAG):
         sub = _message_json(data, data_json, msg.role)
         if sub is not None:
-            h = hashlib.sha256()
-            h.update((parent or "").encode("ascii"))
-            h.update(b"\x00")
-            h.update(('{"data":' + data_json + ',"kind":"message"}').encode("utf-8"))
-            if hash_[len(HASH_SCHEME) + 1:] == h.hexdigest():
-                msg.__dict__["digest"] = hashlib.blake2b(sub.encode("utf-8"), digest_size=16).hexdigest()
+            h = _sha256((parent or "").encode("ascii"))
+            h.update(b'\x00{"data":')
+            h.update(data_json.encode("utf-8"))
+            h.update(b',"kind":"message"}')
+            if hash_[_TAG_LEN:] == h.hexdigest():
+                msg.__dict__["digest"] = _blake2b(sub.encode("utf-8"), digest_size=16).hexdigest()
     return msg
+
+
+_TAG = HASH_SCHEME + ":"
+_TAG_LEN = len(_TAG)
+_sha256, _blake2b = hashlib.sha256, hashlib.blake2b
 
 
 def _message_json(data: dict[str, Any], data_json: str, role: str) -> str | None:
@@ -198,12 +203,79 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
             datas = json.loads("[" + ",".join(r[2] for r in rows) + "]")
         except ValueError:  # name the bad row as the store's own reading would
             datas = [json.loads(r[2]) for r in rows]
+        known = persisted_digests(store, session_id, len(state.messages), rows)
+        messages = state.messages
         for (seq, kind, data_json, hash_, parent), data in zip(rows, datas, strict=True):
             if kind == "message" and parent == state.head:
-                state.apply_message(message_from_stored(data, data_json, hash_, parent), seq, hash_, parent)
+                digest = known.get(len(messages)) if known else None
+                if digest is None:
+                    msg = message_from_stored(data, data_json, hash_, parent)
+                else:
+                    msg = message_from_stored(data)
+                    msg.__dict__["digest"] = digest
+                state.apply_message(msg, seq, hash_, parent)
             else:
                 state.apply(Event(seq, kind, data, hash_, parent))
     return len(rows)
 
 
-__all__ = ["FREEZE_EVENTS", "message_from_stored", "paused_gc", "replay"]
+# -- message digests kept per chunk ----------------------------------------------------------------------------
+#
+# Each full chunk of COUNTS_CHUNK logged messages gets one key-value row ``digests|<chunk>`` in the scope
+# ``counts:<session id>`` (see unit_counts.py): ``{"v": 1, "hash": <chain hash of the chunk's last message>,
+# "digests": [content digest of each message], "check": <sha256 of the rest>}``, written by a build from the
+# messages' own digests. The chain hash of the chunk's last message commits to every message of the chunk, as
+# it does for the persisted token counts (which are taken by position on the same proof): a replay takes a
+# message's digest from the row instead of hashing its row twice. A row whose hash is not the log's at that
+# message, of another version, or that does not check, is ignored.
+
+DIGESTS_VERSION = 1
+
+
+def digests_key(chunk: int) -> str:
+    return f"digests|{chunk}"
+
+
+def digests_check(row: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json({k: v for k, v in row.items() if k != "check"}).encode("utf-8")).hexdigest()[:24]
+
+
+def valid_digests(row: Any, chunk_hash: str) -> list[str] | None:
+    """The digests of a stored row, if it is one for the chunk ending at ``chunk_hash``."""
+    from .state import COUNTS_CHUNK
+
+    if not isinstance(row, dict) or row.get("v") != DIGESTS_VERSION or row.get("hash") != chunk_hash:
+        return None
+    digests = row.get("digests")
+    if not isinstance(digests, list) or len(digests) != COUNTS_CHUNK or row.get("check") != digests_check(row) \
+            or not all(type(d) is str and len(d) == 32 for d in digests):
+        return None
+    return digests
+
+
+def persisted_digests(store: Store, session_id: str, n_before: int, rows: list[Any]) -> dict[int, str]:
+    """Message index → digest, from the rows of the full chunks that ``rows`` (after ``n_before`` messages)
+    complete."""
+    from .state import COUNTS_CHUNK
+
+    if len(rows) < COUNTS_CHUNK:
+        return {}
+    out: dict[int, str] = {}
+    n = n_before
+    for r in rows:
+        if r[1] == "message":
+            n += 1
+            k = n // COUNTS_CHUNK - 1
+            if n % COUNTS_CHUNK == 0 and k * COUNTS_CHUNK >= n_before:
+                try:
+                    row = store.get_kv(f"counts:{session_id}", digests_key(k))
+                except ValueError:  # not JSON: as if there were none
+                    continue
+                digests = valid_digests(row, r[3])
+                if digests is not None:
+                    out.update(zip(range(k * COUNTS_CHUNK, n), digests, strict=True))
+    return out
+
+
+__all__ = ["DIGESTS_VERSION", "FREEZE_EVENTS", "digests_check", "digests_key", "message_from_stored", "paused_gc",
+           "persisted_digests", "replay", "valid_digests"]

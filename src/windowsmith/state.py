@@ -131,6 +131,19 @@ class Unit:
         return bool(self.open_calls)
 
 
+_NO_CALLS: frozenset[str] = frozenset()
+
+
+def _unit(messages: tuple[Message, ...], first_seq: int, last_seq: int, open_calls: frozenset[str],
+          pinned: bool) -> Unit:
+    """``Unit(messages, first_seq, last_seq, open_calls, pinned)`` without the frozen dataclass's per-field
+    ``object.__setattr__`` (a replay makes one or two per message)."""
+    u: Unit = object.__new__(Unit)
+    u.__dict__.update(messages=messages, first_seq=first_seq, last_seq=last_seq, open_calls=open_calls,
+                      pinned=pinned, folded=False)
+    return u
+
+
 @dataclass
 class TaskState:
     goal: str | None = None
@@ -348,18 +361,16 @@ class SessionState:
         if msg.role == "tool":
             self._apply_tool_message(msg, seq)
             return
-        last = self.units[-1] if self.units else None
-        if last is not None and last.is_open:
+        units = self.units
+        if units and units[-1].open_calls:
             self._close_open_unit(seq)
-        calls = msg.tool_calls
+        calls = msg.tool_calls if msg.role == "assistant" else ()  # (only an assistant message holds calls)
         for c in calls:
             self.call_names[c.id] = c.name
-        pinned = not self.units and msg.role == "user"
+        pinned = not units and msg.role == "user"
         self.unit_start.append(len(self.view))
         self.view.append(msg)
-        self.units.append(
-            Unit((msg,), seq, seq, open_calls=frozenset(c.id for c in calls), pinned=pinned)
-        )
+        units.append(_unit((msg,), seq, seq, frozenset(c.id for c in calls) if calls else _NO_CALLS, pinned))
 
     def _apply_tool_message(self, msg: Message, seq: int) -> None:
         last = self.units[-1] if self.units else None
@@ -369,7 +380,7 @@ class SessionState:
             raise InvalidMessageError(f"tool result(s) {ids} at seq {seq} answer no open tool call")
         self.answered.update(ids)
         self.view.append(msg)
-        self.units[-1] = Unit((*last.messages, msg), last.first_seq, seq, last.open_calls - set(ids), last.pinned)
+        self.units[-1] = _unit((*last.messages, msg), last.first_seq, seq, last.open_calls.difference(ids), last.pinned)
 
     def _close_open_unit(self, seq: int) -> None:
         last = self.units[-1]

@@ -412,6 +412,11 @@ class TokenCounter:
         """Whether a thinking block this format sends was counted (or seeded) yet."""
         return self._saw_thinking
 
+    @property
+    def may_send_thinking(self) -> bool:
+        """Whether :meth:`raw_thinking` can be other than 0 (this format sends some provider's thinking)."""
+        return self._thinking_provider is not None
+
     def raw_thinking(self, m: Message) -> int:
         """Raw tokens of the thinking blocks of ``m`` that this format sends (0 for most messages)."""
         if m.role != "assistant" or self._thinking_provider is None:

@@ -9,7 +9,7 @@ one key-value row in the scope ``counts:<session id>`` (no schema of its own: th
 "counts": [raw count of each message], "thinking": <any thinking block this format counts>,
 "folds": null | {"lo": <first visible unit>, "compactions": <records>, "fold": FOLD_SCHEME,
 "config": [fold_chars, fold_keys], "raw": [[unit first seq, raw count of its fold message], ...]},
-"check": <sha256 of the rest>}``
+"parts": null | {"render": RENDER_SCHEME, "digests": [rendered part digest of each message]}, "check": <sha256 of the rest>}``
 
 The chain hash of the chunk's last message commits to the whole log before it, so a row whose hash is not the
 one the log has at that seq (a session deleted and made again under the same id, another tenant's or a tampered
@@ -18,6 +18,12 @@ view besides the log: they are used only when the view starts at the same unit a
 compaction records (else the planner writes those lines again, and the rows are rewritten once it has). A fold
 count is kept in the chunk of its unit's last message, so the hash covers every message of the unit.
 
+Part digests (the sha256 of each message's canonical rendering, as the renderer's memo computes it) let the
+first build of a resumed session render its messages without serializing and hashing each rendering again. They
+are kept for formats whose rendering of a message depends on the message alone (not Gemini's), under
+``RENDER_SCHEME``; before any is used, one message of each shape (role and block kinds) in each chunk is rendered
+and hashed, and a mismatch drops them all (a renderer changed without a new scheme).
+
 Seeded counts are exactly what the counter would count (``tests/test_resume.py`` builds every request with and
 without them and compares the bytes).
 """
@@ -25,12 +31,15 @@ without them and compares the bytes).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .compaction.mask import FOLD_SCHEME, MaskPlanner
 from .errors import StoreError
 from .hashing import canonical_json, sha256_hex
+from .model import Message
+from .render.base import RENDER_SCHEME, Renderer
+from .resume import DIGESTS_VERSION, digests_check, digests_key, valid_digests
 from .state import COUNTS_CHUNK as CHUNK
 from .state import SessionState
 
@@ -54,7 +63,11 @@ class PersistedCounts:
         self.session_id = session_id
         self._saved: dict[tuple[str, int], Any] = {}  # (scheme, chunk) → (lo, records) of its fold counts, or None
         self.seeded = 0  # messages whose counts the last seed() took (for tests and the benchmark)
+        self.hinted = 0  # part digests handed to a renderer (for tests)
         self._fold_seeds: dict[str, tuple[tuple[int, int, tuple[int, ...]], dict[int, int]]] = {}
+        self._parts: dict[str, list[tuple[int, list[str]]]] = {}  # scheme → (chunk, part digests) not handed yet
+        self._no_parts: set[tuple[str, int]] = set()  # stored rows without part digests
+        self._digests_done = 0  # chunks whose message digests are known to be stored
 
     def _key(self, scheme: str, chunk: int) -> str:
         return f"{scheme}|{chunk}"
@@ -78,6 +91,12 @@ class PersistedCounts:
                 continue
             counter.seed(zip(state.messages[lo_i:hi_i], counts, strict=True), thinking=row.get("thinking") is True)
             taken += CHUNK
+            p = row.get("parts")
+            digests = p.get("digests") if isinstance(p, Mapping) and p.get("render") == RENDER_SCHEME else None
+            if isinstance(digests, list) and len(digests) == CHUNK and all(type(d) is str for d in digests):
+                self._parts.setdefault(scheme, []).append((k, digests))
+            else:
+                self._no_parts.add((scheme, k))
             f = row.get("folds")
             key = None
             if isinstance(f, Mapping) and f.get("fold") == FOLD_SCHEME and isinstance(f.get("config"), list) \
@@ -102,10 +121,53 @@ class PersistedCounts:
             if conf == config:
                 planner.seed(scheme, lo, ncomp, folds)
 
-    def save(self, state: SessionState, counter: TokenCounter, planner: MaskPlanner | None) -> int:
+    def hint_renderer(self, state: SessionState, scheme: str, renderer: Renderer) -> int:
+        """Hand the part digests taken for ``scheme`` to ``renderer``'s memo (once), after checking a sample of
+        them (see the module docstring); returns how many."""
+        chunks = self._parts.pop(scheme, None)
+        digest = part_digester(renderer)
+        if not chunks or digest is None:
+            return 0
+        hints: dict[Any, str] = {}
+        for k, digests in chunks:
+            msgs = state.messages[k * CHUNK:(k + 1) * CHUNK]
+            shapes = set()
+            for m, d in zip(msgs, digests, strict=True):
+                shape = _shape(m)
+                if shape not in shapes:
+                    shapes.add(shape)
+                    if digest(m) != d:
+                        return 0
+                hints[("msg", m.digest, ())] = d
+        renderer.memo.hints.update(hints)
+        self.hinted += len(hints)
+        return len(hints)
+
+    def _save_digests(self, state: SessionState) -> int:
+        """Store the message digests of each full chunk whose row is missing or out of date (read once per
+        process); returns how many rows were written."""
+        written = 0
+        for k in range(self._digests_done, len(state.chunk_hashes)):
+            msgs = state.messages[k * CHUNK:(k + 1) * CHUNK]
+            if valid_digests(_read(self.store, scope(self.session_id), digests_key(k)), state.chunk_hashes[k]) is None:
+                value: dict[str, Any] = {"v": DIGESTS_VERSION, "hash": state.chunk_hashes[k],
+                                         "digests": [m.digest for m in msgs]}
+                value["check"] = digests_check(value)
+                try:
+                    self.store.set_kv(scope(self.session_id), digests_key(k), value)
+                except StoreError:  # a read-only store, say: the digests are only a shortcut
+                    return written
+                written += 1
+            self._digests_done = k + 1
+        return written
+
+    def save(self, state: SessionState, counter: TokenCounter, planner: MaskPlanner | None,
+             renderer: Renderer | None = None) -> int:
         """Store the full chunks not stored yet for ``counter``'s scheme, and those whose fold counts the
-        planner now knows for a newer view; returns how many rows were written."""
+        planner now knows for a newer view; returns how many rows were written. ``renderer`` (of the counter's
+        format): the part digests are stored too."""
         scheme = counter.scheme
+        part = part_digester(renderer) if renderer is not None else None
         plan = planner.fold_counts(counter) if planner is not None else None
         now = None
         upto_seq = -1
@@ -113,19 +175,22 @@ class PersistedCounts:
             lo, ncomp, _, upto = plan
             now = (lo, ncomp)
             upto_seq = state.units[upto].first_seq if upto < len(state.units) else state.seq + 1
-        written = 0
+        written = self._save_digests(state)
         buckets: dict[int, list[list[int]]] | None = None  # fold counts by chunk, made once a row needs them
         for k in range(len(state.chunk_hashes)):
             last = state.message_seqs[(k + 1) * CHUNK - 1]
             ready = now is not None and upto_seq > last  # every unit ending in the chunk was planned
             have = self._saved.get((scheme, k), False)
-            if have is not False and (have == now or not ready):
+            if have is not False and (have == now or not ready) and not (
+                    part is not None and (scheme, k) in self._no_parts and (have is None or ready)):
                 continue
+            msgs = state.messages[k * CHUNK:(k + 1) * CHUNK]
             value: dict[str, Any] = {
                 "v": VERSION, "scheme": scheme, "seq": last, "hash": state.chunk_hashes[k],
-                "counts": [counter.raw_message(m) for m in state.messages[k * CHUNK:(k + 1) * CHUNK]],
-                "thinking": any(counter.sends_thinking(m) for m in state.messages[k * CHUNK:(k + 1) * CHUNK]),
+                "counts": [counter.raw_message(m) for m in msgs],
+                "thinking": any(counter.sends_thinking(m) for m in msgs),
                 "folds": None,
+                "parts": None if part is None else {"render": RENDER_SCHEME, "digests": [part(m) for m in msgs]},
             }
             if ready and plan is not None and now is not None:
                 if buckets is None:
@@ -138,8 +203,45 @@ class PersistedCounts:
             except StoreError:  # a read-only store, say: the counts are only a shortcut
                 return written
             self._saved[(scheme, k)] = now if ready else None
+            if part is not None:
+                self._no_parts.discard((scheme, k))
             written += 1
         return written
+
+
+def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
+    """The part digest of a message as ``renderer`` renders it (through its memo), or None for a renderer whose
+    rendering of a message depends on more than the message (Gemini's: the tool names)."""
+    from .render._common import UnitRenderer
+
+    if not isinstance(renderer, UnitRenderer) or type(renderer).message_extra is not UnitRenderer.message_extra:
+        return None
+    r = renderer
+    table = r.memo._d
+
+    def digest(m: Message) -> str:
+        # from the memo if it holds the message; else rendered and hashed without being kept (a full memo would
+        # drop what the session's recent messages share with the body, and keep a second copy of old ones)
+        hit = table.get(("msg", m.digest, ()))
+        return hit[1] if hit is not None else sha256_hex(canonical_json(r.render_message(m, ())))
+
+    return digest
+
+
+def _shape(m: Message) -> tuple[Any, ...]:
+    """What a sampled check of a chunk's part digests covers once: the role and the kinds of blocks (and of a
+    tool result's blocks, and whether it is an error)."""
+    if m.role != "tool":  # (the block types, a C-level pass: this runs for every message of a resumed session)
+        return m.role, *map(type, m.content)
+    return m.role, *map(_block_shape, m.content)
+
+
+def _block_shape(b: Any) -> Any:
+    if b.kind == "tool_result":
+        return b.kind, b.is_error, b.name is None, tuple(_block_shape(c) for c in b.content)
+    if b.kind == "image":
+        return b.kind, b.url is None, b.caption is None
+    return b.kind
 
 
 def _check(row: Mapping[str, Any]) -> str:

@@ -103,7 +103,15 @@ def image_stub(image: Image) -> ImageStub:
 
 
 def has_images(u: Unit) -> bool:
-    return any(next(message_images(m), None) is not None for m in u.messages)
+    for m in u.messages:  # (loops, not generators: this runs for every unit of a resumed session)
+        for b in m.content:
+            if isinstance(b, Image):
+                return True
+            if isinstance(b, ToolResult):
+                for c in b.content:
+                    if isinstance(c, Image):
+                        return True
+    return False
 
 
 _PREVIEW_WORDS = ("Error", "FAILED", "failed", "error:", "Exception", "Traceback")
@@ -204,7 +212,12 @@ def is_exchange(u: Unit) -> bool:
     if not u.messages:
         return False
     m = u.messages[0]
-    return m.role == "assistant" and any(isinstance(b, ToolCall) for b in m.content)
+    if m.role != "assistant":
+        return False
+    for b in m.content:  # noqa: SIM110  (a loop, not any() over a generator: it runs for every unit of a resume)
+        if isinstance(b, ToolCall):
+            return True
+    return False
 
 
 class MaskPlanner:
@@ -258,14 +271,16 @@ class MaskPlanner:
 
     def turn_numbers(self, state: SessionState) -> list[int]:
         # units only grow, and a fold keeps its unit's place and role: the scan is incremental
-        for i in range(self._scan_next, len(state.units)):
-            u = state.units[i]
-            if u.messages and (u.messages[0].role == "assistant" or u.folded):
-                self._scan_turn += 1
-            self._turns.append(self._scan_turn)
-            if is_exchange(u) or u.folded:  # fixed by the unit's first message; a fold keeps its place
-                self._exchanges.append(i)
-        self._scan_next = len(state.units)
+        units, turns, exchanges, turn = state.units, self._turns, self._exchanges, self._scan_turn
+        for i in range(self._scan_next, len(units)):
+            u = units[i]
+            if u.messages and (u.folded or u.messages[0].role == "assistant"):
+                turn += 1
+            turns.append(turn)
+            if u.folded or is_exchange(u):  # fixed by the unit's first message; a fold keeps its place
+                exchanges.append(i)
+        self._scan_turn = turn
+        self._scan_next = len(units)
         return self._turns
 
     def plan_mask(self, state: SessionState, counter: TokenCounter, counts: Sequence[int],

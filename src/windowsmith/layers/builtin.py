@@ -137,12 +137,19 @@ class HistoryLayer(Layer):
         del tprefix[start + 1:]
         while users and users[-1] >= start:
             users.pop()
+        raw, thinking = counter.raw_message, counter.raw_thinking
+        sends_thinking = counter.may_send_thinking
+        total, ttotal = prefix[-1], tprefix[-1]
         for k, u in enumerate(units[start:], start):
-            n = sum(counter.raw_message(m) for m in u.messages)
+            msgs = u.messages
+            first = msgs[0]
+            n = raw(first) if len(msgs) == 1 else sum(map(raw, msgs))
             counts.append(n)
-            prefix.append(prefix[-1] + n)
-            tprefix.append(tprefix[-1] + sum(counter.raw_thinking(m) for m in u.messages))
-            first = u.messages[0]
+            total += n
+            prefix.append(total)
+            if sends_thinking:
+                ttotal += sum(map(thinking, msgs))
+            tprefix.append(ttotal)
             if first.role == "user" and not first.tool_results:
                 users.append(k)
         return counts, prefix

@@ -369,9 +369,23 @@ class UnitRenderer(Renderer):
         new_last: list[dict[str, Any]] = []
         new_ends: list[int] = []
         n_flat = cached.n_flat
+        # (MemoCache.get inlined: a resumed session's first build renders every message of the session here)
+        memo = self.memo
+        table, hints, render, extra_of, maxsize = memo._d, memo.hints, self.render_message, self.message_extra, memo.maxsize
         for message in msgs[k:body_n]:  # rendered before anything is changed (a hook may raise)
-            extra = self.message_extra(message, req, ctx)
-            value, digest = self.memo.get(("msg", message.digest, extra), partial(self.render_message, message, extra))
+            extra = extra_of(message, req, ctx)
+            key = ("msg", message.digest, extra)
+            hit = table.get(key)
+            if hit is not None:
+                table.move_to_end(key)
+                value, digest = hit
+            else:
+                value = render(message, extra)
+                hint = hints.pop(key, "") if hints else ""
+                digest = hint or sha256_hex(canonical_json(value))
+                table[key] = (value, digest)
+                if len(table) > maxsize:  # (one at a time: a long body would hold a second index of itself)
+                    table.popitem(last=False)
             new_flat.extend(value)
             n_flat += len(value)
             new_parts.append(digest)
@@ -398,6 +412,13 @@ class UnitRenderer(Renderer):
         if not new:
             return
         key = self.content_key
+        if not self.merge_same_role and mode != "prepend":  # nothing merges: each item is a message of its own
+            for idx, msg in enumerate(new, first_idx):
+                out.append(msg)
+                blocks = msg.get(key)
+                n_blocks = len(blocks) if isinstance(blocks, list) else 0
+                origin.append([(idx, 0)] if n_blocks == 1 else [(idx, j) for j in range(n_blocks)])
+            return
         changed_from = len(out) - 1 if out else 0
         for off, msg in enumerate(new):
             idx = first_idx + off

@@ -106,12 +106,20 @@ class PartsHasher:
         self._token = stable[0] if stable is not None and stable[1] >= keep else None
 
 
+#: the version of every renderer's per-message rendering: part digests persisted by an earlier process
+#: (``unit_counts.py``) are used only under the same scheme. Bump it when a ``render_message`` changes its output.
+RENDER_SCHEME = 1
+
+
 class MemoCache:
     """A small bounded LRU for per-message renderings (key → rendered JSON-able value + digest)."""
 
     def __init__(self, maxsize: int = 20_000) -> None:
         self._d: OrderedDict[Any, tuple[Any, str]] = OrderedDict()
         self.maxsize = maxsize
+        #: digests known before their value is made (key → digest; persisted by an earlier process, see
+        #: ``unit_counts.py``): a miss on such a key renders the value but does not serialize and hash it
+        self.hints: dict[Any, str] = {}
 
     def get(self, key: Any, make: Callable[[], Any]) -> tuple[Any, str]:
         hit = self._d.get(key)
@@ -119,7 +127,8 @@ class MemoCache:
             self._d.move_to_end(key)
             return hit
         value = make()
-        entry = (value, sha256_hex(canonical_json(value)))
+        digest = self.hints.pop(key, None) if self.hints else None
+        entry = (value, digest if digest is not None else sha256_hex(canonical_json(value)))
         self._d[key] = entry
         if len(self._d) > self.maxsize:
             self._d.popitem(last=False)
