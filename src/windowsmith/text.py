@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .model import Message, Text, ToolResult
@@ -284,3 +284,20 @@ def compact_json(text: str) -> str | None:
         return None
     out = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return out if len(out) < len(text) else None
+
+
+def leaf_values(v: Any) -> Iterator[str]:
+    """The leaf values of a JSON-like value (tool-call arguments), as text: strings, and numbers written out;
+    not the mappings' keys, booleans or nulls."""
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, bool) or v is None:
+        return
+    elif isinstance(v, int | float):
+        yield str(v)
+    elif isinstance(v, Mapping):
+        for x in v.values():
+            yield from leaf_values(x)
+    elif isinstance(v, list | tuple):
+        for x in v:
+            yield from leaf_values(x)

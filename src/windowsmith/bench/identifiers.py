@@ -43,10 +43,9 @@ observations of mini-swe-agent, the task itself).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..model import Message, Text, Thinking, ToolCall, ToolResult
+from ..text import leaf_values
 
 #: Extensions that make a bare ``name.ext`` a file name.
 FILE_EXTENSIONS: frozenset[str] = frozenset(
@@ -135,21 +134,6 @@ def extract_identifiers(text: str) -> set[str]:
     return {s for s in out if len(s) >= 3}
 
 
-def _values(v: Any) -> Iterable[str]:
-    if isinstance(v, str):
-        yield v
-    elif isinstance(v, bool) or v is None:
-        return
-    elif isinstance(v, int | float):
-        yield str(v)
-    elif isinstance(v, Mapping):
-        for x in v.values():
-            yield from _values(x)
-    elif isinstance(v, list | tuple):
-        for x in v:
-            yield from _values(x)
-
-
 def action_text(m: Message) -> str:
     """The text of an assistant message that its identifiers are taken from: text blocks and the
     values (not keys) of tool-call arguments."""
@@ -158,7 +142,7 @@ def action_text(m: Message) -> str:
         if isinstance(b, Text):
             parts.append(b.text)
         elif isinstance(b, ToolCall):
-            parts.extend(_values(dict(b.arguments)))
+            parts.extend(leaf_values(dict(b.arguments)))
     return "\n".join(parts)
 
 

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..model import Message, Text, ToolCall, ToolResult
 from ..records import INDEX_HEAD, render_index
 from ..refs import ARTIFACT_RE
-from ..text import IDENT_SCAN_CHARS, identifier_kinds, identifiers
+from ..text import IDENT_SCAN_CHARS, identifier_kinds, identifiers, leaf_values
 from .references import BOILERPLATE_RE
 
 #: How much of the dropped history the ranking reads, newest first (characters).
@@ -48,21 +47,6 @@ class Mention:
     text: str
 
 
-def _values(v: Any) -> Iterator[str]:
-    if isinstance(v, str):
-        yield v
-    elif isinstance(v, bool) or v is None:
-        return
-    elif isinstance(v, int | float):
-        yield str(v)
-    elif isinstance(v, Mapping):
-        for x in v.values():
-            yield from _values(x)
-    elif isinstance(v, list | tuple):
-        for x in v:
-            yield from _values(x)
-
-
 def message_text(m: Message) -> str:
     """What a message names: its text, its tool calls' argument values (not the schema's keys), its results."""
     parts: list[str] = []
@@ -70,7 +54,7 @@ def message_text(m: Message) -> str:
         if isinstance(b, Text):
             parts.append(b.text)
         elif isinstance(b, ToolCall):
-            parts.extend(_values(dict(b.arguments)))
+            parts.extend(leaf_values(dict(b.arguments)))
         elif isinstance(b, ToolResult):
             parts.append(b.text)
     return "\n".join(parts)
