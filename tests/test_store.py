@@ -149,7 +149,13 @@ def test_delete_session_removes_its_log_packs_and_refs(store: Store) -> None:
     store.save_pack("pack-a", "a", 0, {"n": 1})
     sha = store.put_blob(b"shared", session_id="a")
     store.put_blob(b"shared", session_id="b")
+    store.set_kv("counts:a", "o200k|0", {"n": 1})  # what a resume reads: it goes with the session
+    store.set_kv("counts:b", "o200k|0", {"n": 2})
+    store.set_kv("other", "a", {"n": 3})
     assert store.delete_session("a") is True
+    assert store.get_kv("counts:a", "o200k|0") is None
+    assert store.get_kv("counts:b", "o200k|0") == {"n": 2}
+    assert store.get_kv("other", "a") == {"n": 3}
     assert store.delete_session("a") is False
     assert store.get_session("a") is None
     assert store.get_pack("pack-a") is None

@@ -42,6 +42,7 @@ from .render.base import RENDER_SCHEME, Renderer
 from .resume import DIGESTS_VERSION, digests_check, digests_key, valid_digests
 from .state import COUNTS_CHUNK as CHUNK
 from .state import SessionState
+from .store.base import session_kv_scopes
 
 if TYPE_CHECKING:
     from .store import Store
@@ -51,7 +52,7 @@ VERSION = 1
 
 
 def scope(session_id: str) -> str:
-    return f"counts:{session_id}"
+    return session_kv_scopes(session_id)[0]  # removed with the session (delete_session)
 
 
 class PersistedCounts:

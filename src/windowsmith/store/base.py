@@ -554,6 +554,15 @@ def check_pack_args(pack_id: Any, session_id: Any, seq: Any, manifest: Any, *, s
     return to_json(manifest, f"the manifest of pack {pack_id!r}")
 
 
+#: key-value scopes that belong to one session (``<prefix><session id>``): ``delete_session`` removes them
+#: with the session (``counts:``: the token counts and digests a resume reads, ``unit_counts.py``)
+SESSION_KV_PREFIXES = ("counts:",)
+
+
+def session_kv_scopes(session_id: str) -> list[str]:
+    return [prefix + session_id for prefix in SESSION_KV_PREFIXES]
+
+
 def check_kv_args(scope: Any, key: Any) -> None:
     for name, v in (("scope", scope), ("key", key)):
         if not isinstance(v, str) or not v:

@@ -41,6 +41,7 @@ from .base import (
     event_from_row,
     moved_on,
     pack_prefix_upper,
+    session_kv_scopes,
     taken_session_id,
     to_json,
     unknown_session,
@@ -475,7 +476,10 @@ class PostgresStore(Store):
     def delete_session(self, session_id: str) -> bool:
         check_session_id(session_id)
         with self._tx() as cur:
-            return cur.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount > 0
+            gone = cur.execute("DELETE FROM sessions WHERE id = %s", (session_id,)).rowcount > 0
+            if gone:  # the tenant's policy scopes the kv rows as it scopes the session
+                cur.execute("DELETE FROM kv WHERE scope = ANY(%s)", (session_kv_scopes(session_id),))
+            return gone
 
     # -- log --------------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from .base import (
     moved_on,
     now_utc,
     pack_prefix_upper,
+    session_kv_scopes,
     taken_session_id,
     to_json,
     unknown_session,
@@ -503,7 +504,11 @@ class SQLiteStore(Store):
     def delete_session(self, session_id: str) -> bool:
         check_session_id(session_id)
         with self._write() as db:
-            return db.execute("DELETE FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)).rowcount > 0
+            gone = db.execute("DELETE FROM sessions WHERE id = ? AND tenant = ?", (session_id, self.tenant)).rowcount > 0
+            if gone:
+                db.executemany("DELETE FROM kv WHERE tenant = ? AND scope = ?",
+                               [(self.tenant, sc) for sc in session_kv_scopes(session_id)])
+            return gone
 
     # -- log --------------------------------------------------------------------------------------
 
