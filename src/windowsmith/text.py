@@ -9,10 +9,10 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .model import Message, Text, ToolResult
+from .model import Message, Text, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from .tokens import TokenCounter
@@ -199,21 +199,46 @@ def identifier_index(full: str, view: str, budget_tokens: int, count_tokens: Cou
     if not lost:
         return ""
     head = "[also in the full text: "
+
+    def line(out: Sequence[str]) -> str:
+        more = len(lost) - len(out)
+        return head + ", ".join(out) + (f" … {more:,} more" if more else "") + "]"
+
+    out = fit_entries(lost, budget_tokens, count_tokens, head,
+                      lambda out: len(out) == len(lost) or count_tokens(line(out)) <= budget_tokens)
+    return line(out) if out else ""
+
+
+def fit_entries(entries: Sequence[str], budget_tokens: int, count_tokens: CountTokens, head: str,
+                fits: Callable[[Sequence[str]], bool]) -> list[str]:
+    """The longest head of ``entries`` for a ``head + ", ".join(...) + "]"`` line within ``budget_tokens``: a
+    greedy sum of each entry's count, then shortened while ``fits`` (the exact check of the rendered line)
+    says no. Shared by the offload index (:func:`identifier_index`) and the emergency index."""
     out: list[str] = []
     used = count_tokens(head + "]")
-    for k in lost:
+    for k in entries:
         t = count_tokens(k + ", ")
         if used + t > budget_tokens:
             break
         out.append(k)
         used += t
-    while out:
-        more = len(lost) - len(out)
-        line = head + ", ".join(out) + (f" … {more:,} more" if more else "") + "]"
-        if not more or count_tokens(line) <= budget_tokens:
-            return line
+    while out and not fits(out):
         out.pop()
-    return ""
+    return out
+
+
+def named_text(m: Message, *, results: bool = False) -> str:
+    """What a message names: its text blocks and its tool calls' argument values (not the schema's keys);
+    with ``results``, its tool results' text too."""
+    parts: list[str] = []
+    for b in m.content:
+        if isinstance(b, Text):
+            parts.append(b.text)
+        elif isinstance(b, ToolCall):
+            parts.extend(leaf_values(dict(b.arguments)))
+        elif results and isinstance(b, ToolResult):
+            parts.append(b.text)
+    return "\n".join(parts)
 
 
 def elide(text: str, keep_chars: int) -> str:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 
 from ..model import Message, Text, Thinking, ToolCall, ToolResult
-from ..text import leaf_values
+from ..text import named_text
 
 #: Extensions that make a bare ``name.ext`` a file name.
 FILE_EXTENSIONS: frozenset[str] = frozenset(
@@ -137,13 +137,7 @@ def extract_identifiers(text: str) -> set[str]:
 def action_text(m: Message) -> str:
     """The text of an assistant message that its identifiers are taken from: text blocks and the
     values (not keys) of tool-call arguments."""
-    parts: list[str] = []
-    for b in m.content:
-        if isinstance(b, Text):
-            parts.append(b.text)
-        elif isinstance(b, ToolCall):
-            parts.extend(leaf_values(dict(b.arguments)))
-    return "\n".join(parts)
+    return named_text(m)
 
 
 def message_text(m: Message) -> str:

@@ -25,10 +25,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..model import Message, Text, ToolCall, ToolResult
+from ..model import Message
 from ..records import INDEX_HEAD, render_index
 from ..refs import ARTIFACT_RE
-from ..text import IDENT_SCAN_CHARS, identifier_kinds, identifiers, leaf_values
+from ..text import IDENT_SCAN_CHARS, fit_entries, identifier_kinds, identifiers, named_text
 from .references import BOILERPLATE_RE
 
 #: How much of the dropped history the ranking reads, newest first (characters).
@@ -49,15 +49,7 @@ class Mention:
 
 def message_text(m: Message) -> str:
     """What a message names: its text, its tool calls' argument values (not the schema's keys), its results."""
-    parts: list[str] = []
-    for b in m.content:
-        if isinstance(b, Text):
-            parts.append(b.text)
-        elif isinstance(b, ToolCall):
-            parts.extend(leaf_values(dict(b.arguments)))
-        elif isinstance(b, ToolResult):
-            parts.append(b.text)
-    return "\n".join(parts)
+    return named_text(m, results=True)
 
 
 def mention(m: Message) -> Mention:
@@ -131,17 +123,8 @@ def fit_index(ranked: Sequence[str], budget_tokens: int, count_tokens: Callable[
     """The longest head of ``ranked`` whose rendered line (:func:`render_index`) fits ``budget_tokens``."""
     if budget_tokens < 16 or not ranked:
         return ()
-    used = count_tokens(INDEX_HEAD + "]")
-    out: list[str] = []
-    for k in ranked:
-        t = count_tokens(k + ", ")
-        if used + t > budget_tokens:
-            break
-        out.append(k)
-        used += t
-    while out and count_tokens(render_index(out)) > budget_tokens:  # the per-entry sum is an estimate
-        out.pop()
-    return tuple(out)
+    return tuple(fit_entries(ranked, budget_tokens, count_tokens, INDEX_HEAD,
+                             lambda out: count_tokens(render_index(out)) <= budget_tokens))
 
 
 __all__ = ["INDEX_HEAD", "KIND_BONUS", "SCAN_CHARS", "Mention", "fit_index", "mention", "message_text", "present",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..layers.base import BuildContext, Item, Layer
 from ..model import Message
+from ..text import leaf_values
 from .variation import FOCUS_PHRASES
 
 if TYPE_CHECKING:
@@ -52,19 +53,8 @@ def action_text(m: Message) -> str:
     parts = [m.text]
     for c in m.tool_calls:
         parts.append(c.name)
-        parts.extend(str(v) for v in _leaves(c.arguments))
+        parts.extend(leaf_values(c.arguments))
     return "\n".join(parts)
-
-
-def _leaves(value: Any) -> Iterable[Any]:
-    if isinstance(value, dict):
-        for v in value.values():
-            yield from _leaves(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _leaves(v)
-    else:
-        yield value
 
 
 class RecitationLayer(Layer):
