@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import windowsmith as ws
+from test_store import PG_DSN  # the server the store tests use (WINDOWSMITH_TEST_PG_DSN)
 from windowsmith.compaction import CompactionConfig
 from windowsmith.model import Message
 from windowsmith.resume import message_from_stored, paused_gc
@@ -22,7 +23,6 @@ from windowsmith.state import COUNTS_CHUNK, SessionState
 
 FMT = "openai-chat"
 MODEL = "gpt-4.1"
-PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def _turn(s: ws.Session, i: int) -> None:
