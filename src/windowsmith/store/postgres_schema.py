@@ -1,0 +1,213 @@
+"""The PostgreSQL store's schema: named, forward-only migrations, applied in order when a store opens.
+
+Each ``@migration def mNNN_name(cur)`` runs once, in its own transaction under an advisory lock,
+together with the row in ``_windowsmith_migrations`` that records it
+(:class:`~windowsmith.store.base.Migrations`). A new one sorts after the last; an applied one is never
+edited. psycopg is imported only by the store that runs them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import packs
+from .base import Migrations
+
+if TYPE_CHECKING:
+    import psycopg
+
+MIGRATIONS_TABLE = "_windowsmith_migrations"
+ADVISORY_KEY = "windowsmith.migrations"
+
+migration: Migrations[psycopg.Cursor[Any]] = Migrations()
+
+
+@migration
+def m001_initial(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """CREATE TABLE sessions (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            meta TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            head_hash TEXT,
+            head_seq BIGINT NOT NULL DEFAULT -1
+        )"""
+    )
+    cur.execute(
+        """CREATE TABLE events (
+            session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            data TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            parent TEXT,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (session_id, seq),
+            UNIQUE (session_id, hash)
+        )"""
+    )
+
+
+@migration
+def m002_packs(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """CREATE TABLE packs (
+            ord BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id TEXT COLLATE "C" NOT NULL UNIQUE,
+            session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq BIGINT NOT NULL,
+            manifest TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+        )"""
+    )
+    cur.execute("CREATE INDEX packs_by_session ON packs (session_id, ord)")
+
+
+@migration
+def m003_blobs(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """CREATE TABLE blobs (
+            sha TEXT COLLATE "C" PRIMARY KEY,
+            data BYTEA NOT NULL,
+            size BIGINT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+        )"""
+    )
+    cur.execute(
+        """CREATE TABLE blob_refs (
+            sha TEXT COLLATE "C" NOT NULL REFERENCES blobs(sha),
+            session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            PRIMARY KEY (sha, session_id)
+        )"""
+    )
+    cur.execute("CREATE INDEX blob_refs_by_session ON blob_refs (session_id)")
+
+
+@migration
+def m004_kv(cur: psycopg.Cursor[Any]) -> None:
+    cur.execute(
+        """CREATE TABLE kv (
+            scope TEXT COLLATE "C" NOT NULL,
+            key TEXT COLLATE "C" NOT NULL,
+            value TEXT NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            PRIMARY KEY (scope, key)
+        )"""
+    )
+
+
+@migration
+def m005_blob_ref_time(cur: psycopg.Cursor[Any]) -> None:
+    # when each reference was (last) recorded: GC keeps young ones, an append naming them may be on its way
+    cur.execute("ALTER TABLE blob_refs ADD COLUMN created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()")
+
+
+@migration
+def m006_pack_deltas(cur: psycopg.Cursor[Any]) -> None:
+    # a pack row holds a delta against the session's previous pack (base_ord) in a chain starting at a
+    # full manifest (snap_ord): storage grows with what changed, not with the session (store/packs.py)
+    cur.execute("ALTER TABLE packs ADD COLUMN base_ord BIGINT, ADD COLUMN snap_ord BIGINT")
+    cur.execute("SELECT DISTINCT session_id FROM packs")
+    sessions = [r[0] for r in cur.fetchall()]
+    for sid in sessions:
+        cur.execute("SELECT ord, manifest FROM packs WHERE session_id = %s ORDER BY ord", (sid,))
+        for o, base, snap, text in packs.chain_rows(cur.fetchall()):
+            cur.execute("UPDATE packs SET base_ord = %s, snap_ord = %s, manifest = %s WHERE ord = %s", (base, snap, text, o))
+
+
+@migration
+def m007_retrieval(cur: psycopg.Cursor[Any]) -> None:
+    # memory items, knowledge chunks and the history index; lexical search over a generated tsvector
+    cur.execute(
+        """CREATE TABLE chunks (
+            id BIGSERIAL PRIMARY KEY,
+            namespace TEXT COLLATE "C" NOT NULL,
+            scope TEXT COLLATE "C" NOT NULL,
+            key TEXT COLLATE "C" NOT NULL,
+            doc TEXT COLLATE "C" NOT NULL,
+            source TEXT NOT NULL,
+            text TEXT NOT NULL,
+            meta TEXT NOT NULL,
+            session_id TEXT COLLATE "C" REFERENCES sessions(id) ON DELETE CASCADE,
+            vector BYTEA,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+            used_at TIMESTAMPTZ,
+            uses INTEGER NOT NULL DEFAULT 0,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED,
+            UNIQUE (namespace, scope, key)
+        )"""
+    )
+    cur.execute("CREATE INDEX chunks_by_doc ON chunks (namespace, scope, doc)")
+    cur.execute("CREATE INDEX chunks_by_session ON chunks (session_id)")
+    cur.execute("CREATE INDEX chunks_tsv ON chunks USING GIN (tsv)")
+
+
+#: The tenant of a connection: ``set_config('windowsmith.tenant', ...)`` when the store opens.
+TENANT_SETTING = "windowsmith.tenant"
+_CURRENT_TENANT = f"coalesce(current_setting('{TENANT_SETTING}', true), '')"
+
+
+@migration
+def m008_tenants(cur: psycopg.Cursor[Any]) -> None:
+    # Tenants: a tenant column on every table (filled from the connection's setting), blobs and kv keyed
+    # per tenant, and row-level security so that no query of ours (or a bug in it) reads across tenants.
+    # FORCE applies the policies to the tables' owner too; a role with BYPASSRLS (or a superuser) is
+    # not subject to them: connect the store as an ordinary role.
+    for table in ("sessions", "events", "packs", "blobs", "blob_refs", "kv"):
+        cur.execute(f'ALTER TABLE {table} ADD COLUMN tenant TEXT COLLATE "C" NOT NULL DEFAULT {_CURRENT_TENANT}')
+    cur.execute("CREATE INDEX sessions_by_tenant ON sessions (tenant, created_at, id)")
+    cur.execute("ALTER TABLE blob_refs DROP CONSTRAINT blob_refs_sha_fkey")
+    cur.execute("ALTER TABLE blob_refs DROP CONSTRAINT blob_refs_pkey")
+    cur.execute("ALTER TABLE blobs DROP CONSTRAINT blobs_pkey")
+    cur.execute("ALTER TABLE blobs ADD PRIMARY KEY (tenant, sha)")
+    cur.execute("ALTER TABLE blob_refs ADD PRIMARY KEY (tenant, sha, session_id)")
+    cur.execute("ALTER TABLE blob_refs ADD FOREIGN KEY (tenant, sha) REFERENCES blobs (tenant, sha)")
+    cur.execute("ALTER TABLE kv DROP CONSTRAINT kv_pkey")
+    cur.execute("ALTER TABLE kv ADD PRIMARY KEY (tenant, scope, key)")
+    for table in ("sessions", "events", "packs", "blobs", "blob_refs", "kv"):
+        cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        cur.execute(f"CREATE POLICY tenant_isolation ON {table} USING (tenant = {_CURRENT_TENANT}) "
+                    f"WITH CHECK (tenant = {_CURRENT_TENANT})")
+
+
+@migration
+def m009_retrieval_tenants(cur: psycopg.Cursor[Any]) -> None:
+    # The retrieval rows per tenant, as m008 did for the other tables: a tenant column (filled from the
+    # connection's setting), keys unique per tenant (two tenants may index the same memory item or
+    # document), and the same forced row-level security policy. A chunk of a session belongs to the
+    # session's tenant.
+    from psycopg import sql
+
+    cur.execute(f'ALTER TABLE chunks ADD COLUMN tenant TEXT COLLATE "C" NOT NULL DEFAULT {_CURRENT_TENANT}')
+    cur.execute("UPDATE chunks c SET tenant = s.tenant FROM sessions s WHERE s.id = c.session_id AND c.tenant <> s.tenant")
+    cur.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'chunks'::regclass AND contype = 'u'")
+    for (name,) in cur.fetchall():
+        cur.execute(sql.SQL("ALTER TABLE chunks DROP CONSTRAINT {}").format(sql.Identifier(name)))
+    cur.execute("ALTER TABLE chunks ADD CONSTRAINT chunks_tenant_key UNIQUE (tenant, namespace, scope, key)")
+    cur.execute("DROP INDEX chunks_by_doc")
+    cur.execute("CREATE INDEX chunks_by_doc ON chunks (tenant, namespace, scope, doc)")
+    cur.execute("ALTER TABLE chunks ENABLE ROW LEVEL SECURITY")
+    cur.execute("ALTER TABLE chunks FORCE ROW LEVEL SECURITY")
+    cur.execute(f"CREATE POLICY tenant_isolation ON chunks USING (tenant = {_CURRENT_TENANT}) "
+                f"WITH CHECK (tenant = {_CURRENT_TENANT})")
+
+
+@migration
+def m010_compact_rows(cur: psycopg.Cursor[Any]) -> None:
+    # As the SQLite store's m010: no UNIQUE (session_id, hash) on events (the chain hash covers the parent,
+    # so a session never holds one twice, and nothing looks an event up by hash), and artifacts stored
+    # compressed where zlib pays (a compressed one is shorter than its recorded size; store/codec.py).
+    # Event and manifest text stays plain: TOAST compresses rows over about 2 KB by itself.
+    from psycopg import sql
+
+    from .codec import pack_blob
+
+    cur.execute("SELECT conname FROM pg_constraint WHERE conrelid = 'events'::regclass AND contype = 'u'")
+    for (name,) in cur.fetchall():
+        cur.execute(sql.SQL("ALTER TABLE events DROP CONSTRAINT {}").format(sql.Identifier(name)))
+    cur.execute("ALTER TABLE blobs NO FORCE ROW LEVEL SECURITY")  # every tenant's blobs (the owner migrates)
+    cur.execute("SELECT tenant, sha, data FROM blobs WHERE octet_length(data) = size")
+    packed = [(z, t, sha) for t, sha, data in cur.fetchall() if len(z := pack_blob(bytes(data))) < len(data)]
+    cur.executemany("UPDATE blobs SET data = %s WHERE tenant = %s AND sha = %s", packed)
+    cur.execute("ALTER TABLE blobs FORCE ROW LEVEL SECURITY")
