@@ -10,7 +10,8 @@ call the backend that billed it, then reports per file:
   reports): relative error, median / p95, on every call, on the calls where the backend changed
   from the previous call (``switch``) and on the others;
 * ``gap``: per run, the median signed error of the engine at the switches, sign flipped so that it
-  reads as "Google AI Studio bills this many tokens more than Google" (tokens, and % of the request);
+  reads as "Google AI Studio bills this many tokens more than Google" (tokens, and % of the request;
+  the JSON lists every switch as ``[billed, signed error]``, to see how the gap moves along a run);
 * ``oracle (online)``: an engine that knows, before the call, which backend will serve it and adds the
   gap it measured at the run's own earlier switches (median of the last three; nothing before the
   first switch) when the backend changes;
@@ -136,6 +137,7 @@ def main() -> None:
             "engine_same": stats([e for e, r in zip(err, later, strict=True) if not r["move"]]),
             "gap_tokens": round(hind, 1) if switch_gaps else None,
             "gap_pct": round(100 * hind / mean_billed, 2) if switch_gaps else None,
+            "switch_errors": [[r["billed"], r["move"] * (r["billed"] - r["calibrated"])] for r in later if r["move"]],
             "oracle_online": stats(online), "oracle_hindsight": stats(hindsight), "hedged": stats(hedged),
         })
 
