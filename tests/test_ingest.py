@@ -398,12 +398,15 @@ def test_thinking_blocks_go_back_unmodified_as_documented(engine):
 def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_their_artifact(make_engine, recent):
     """The tail is never cached: an EVIDENCE note is shown once per artifact, only while the history view
     does not already hold that artifact's reference (the result's view, its fold line, its work-log line), and
-    only for the newest ``recent`` offloaded results of the step (an autonomous agent's step lasts the run)."""
+    only for the newest ``recent`` offloaded results of the step (an autonomous agent's step lasts the run).
+    (With ``skip_compacted=False``: by default a note of a result a compaction took away does not come back at
+    all, see the next test.)"""
     from windowsmith.layers.builtin import default_layers
     from windowsmith.layers.evidence import EvidenceLayer
 
     def layers():
-        return [EvidenceLayer(recent=recent) if isinstance(x, EvidenceLayer) else x for x in default_layers()]
+        return [EvidenceLayer(recent=recent, skip_compacted=False) if isinstance(x, EvidenceLayer) else x
+                for x in default_layers()]
 
     e = make_engine(window=8000, layers=layers)
     s = _session(e)
@@ -427,3 +430,33 @@ def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_th
         assert shown_once_gone, "a note whose artifact left the view comes back to the tail"
     notes = s.state.notes_for("evidence")
     assert len(notes) == 24 and len({n["ref"] for n in notes}) == 12  # the log keeps every note
+
+
+def test_evidence_notes_of_compacted_results_stay_out_of_the_tail_and_are_reachable_from_the_transcript(make_engine):
+    """A compaction that takes an offloaded result out of the view references the span's transcript in the
+    summary message (cached) and records what it lost there; an EVIDENCE note in the uncached tail would only
+    repeat it on every call. So no note of a compacted result comes back, and every such result's artifact is
+    reachable from the request: its reference in the history, or through the transcript chain."""
+    e = make_engine(window=8000)
+    s = _session(e)
+    compacted = 0
+    for i in range(24):
+        _call(s, f"c{i}", f"pytest -q -k case{i // 2}")
+        s.tool_result(f"c{i}", pytest_log(5000 + 40 * (i // 2)))
+        pack = s.build()
+        state = s.state
+        tail = pack.neutral.tail or ""
+        assert "## EVIDENCE" not in tail or not state.transcript
+        history = json.dumps([m.to_dict() for m in pack.neutral.messages])
+        reachable, queue = set(REF.findall(history)), list(REF.findall(history))
+        while queue:
+            blob = e.artifacts.get(queue.pop())
+            for r in REF.findall(blob.decode("utf-8", "replace")):
+                if r not in reachable:
+                    reachable.add(r)
+                    queue.append(r)
+        gone = [n for n in state.notes_for("evidence") if n["seq"] < state.keep_from_seq]
+        compacted += bool(gone)
+        assert {n["ref"].removeprefix("artifact://") for n in gone} <= reachable
+        s.assistant(f"looked at run {i}")
+    assert compacted, "the run never compacted an offloaded result: the test proves nothing"

@@ -247,7 +247,7 @@ class SessionState:
             self.records.append(rec)
             self._apply_compaction(rec)
         elif kind == "meta" and d.get("type") == "note":
-            self.notes.setdefault(d["layer"], []).append(dict(d))
+            self.notes.setdefault(d["layer"], []).append({**d, "seq": event.seq})
         elif kind == "meta" and d.get("type") in ("tools_loaded", "tool_scope"):
             self.tool_events.append({**d, "seq": event.seq})
         elif kind == "meta" and d.get("type") == "repair":
