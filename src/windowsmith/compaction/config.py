@@ -41,7 +41,10 @@ class CompactionConfig:
     in a mask batch (``None``: never). ``index_ratio``: the share of the available budget the emergency stage's
     index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``carry_share``: the work
     log and the index, carried by every request after a cut, together take at most this share of the room tools
-    and system leave (``emergency.carry_caps``; ``None``: their shares of the budget only). ``enabled=False`` turns proactive compaction off (the assembler
+    and system leave (``emergency.carry_caps``; ``None``: their shares of the budget only). ``working_set``
+    (opt-in): a mask batch leaves out the old reads of the files the kept exchanges still name (an edit's path),
+    newest first, in the room the kept exchanges leave of ``keep_ratio`` (``compaction/working_set.py``); it
+    keeps what an edit quotes (exact text, line numbers) and costs the cache reads of those tokens every turn. ``enabled=False`` turns proactive compaction off (the assembler
     still truncates to fit).
     """
 
@@ -67,6 +70,7 @@ class CompactionConfig:
     index_ratio: float = 0.05  # the emergency index of identifiers the dropped history lost takes at most this share
     carry_share: float | None = 0.15  # work log + index together take at most this share of the room tools and system leave
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
+    working_set: bool = False  # opt-in: old reads of files the kept exchanges name stay unfolded (working_set.py)
 
     def __post_init__(self) -> None:
         if self.keep_turns < 1:

@@ -30,6 +30,7 @@ from ..state import message_images, stub_images
 from .config import CompactionConfig
 from .port import Pass
 from .references import format_args, result_keys
+from .working_set import WorkingSet
 
 if TYPE_CHECKING:
     from ..registry import ModelSpec
@@ -239,6 +240,9 @@ class MaskPlanner:
         self.fold_raw: dict[int, int] = {}  # raw tokens of the fold message of each unit planned (by first seq), this key
         # fold counts persisted by an earlier process, per counter scheme: (first visible unit, compaction records, counts)
         self._seeds: dict[str, tuple[int, int, dict[int, int]]] = {}
+        self.limit: int | None = None  # the first exchange the last plan keeps (None: nothing to fold)
+        self.keep_room = 0.0  # raw tokens of the verbatim share (keep_raw) the kept exchanges leave
+        self.working_set = WorkingSet()
 
     def seed(self, scheme: str, lo: int, compactions: int, fold_raw: dict[int, int]) -> None:
         """Take the raw counts of fold messages planned by an earlier process (a counter of ``scheme``, the view
@@ -301,6 +305,9 @@ class MaskPlanner:
             if seen >= self.config.keep_turns or (keep_raw is not None and seen >= 2 and kept > keep_raw):
                 limit = i
                 break
+        self.limit = limit
+        # what the kept exchanges leave of the verbatim share: room for the working set (working_set.py)
+        self.keep_room = max(0.0, keep_raw - kept) if keep_raw is not None else 0.0
         if limit is None:
             return []
         lo = state.first_visible_unit()
@@ -439,12 +446,22 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     deep = cfg.mask_low_water if near_summary else 1.0
     # the planner's own list, not a copy: a build that folds nothing costs O(new units), not O(planned folds)
     folds = planner.plan_mask(state, p.counter, p.counts, keep_raw=p.keep_ratio * deep * avail / scale, copy=False)
+    fold_raw = planner.planned_saving
+    keep: frozenset[int] = frozenset()
+    if folds and planner.limit is not None and cfg.working_set:
+        # the files the agent is still working on: their old reads stay out of the batch, in the room the
+        # verbatim share leaves beside the kept exchanges
+        keep = planner.working_set.protected(state.units, planner.limit, state.first_visible_unit(), p.counts,
+                                             planner.keep_room)
+        if keep:
+            folds = [f for f in folds if f.unit not in keep]
+            fold_raw = sum(f.saving for f in folds)
     images = planner.plan_images(state, p.counter, p.counts, skip=_FoldedUnits(folds))
     edits: Sequence[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit) if images else folds
     image_raw = sum(x.saving for x in images)
     image_saved = image_raw * scale
-    saved_raw = planner.planned_saving + image_raw
-    saved = int(planner.planned_saving * scale + image_saved)
+    saved_raw = fold_raw + image_raw
+    saved = int(fold_raw * scale + image_saved)
     pressure = size >= cfg.mask_at * avail
     first = edits[0].unit if edits else 0
     after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
@@ -470,6 +487,8 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
         what.append(f"{len(folds)} exchange(s) older than the last {cfg.keep_turns} folded")
     if stubs:
         what.append(f"{len(stubs)} image(s) older than {cfg.image_keep_turns} turn(s) replaced by text stubs")
+    if keep:
+        what.append(f"{len(keep)} older read(s) of files the kept turns name left verbatim (working set)")
     rec = MaskRecord(
         folds=tuple(Fold(f.first_seq, f.last_seq, f.text, f.artifacts, dict(f.calls)) for f in folds),
         saved_tokens=saved,
@@ -483,6 +502,7 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     p.result.stages.append("mask")
     p.result.actions.append(Action("mask", "history", rec.reason, before, size,
                                    {"folds": len(folds), **({"images": len(stubs)} if stubs else {}),
+                                    **({"working_set": len(keep)} if keep else {}),
                                     "first_seq": edits[0].first_seq, "last_seq": max(x.last_seq for x in edits),
                                     "record_seq": state.seq, **economics}))
     return size
