@@ -31,6 +31,8 @@ import binascii
 import hashlib
 import json
 import zlib
+from itertools import accumulate
+from itertools import chain as concat
 from typing import TYPE_CHECKING, Any
 
 from .errors import StoreError
@@ -135,15 +137,18 @@ class BodySnapshots:
             if not n or not _sampled_ok(renderer, msgs, values, parts):
                 return 0
             body = _Body(msgs, n, req.lineage)
-            flat: list[dict[str, Any]] = []
-            ends, last = body.msg_end, body.flat_last
-            n_flat = 0
-            for v in values:
-                flat += v
-                n_flat += len(v)
-                ends.append(n_flat)
-                last.append(v[-1] if v else {})
-            renderer._merge_from(body.out, body.origin, flat, 0, -1, "none")  # the renderer's own merge
+            flat = list(concat.from_iterable(values))
+            body.msg_end = list(accumulate(map(len, values)))
+            body.flat_last = [v[-1] if v else {} for v in values]
+            if renderer.merge_same_role:
+                renderer._merge_from(body.out, body.origin, flat, 0, -1, "none")  # the renderer's own merge
+            else:  # what _merge_from does when nothing merges, in two comprehensions
+                key = renderer.content_key
+                sizes = [len(b) if isinstance(b, list) else 0 for b in [m.get(key) for m in flat]]
+                body.out = flat
+                body.origin = [[(i, 0)] if k == 1 else [] if not k else [(i, j) for j in range(k)]
+                               for i, k in enumerate(sizes)]
+            n_flat = len(flat)
             body.parts = parts
             body.n_flat = n_flat
             renderer._body_cache = body
@@ -174,7 +179,7 @@ class BodySnapshots:
         except (ValueError, zlib.error, binascii.Error):
             return None
         if not isinstance(values, list) or len(values) != SEGMENT or len(raw) != 32 * SEGMENT \
-                or not all(type(v) is list for v in values):
+                or not set(map(type, values)) <= {list}:
             return None
         hexed = raw.hex()
         return h, values, [hexed[i:i + 64] for i in range(0, 64 * SEGMENT, 64)], row["refs"], row["marks"]
