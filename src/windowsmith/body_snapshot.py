@@ -15,11 +15,13 @@ The chain hash of segment ``j`` is the sha256 of segment ``j - 1``'s (for the fi
 messages. So a row proves which messages it renders: a resumed session takes the rows, in order, whose chain its
 own request's messages reproduce (a row of a view compaction has since rewritten, of another session, of another
 render scheme or renderer, or edited by hand (``check``), is not taken, nor is any after it), checks one message
-of each shape (among the first :data:`SAMPLE` of each segment) by rendering it, and hands the renderer the body those rows make: the same renderings, merged by
-the renderer's own code, as a render from scratch (``tests/test_body_snapshot.py`` compares the bytes).
+of each shape (among the first :data:`SAMPLE` of each segment) by rendering it, and hands the renderer the body
+those rows make: the same renderings, merged by the renderer's own code, as a render from scratch
+(``tests/test_body_snapshot.py`` compares the bytes).
 
 Rows are written by a build once its body has a full segment not stored yet, under the view's lineage (a view a
-compaction rewrote is stored again from its first segment, at most once per :data:`SEGMENT` logged events); only
+compaction rewrote is stored again from its first changed segment, at most once per :data:`SEGMENT` logged
+events; rows of a longer earlier view past the new one's are cleared to ``null``); only
 for formats whose rendering of a message depends on the message alone (not Gemini's). Sessions shorter than
 :data:`MIN_MESSAGES` resume fast without: their body is not stored (nor its bytes paid for).
 """
@@ -194,18 +196,25 @@ class BodySnapshots:
         if body is None or body.source is not req.messages:
             return 0
         lineage, chain, first_write, known = self._stored.get(fmt, (None, [], -1, 0))
-        if lineage is not req.lineage:  # another view (or none stored by this process): from the first segment
+        segments = body.n // SEGMENT if body.n >= MIN_MESSAGES else 0
+        msgs = body.source
+        seed = _seed(self.session_id, renderer)
+        if lineage is not req.lineage:  # another view (or none stored by this process)
             if first_write >= 0 and seq < first_write + SEGMENT:
-                return 0  # a view rewritten again soon after it was stored: wait (each write is the whole body)
+                return 0  # a view rewritten again soon after it was stored: wait
             if part_digester(renderer) is None:
                 return 0
-            lineage, chain, first_write = req.lineage, [], seq
-        segments = body.n // SEGMENT if body.n >= MIN_MESSAGES else 0
+            # the stored segments this view starts with stay (a mask batch folds recent units: the last few change)
+            kept: list[str] = []
+            for j in range(min(len(chain), segments)):
+                h = _chain(kept[-1] if kept else seed, msgs[j * SEGMENT:(j + 1) * SEGMENT])
+                if h != chain[j]:
+                    break
+                kept.append(h)
+            lineage, chain, first_write = req.lineage, kept, seq
         if len(chain) >= segments and known <= segments:
             self._stored[fmt] = (lineage, chain, first_write, known)
             return 0
-        msgs = body.source
-        seed = _seed(self.session_id, renderer)
         written = 0
         try:
             for j in range(len(chain), segments):
