@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .assemble import Assembly, assemble
+from .body_snapshot import BodySnapshots
 from .budget import Budget
 from .cache import plan_cache, prefix_tokens
 from .compaction.base import Summarizer
@@ -118,6 +119,7 @@ class Builder:
         self._parts_hint: tuple[str, int] = ("", 0)  # (the last manifest's parts, characters this one shares)
         self._compactor: Compactor | None = None
         self.counts = PersistedCounts(engine.store, self.session_id)  # token counts kept for the next process
+        self.bodies = BodySnapshots(engine.store, self.session_id)  # rendered bodies kept for the next process
         self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
 
     @property
@@ -205,7 +207,10 @@ class Builder:
         req = asm.request
         req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
         renderer = eng.renderer(fmt)
-        self.counts.hint_renderer(state, counter.scheme, renderer)  # part digests persisted by an earlier process
+        restored = self.bodies.restore(renderer, req)  # the body an earlier process stored, if it renders req's
+        if restored:
+            self._refs.seed(req, restored, *self.bodies.refs)
+        self.counts.hint_renderer(state, counter.scheme, renderer, restored)  # part digests persisted earlier
         rendered = renderer.render(req)
         window = eng.window or spec.context_window
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)
@@ -214,6 +219,7 @@ class Builder:
             eng.store.save_pack(manifest.pack_id, self.session_id, state.seq,
                                 Hinted(manifest.to_dict(), {"parts": self._parts_hint}))
         self.counts.save(state, counter, self._compactor.planner if self._compactor is not None else None, renderer)
+        self.bodies.save(renderer, req, state.seq)
         pack = Pack(rendered.request, manifest, rendered, req, fmt)
         self.last_pack = pack
         return pack

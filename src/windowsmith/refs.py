@@ -122,6 +122,14 @@ class RefTracker:
         self._messages = msgs
         self._lineage = req.lineage
 
+    def seed(self, req: NeutralRequest, n: int, refs: dict[str, int], redactions: dict[str, int]) -> None:
+        """Take the references and markers of ``req.messages[:n]`` as found by an earlier process (a stored body,
+        ``body_snapshot.py``): the next scan of ``req`` reads its later messages only."""
+        self._messages = req.messages[:n]
+        self._lineage = req.lineage
+        self._counts = dict(refs)
+        self._redactions = dict(redactions)
+
     def refs(self, req: NeutralRequest) -> set[str]:
         self._scan(req)
         return set(self._counts) | {artifact_uri(s) for s in ARTIFACT_RE.findall(req.tail or "")}

@@ -122,10 +122,11 @@ class PersistedCounts:
             if conf == config:
                 planner.seed(scheme, lo, ncomp, folds)
 
-    def hint_renderer(self, state: SessionState, scheme: str, renderer: Renderer) -> int:
+    def hint_renderer(self, state: SessionState, scheme: str, renderer: Renderer, after: int = 0) -> int:
         """Hand the part digests taken for ``scheme`` to ``renderer``'s memo (once), after checking a sample of
-        them (see the module docstring); returns how many."""
-        chunks = self._parts.pop(scheme, None)
+        them (see the module docstring); returns how many. ``after``: messages the renderer has a body for
+        already (``body_snapshot.py``); the chunks they cover are skipped."""
+        chunks = [c for c in self._parts.pop(scheme, ()) if (c[0] + 1) * CHUNK > after]
         digest = part_digester(renderer)
         if not chunks or digest is None:
             return 0
