@@ -6,6 +6,8 @@ an absolute path; tests that need it skip when it is absent.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,37 @@ import windowsmith as ws
 #: The real traces (tau-bench, tau2-bench, SWE-agent, mini-swe-agent, OpenHands) shared by the team.
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 MODEL = "claude-sonnet-4-5"
+
+#: The PostgreSQL server the store tests use (override with WINDOWSMITH_TEST_PG_DSN).
+PG_DSN = os.environ.get(
+    "WINDOWSMITH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
+)
+
+
+def new_pg_schema() -> Iterator[str]:
+    """A fresh schema name on the test server, dropped afterwards; skips if the server is unreachable.
+    The body of the ``pg_schema`` fixtures (per test here; per run in test_store)."""
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg import sql
+
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True)
+    except psycopg.OperationalError as e:
+        pytest.skip(
+            f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:120]}); start it or run -m 'not postgres'"
+        )
+    name = f"ws_test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        admin.close()
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test (see :func:`new_pg_schema`)."""
+    yield from new_pg_schema()
 
 
 @pytest.fixture

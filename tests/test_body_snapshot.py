@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 import windowsmith as ws
-from test_resume import PG_DSN, _turn, pg_schema  # noqa: F401  (a fixture)
+from conftest import PG_DSN
+from test_resume import _turn
 from windowsmith import body_snapshot
 from windowsmith.body_snapshot import SEGMENT
 from windowsmith.compaction import CompactionConfig
@@ -190,7 +191,7 @@ def test_no_rows_for_short_sessions_or_gemini(tmp_path: Path, monkeypatch: pytes
 
 
 @pytest.mark.postgres
-def test_stored_body_on_postgres(pg_schema: str) -> None:  # noqa: F811
+def test_stored_body_on_postgres(pg_schema: str) -> None:
     from windowsmith.store.postgres import PostgresStore
 
     fmt = "openai-chat"

@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import windowsmith as ws
-from test_store import PG_DSN  # the server the store tests use (WINDOWSMITH_TEST_PG_DSN)
+from conftest import PG_DSN
 from windowsmith.compaction import CompactionConfig
 from windowsmith.model import Message
 from windowsmith.resume import message_from_stored, paused_gc
@@ -284,21 +282,6 @@ def _rows(db: Path) -> list[dict[str, Any]]:
     return rows
 
 
-@pytest.fixture
-def pg_schema() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg import sql
-
-    try:
-        admin = psycopg.connect(PG_DSN, autocommit=True)
-    except psycopg.OperationalError as e:
-        pytest.skip(f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:120]})")
-    name = f"ws_test_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-        admin.close()
 
 
 @pytest.mark.postgres

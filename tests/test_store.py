@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -13,34 +12,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import PG_DSN, new_pg_schema
 from windowsmith.errors import ConflictError, InvalidMessageError, StoreError, UsageError
 from windowsmith.hashing import canonical_json, chain_hash
 from windowsmith.model import EVENT_KINDS
 from windowsmith.store import SQLiteStore, Store
 
-PG_DSN = os.environ.get(
-    "WINDOWSMITH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
-)
-
 
 @pytest.fixture(scope="session")
 def pg_schema() -> Iterator[str]:
-    """A fresh schema for this test run, dropped afterwards; skips if the server is unreachable."""
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg import sql
-
-    try:
-        admin = psycopg.connect(PG_DSN, autocommit=True)
-    except psycopg.OperationalError as e:
-        pytest.skip(
-            f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:120]}); start it or run -m 'not postgres'"
-        )
-    schema = f"ws_test_{uuid.uuid4().hex[:12]}"
-    try:
-        yield schema
-    finally:
-        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-        admin.close()
+    """One fresh schema for this test run (the stores' tests share it)."""
+    yield from new_pg_schema()
 
 
 def open_backend(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:

@@ -11,8 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,33 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
+from conftest import PG_DSN
 from windowsmith.artifacts import FileArtifacts, ObjectArtifacts
 from windowsmith.errors import ConflictError, StoreError, UsageError
 from windowsmith.store import SQLiteStore, open_store
 from windowsmith.store.base import MAX_SESSION_ID, check_session_id
 
-PG_DSN = os.environ.get(
-    "WINDOWSMITH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
-)
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 MODEL = "claude-sonnet-4-5"
 
 
-@pytest.fixture
-def pg_schema() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg import sql
-
-    try:
-        admin = psycopg.connect(PG_DSN, autocommit=True)
-    except psycopg.OperationalError as e:
-        pytest.skip(f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:120]})")
-    name = f"ws_test_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-        admin.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

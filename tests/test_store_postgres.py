@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from conftest import PG_DSN, new_pg_schema
 from windowsmith.errors import StoreError, UsageError
 from windowsmith.store import open_store
-
-PG_DSN = os.environ.get(
-    "WINDOWSMITH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
-)
 
 
 def test_missing_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,21 +29,7 @@ def test_unreachable_server_is_a_store_error() -> None:
 @pytest.fixture
 def schema() -> Iterator[str]:
     """A fresh schema for one test, dropped afterwards; skips if the server is unreachable."""
-    psycopg = pytest.importorskip("psycopg")
-    from psycopg import sql
-
-    try:
-        admin = psycopg.connect(PG_DSN, autocommit=True)
-    except psycopg.OperationalError as e:
-        pytest.skip(
-            f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:120]}); start it or run -m 'not postgres'"
-        )
-    name = f"ws_test_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-        admin.close()
+    yield from new_pg_schema()
 
 
 def raw_execute(schema: str, query: str, params: tuple[object, ...] = ()) -> None:

@@ -198,7 +198,7 @@ def test_unsupported_stream_shapes_name_the_workaround(make_engine: Callable[...
 
 @pytest.mark.postgres
 def test_async_sessions_on_postgres_run_concurrently_and_stay_consistent(schema: str) -> None:  # noqa: F811
-    from test_store_postgres import PG_DSN
+    from conftest import PG_DSN
     from windowsmith.store.postgres import PostgresStore
 
     replies = [anthropic_reply(f"answer {i}", [], thinking=False) for i in range(6)]

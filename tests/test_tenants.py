@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,13 +15,11 @@ from typing import Any
 import pytest
 
 import windowsmith as ws
+from conftest import PG_DSN
 from windowsmith.compaction import CompactionConfig
 from windowsmith.errors import UsageError
 from windowsmith.store import Store, open_store
 
-PG_DSN = os.environ.get(
-    "WINDOWSMITH_TEST_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test connect_timeout=3"
-)
 APP_ROLE = "windowsmith_tenant_test"  # an ordinary role: superusers and BYPASSRLS roles skip the policies
 
 def big(tag: str) -> str:
