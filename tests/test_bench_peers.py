@@ -26,7 +26,7 @@ from windowsmith.bench.peers import (
     LangChainSummarization,
     StrandsSlidingWindow,
 )
-from windowsmith.bench.strategies import BenchConfig, _messages_tokens
+from windowsmith.bench.strategies import BenchConfig, messages_tokens
 from windowsmith.compaction.base import Summary
 from windowsmith.model import Message, Text, ToolCall, ToolResult
 from windowsmith.registry import load_registry
@@ -157,7 +157,7 @@ def test_clear_tool_uses_matches_the_real_edit():
         for i, m in enumerate(run.messages):
             if i in set(run.calls):
                 lc = [x for h in ours.history for x in to_lc(h)]
-                n = _messages_tokens(ours.history, cfg.counter)
+                n = messages_tokens(ours.history, cfg.counter)
                 ce.ClearToolUsesEdit(trigger=ours.trigger).apply(lc, count_tokens=lambda _msgs, n=n: n)
                 built = ours.build()
                 assert texts(built.request.messages) == texts(from_lc(lc)), (run.id, i)
@@ -197,7 +197,7 @@ def test_summarization_matches_the_real_middleware():
             return f"summary {real_calls['n']} of {len(from_lc(msgs))} messages"
 
         def counter(msgs: Any) -> int:
-            return _messages_tokens(from_lc(list(msgs)), cfg.counter)
+            return messages_tokens(from_lc(list(msgs)), cfg.counter)
 
         mw = sm.SummarizationMiddleware(GenericFakeChatModel(messages=iter(())), trigger=("tokens", ours.trigger),
                                         keep=("messages", 20), token_counter=counter, summarizer=summarizer)

@@ -18,6 +18,7 @@ from test_resume import _turn
 from windowsmith import body_snapshot
 from windowsmith.body_snapshot import SEGMENT
 from windowsmith.compaction import CompactionConfig
+from windowsmith.resume import row_check
 
 #: (format, the model the request names)
 FORMATS = {"openai-chat": None, "openai-responses": None, "anthropic": "claude-sonnet-4-5"}
@@ -89,7 +90,7 @@ def _rewrite(db: Path, change: Any, sid: str = "long", check: bool = True) -> No
     for key, v in _body_rows(db, sid).items():
         change(v)
         if check:
-            v["check"] = body_snapshot._check(v)
+            v["check"] = row_check(v)
         con.execute("UPDATE kv SET value = ? WHERE scope = ? AND key = ?", (json.dumps(v), f"counts:{sid}", key))
     con.commit()
     con.close()

@@ -188,7 +188,7 @@ def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
 
 def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     from windowsmith.render.base import RENDER_SCHEME
-    from windowsmith.unit_counts import _check
+    from windowsmith.resume import row_check
 
     a = tmp_path / "a.db"
     _grow(a, 300)
@@ -204,7 +204,7 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
             v = json.loads(value)
             assert v["parts"]["render"] == RENDER_SCHEME and len(v["parts"]["digests"]) == COUNTS_CHUNK
             change(v)
-            v["check"] = _check(v)  # a consistent row: only the digests are wrong
+            v["check"] = row_check(v)  # a consistent row: only the digests are wrong
             con.execute("UPDATE kv SET value = ? WHERE scope = 'counts:long' AND key = ?", (json.dumps(v), key))
         con.commit()
         con.close()
@@ -240,7 +240,7 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
 
 def test_persisted_message_digests(tmp_path: Path) -> None:
     from windowsmith.hashing import content_digest
-    from windowsmith.resume import digests_check, digests_key, persisted_digests
+    from windowsmith.resume import digests_key, persisted_digests, row_check
     from windowsmith.store import SQLiteStore
 
     a = tmp_path / "a.db"
@@ -265,7 +265,7 @@ def test_persisted_message_digests(tmp_path: Path) -> None:
         assert persisted_digests(store, "long", 0, rows) == {}
         store.set_kv("counts:long", digests_key(1), [1, 2])
         assert persisted_digests(store, "long", 0, rows) == {}
-        assert digests_check(row) == row["check"]
+        assert row_check(row) == row["check"]
     b = tmp_path / "b.db"
     shutil.copy(a, b)
     _drop_counts(b)

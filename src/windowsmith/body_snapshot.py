@@ -40,11 +40,12 @@ from typing import TYPE_CHECKING, Any
 from .errors import StoreError
 from .hashing import canonical_json, sha256_hex
 from .refs import message_refs
-from .render._common import UnitRenderer, _Body
+from .render._common import RenderedBody, UnitRenderer
 from .render.base import RENDER_SCHEME, Renderer
 from .request import NeutralRequest, extends
+from .resume import row_check
 from .state import COUNTS_CHUNK
-from .unit_counts import _shape, part_digester, scope
+from .unit_counts import message_shape, part_digester, scope
 
 if TYPE_CHECKING:
     from .model import Message
@@ -63,9 +64,6 @@ SAMPLE = 64
 def _key(fmt: str, j: int) -> str:
     return f"body|{fmt}|{j}"
 
-
-def _check(row: dict[str, Any]) -> str:
-    return sha256_hex(canonical_json({k: v for k, v in row.items() if k != "check"}))[:24]
 
 
 def _seed(session_id: str, renderer: Renderer) -> str:
@@ -138,7 +136,7 @@ class BodySnapshots:
             self._stored[fmt] = (None, [], -1, known)
             if not n or not _sampled_ok(renderer, msgs, values, parts):
                 return 0
-            body = _Body(msgs, n, req.lineage)
+            body = RenderedBody(msgs, n, req.lineage)
             flat = list(concat.from_iterable(values))
             body.msg_end = list(accumulate(map(len, values)))
             body.flat_last = [v[-1] if v else {} for v in values]
@@ -169,7 +167,7 @@ class BodySnapshots:
         """(chain hash, renderings, part digests, artifact references, redaction markers) of a stored row, if it
         is one for ``msgs`` after ``prev``."""
         if not isinstance(row, dict) or row.get("v") != VERSION or row.get("render") != RENDER_SCHEME \
-                or row.get("check") != _check(row) or type(row.get("values")) is not str \
+                or row.get("check") != row_check(row) or type(row.get("values")) is not str \
                 or type(row.get("parts")) is not str or not _counts(row.get("refs")) or not _counts(row.get("marks")):
             return None
         h = _chain(prev, msgs)
@@ -234,7 +232,7 @@ class BodySnapshots:
                     "values": base64.b64encode(zlib.compress(values.encode("utf-8"), 6)).decode("ascii"),
                     "parts": base64.b64encode(bytes.fromhex("".join(body.parts[lo:hi]))).decode("ascii"),
                 }
-                row["check"] = _check(row)
+                row["check"] = row_check(row)
                 self.store.set_kv(scope(self.session_id), _key(fmt, j), row)
                 chain.append(h)
                 written += 1
@@ -252,7 +250,7 @@ def _counts(d: Any) -> bool:
     return isinstance(d, dict) and all(type(v) is int and v > 0 for v in d.values())
 
 
-def _values(renderer: UnitRenderer, body: _Body, msgs: Any, lo: int, hi: int) -> str:
+def _values(renderer: UnitRenderer, body: RenderedBody, msgs: Any, lo: int, hi: int) -> str:
     """The JSON list of the renderings of body messages ``lo:hi`` (each a list of provider items)."""
     if not renderer.merge_same_role:  # nothing merged: each message's items are its stretch of the body
         ends, out = body.msg_end, body.out
@@ -274,7 +272,7 @@ def _sampled_ok(renderer: UnitRenderer, msgs: Any, values: list[Any], parts: lis
     m: Message
     for i in (i for lo in range(0, len(values), SEGMENT) for i in range(lo, lo + SAMPLE)):
         m = msgs[i]
-        shape = _shape(m)
+        shape = message_shape(m)
         if shape in seen:
             continue
         seen.add(shape)

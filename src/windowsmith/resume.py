@@ -23,7 +23,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -236,7 +236,9 @@ def digests_key(chunk: int) -> str:
     return f"digests|{chunk}"
 
 
-def digests_check(row: dict[str, Any]) -> str:
+def row_check(row: Mapping[str, Any]) -> str:
+    """The checksum a persisted kv row (digests, counts, stored body) carries in ``check``: of the row without
+    it, so a row edited by hand, or cut short, is ignored."""
     return hashlib.sha256(canonical_json({k: v for k, v in row.items() if k != "check"}).encode("utf-8")).hexdigest()[:24]
 
 
@@ -247,7 +249,7 @@ def valid_digests(row: Any, chunk_hash: str) -> list[str] | None:
     if not isinstance(row, dict) or row.get("v") != DIGESTS_VERSION or row.get("hash") != chunk_hash:
         return None
     digests = row.get("digests")
-    if not isinstance(digests, list) or len(digests) != COUNTS_CHUNK or row.get("check") != digests_check(row) \
+    if not isinstance(digests, list) or len(digests) != COUNTS_CHUNK or row.get("check") != row_check(row) \
             or not all(type(d) is str and len(d) == 32 for d in digests):
         return None
     return digests
@@ -277,5 +279,5 @@ def persisted_digests(store: Store, session_id: str, n_before: int, rows: list[A
     return out
 
 
-__all__ = ["DIGESTS_VERSION", "FREEZE_EVENTS", "digests_check", "digests_key", "message_from_stored", "paused_gc",
+__all__ = ["DIGESTS_VERSION", "FREEZE_EVENTS", "row_check", "digests_key", "message_from_stored", "paused_gc",
            "persisted_digests", "replay", "valid_digests"]

@@ -39,7 +39,7 @@ from .errors import StoreError
 from .hashing import canonical_json, sha256_hex
 from .model import Message
 from .render.base import RENDER_SCHEME, Renderer
-from .resume import DIGESTS_VERSION, digests_check, digests_key, valid_digests
+from .resume import DIGESTS_VERSION, digests_key, row_check, valid_digests
 from .state import COUNTS_CHUNK as CHUNK
 from .state import SessionState
 from .store.base import session_kv_scopes
@@ -86,7 +86,7 @@ class PersistedCounts:
                 continue
             lo_i, hi_i = k * CHUNK, (k + 1) * CHUNK
             counts = row.get("counts")
-            if row.get("hash") != state.chunk_hashes[k] or row.get("check") != _check(row) or row.get("seq") != state.message_seqs[hi_i - 1] \
+            if row.get("hash") != state.chunk_hashes[k] or row.get("check") != row_check(row) or row.get("seq") != state.message_seqs[hi_i - 1] \
                     or not isinstance(counts, list) or len(counts) != CHUNK \
                     or not all(type(n) is int and n >= 0 for n in counts):
                 continue
@@ -135,7 +135,7 @@ class PersistedCounts:
             msgs = state.messages[k * CHUNK:(k + 1) * CHUNK]
             shapes = set()
             for m, d in zip(msgs, digests, strict=True):
-                shape = _shape(m)
+                shape = message_shape(m)
                 if shape not in shapes:
                     shapes.add(shape)
                     if digest(m) != d:
@@ -154,7 +154,7 @@ class PersistedCounts:
             if valid_digests(_read(self.store, scope(self.session_id), digests_key(k)), state.chunk_hashes[k]) is None:
                 value: dict[str, Any] = {"v": DIGESTS_VERSION, "hash": state.chunk_hashes[k],
                                          "digests": [m.digest for m in msgs]}
-                value["check"] = digests_check(value)
+                value["check"] = row_check(value)
                 try:
                     self.store.set_kv(scope(self.session_id), digests_key(k), value)
                 except StoreError:  # a read-only store, say: the digests are only a shortcut
@@ -199,7 +199,7 @@ class PersistedCounts:
                     buckets = _by_chunk(state, plan[2])
                 value["folds"] = {"lo": now[0], "compactions": now[1], "fold": FOLD_SCHEME,
                                   "config": _fold_config(planner), "raw": sorted(buckets.get(k, []))}
-            value["check"] = _check(value)
+            value["check"] = row_check(value)
             try:
                 self.store.set_kv(scope(self.session_id), self._key(scheme, k), value)
             except StoreError:  # a read-only store, say: the counts are only a shortcut
@@ -230,7 +230,7 @@ def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
     return digest
 
 
-def _shape(m: Message) -> tuple[Any, ...]:
+def message_shape(m: Message) -> tuple[Any, ...]:
     """What a sampled check of a chunk's part digests covers once: the role and the kinds of blocks (and of a
     tool result's blocks, and whether it is an error)."""
     if m.role != "tool":  # (the block types, a C-level pass: this runs for every message of a resumed session)
@@ -245,10 +245,6 @@ def _block_shape(b: Any) -> Any:
         return b.kind, b.url is None, b.caption is None
     return b.kind
 
-
-def _check(row: Mapping[str, Any]) -> str:
-    """A checksum of the row without its ``check`` (a row edited by hand, or cut short, is ignored)."""
-    return sha256_hex(canonical_json({k: v for k, v in row.items() if k != "check"}))[:24]
 
 
 def _by_chunk(state: SessionState, fold_raw: Mapping[int, int]) -> dict[int, list[list[int]]]:
@@ -277,4 +273,4 @@ def _read(store: Store, scope_: str, key: str) -> dict[str, Any] | None:
     return row if isinstance(row, dict) else None
 
 
-__all__ = ["CHUNK", "PersistedCounts", "VERSION", "scope"]
+__all__ = ["CHUNK", "VERSION", "PersistedCounts", "message_shape", "scope"]

@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import Message, Text, ToolResult
-from .strategies import Built, Strategy, _messages_tokens, default_summarizer
+from .strategies import Built, Strategy, default_summarizer, messages_tokens
 
 #: tokens of LangChain's ``DEFAULT_SUMMARY_PROMPT`` (langchain 1.x), counted with o200k
 LANGCHAIN_SUMMARY_PROMPT_TOKENS = 491
@@ -274,7 +274,7 @@ class LangChainClearToolUses(Strategy):
         msgs = list(h)
         events: dict[str, int] = {}
         synth = set()
-        if _messages_tokens(h, self.cfg.counter) > self.trigger:
+        if messages_tokens(h, self.cfg.counter) > self.trigger:
             # one ToolMessage per tool result in LangChain: every result but the last ``keep`` is cleared
             results = [(i, k) for i, m in enumerate(h) if m.role == "tool" for k in range(len(m.tool_results))]
             old = results[: len(results) - self.keep] if self.keep < len(results) else []
@@ -369,7 +369,7 @@ class LangChainSummarization(Strategy):
         cfg = self.cfg
         events: dict[str, int] = {}
         s_in = s_out = 0
-        if _messages_tokens(self.msgs, cfg.counter) >= self.trigger or self.reported >= self.trigger:
+        if messages_tokens(self.msgs, cfg.counter) >= self.trigger or self.reported >= self.trigger:
             cut = self._cutoff()
             if cut > 0:
                 span, human = self.msgs[:cut], self.human[:cut]
@@ -378,7 +378,7 @@ class LangChainSummarization(Strategy):
                     summary = self.summarizer.summarize(read, goal=None, previous=None,
                                                         budget_tokens=summary_budget(cfg.available))
                     text = summary.text.strip()
-                    s_in = LANGCHAIN_SUMMARY_PROMPT_TOKENS + _messages_tokens(read, cfg.counter)
+                    s_in = LANGCHAIN_SUMMARY_PROMPT_TOKENS + messages_tokens(read, cfg.counter)
                     s_out = cfg.counter.text(text)
                 else:
                     text = LANGCHAIN_EMPTY_SUMMARY
@@ -452,7 +452,7 @@ class OpenHandsSummarizing(Strategy):
         prev = self.summary
         self.summary = self.summarizer.summarize(forgotten, goal=None, previous=prev,
                                                  budget_tokens=summary_budget(cfg.available))
-        s_in = OPENHANDS_SUMMARY_PROMPT_TOKENS + _messages_tokens(forgotten, cfg.counter) \
+        s_in = OPENHANDS_SUMMARY_PROMPT_TOKENS + messages_tokens(forgotten, cfg.counter) \
             + (cfg.counter.text(prev.text) if prev is not None else 0)
         s_out = cfg.counter.text(self.summary.text)
         self.summary_msg = Message("user", (Text(self.summary.text),))

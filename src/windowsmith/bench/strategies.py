@@ -169,7 +169,7 @@ class Strategy:
         req = self.request(messages)
         n = self.cfg.counter.request(req)
         if n > self.cfg.available:
-            msgs, clipped = fit_messages(messages, self.cfg, base=n - _messages_tokens(messages, self.cfg.counter),
+            msgs, clipped = fit_messages(messages, self.cfg, base=n - messages_tokens(messages, self.cfg.counter),
                                          pinned=pinned)
             events["cut"] = 1
             if clipped:
@@ -179,7 +179,7 @@ class Strategy:
         return Built(req, n, events, synthetic)
 
 
-def _messages_tokens(messages: Sequence[Message], counter: TokenCounter) -> int:
+def messages_tokens(messages: Sequence[Message], counter: TokenCounter) -> int:
     return counter.scaled(sum(counter.raw_message(m) for m in messages))
 
 
@@ -370,7 +370,7 @@ class WindowsmithStrategy(Strategy):
                 continue
             span = state.span_messages(rec["first_seq"], rec["last_seq"])
             text = rec.get("summary", {}).get("text", "")
-            s_in += LANGCHAIN_SUMMARY_PROMPT_TOKENS + _messages_tokens([m for _, m in span], counter) \
+            s_in += LANGCHAIN_SUMMARY_PROMPT_TOKENS + messages_tokens([m for _, m in span], counter) \
                 + (counter.text(prev_text) if prev_text else 0)
             s_out += counter.text(text)
             prev_text = text

@@ -46,7 +46,7 @@ class _Lazy:
         return self._value.get(key, default)
 
 
-class _Body:
+class RenderedBody:
     """The rendered and merged body messages of the last request, extended in place when the next request's
     body extends it (so a turn renders, merges and stores its new messages only)."""
 
@@ -95,7 +95,7 @@ class UnitRenderer(Renderer):
 
     def __init__(self) -> None:
         super().__init__()
-        self._body_cache: _Body | None = None
+        self._body_cache: RenderedBody | None = None
         self._parts_line: tuple[object, tuple[str, ...]] | None = None  # (parts token, head parts) of the last render
         self._hashers = (PartsHasher(), PartsHasher())
         self._lock = threading.Lock()
@@ -295,7 +295,7 @@ class UnitRenderer(Renderer):
         hashers[1].advance(ptuple, prefix, stable)
         return Rendered(request, ptuple, prefix, checksum, self.format, prefix_digest, stable)
 
-    def _message_list(self, body: _Body, lead: list[Any], base: int, last: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _message_list(self, body: RenderedBody, lead: list[Any], base: int, last: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``[*lead, *body.out[:base], *last]``: the request's own list.
 
         Copying the body touches every message of the session (and freeing the list later does again). So
@@ -325,7 +325,7 @@ class UnitRenderer(Renderer):
         items += last
         return items
 
-    def _mark(self, body: _Body, origin_at: Callable[[int], list[tuple[int, int]]], n: int, index: int | None, *,
+    def _mark(self, body: RenderedBody, origin_at: Callable[[int], list[tuple[int, int]]], n: int, index: int | None, *,
               from_end: bool) -> tuple[int, int] | None:
         """(merged message, block) that carries the breakpoint of neutral message ``index``, or None
         (``origin_at(k)``: the flat items merged into message ``k`` of the ``n`` request messages).
@@ -352,7 +352,7 @@ class UnitRenderer(Renderer):
                 break
         return None
 
-    def _body(self, req: NeutralRequest, body_n: int, ctx: Any) -> tuple[_Body, bool]:
+    def _body(self, req: NeutralRequest, body_n: int, ctx: Any) -> tuple[RenderedBody, bool]:
         """The body ``req.messages[:body_n]`` rendered and merged, and whether it extends the previous request's
         body (then the cached body was extended in place with the new messages only). The extension is proven by
         the request's lineage (O(1)), else checked by comparing the messages."""
@@ -362,7 +362,7 @@ class UnitRenderer(Renderer):
         extended = cached is not None and body_n >= k and (
             extends(req, cached.lineage, k) or cached.source is msgs or msgs[:k] == cached.source[:k])
         if not extended or cached is None:
-            cached = _Body(msgs, 0, req.lineage)
+            cached = RenderedBody(msgs, 0, req.lineage)
             k = 0
         new_flat: list[dict[str, Any]] = []
         new_parts: list[str] = []
