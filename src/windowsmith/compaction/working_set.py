@@ -3,10 +3,10 @@
 A mask batch folds every exchange older than the newest ``keep_turns`` into one line. For most of them
 that is right: a listing, a test run, a search are done with. A file the agent read long ago and is still
 editing is not: its edits quote the read's exact text and its line numbers (``view_range``, ``insert_line``,
-``sed -i '317s/…/'``), and a fold line keeps a dozen names of it. So the newest read of each file that the
-kept exchanges name (an edit's ``path``, a path in a command) stays out of the batch, newest first, within
-``CompactionConfig.working_set_ratio`` of the available budget; a kept read of the same file at least as
-large supersedes it. A read whose file the agent stopped naming is folded by the next batch (folds never
+``sed -i '317s/…/'``), and a fold line keeps a dozen names of it. So the old reads of each file that the
+kept exchanges name (an edit's ``path``, a path in a command) stay out of the batch, newest first, in the room
+the kept exchanges leave of the verbatim share (``CompactionConfig.keep_ratio``; no ratio of their own); a kept
+read of the same file at least as large supersedes them. Opt-in: ``CompactionConfig(working_set=True)``. A read whose file the agent stopped naming is folded by the next batch (folds never
 nest: the unit simply was not folded yet).
 
     ws = WorkingSet()
