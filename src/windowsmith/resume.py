@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .hashing import HASH_SCHEME, canonical_json
+from .hashing import HASH_SCHEME, canonical_json, sha256_hex
 from .model import Event, Image, Message, Text, Thinking, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ def digests_key(chunk: int) -> str:
 def row_check(row: Mapping[str, Any]) -> str:
     """The checksum a persisted kv row (digests, counts, stored body) carries in ``check``: of the row without
     it, so a row edited by hand, or cut short, is ignored."""
-    return hashlib.sha256(canonical_json({k: v for k, v in row.items() if k != "check"}).encode("utf-8")).hexdigest()[:24]
+    return sha256_hex(canonical_json({k: v for k, v in row.items() if k != "check"}))[:24]
 
 
 def valid_digests(row: Any, chunk_hash: str) -> list[str] | None:
