@@ -189,15 +189,52 @@ def identifiers(text: str, *, ranked: bool = False) -> list[str]:
     return sorted(kinds, key=lambda k: (-(_KIND_WEIGHT.get(kinds[k][0], 0) + 4 * kinds[k][1]), order[k]))
 
 
+#: a numbered listing's line (``cat -n``, ``nl``, an editor's view): the number, then a tab
+_GUTTER_RE = re.compile(r"(?m)^[ \t]*(\d+)\t")
+
+
+def gutter_only(text: str) -> set[str]:
+    """The line numbers of a numbered listing (``cat -n``) in ``text`` that occur nowhere but in its gutter."""
+    if "\t" not in text:
+        return set()
+    gutter = set(_GUTTER_RE.findall(text))
+    if len(gutter) < 2:
+        return set()
+    return gutter - set(identifiers(_GUTTER_RE.sub("", text)))
+
+
+def line_ranges(numbers: Sequence[str]) -> str:
+    """``lines 100-160, 162-583``: sorted numbers as runs of consecutive ones (a single number as itself)."""
+    ns = sorted({int(n) for n in numbers})
+    runs: list[str] = []
+    i = 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        runs.append(f"{ns[i]}-{ns[j]}" if j > i else str(ns[i]))
+        i = j + 1
+    return "lines " + ", ".join(runs)
+
+
 def identifier_index(full: str, view: str, budget_tokens: int, count_tokens: CountTokens) -> str:
     """A line naming the identifiers of ``full`` that its cut ``view`` lost, within ``budget_tokens``
-    (``""`` if none were lost or none fit): ``[also in the full text: a/b.py, KeyError, 1458, …]``."""
+    (``""`` if none were lost or none fit): ``[also in the full text: a/b.py, KeyError, 1458, …]``.
+
+    The line numbers of a numbered listing (``cat -n``) that the text holds nowhere else are one entry of
+    ranges, first (``lines 100-583``): a bare number per line told the agent nothing the ranges do not, at
+    about two tokens each, and crowded the names out."""
     if budget_tokens < 16:
         return ""
     kept = set(identifiers(view))
     lost = [k for k in identifiers(full, ranked=True) if k not in kept]
     if not lost:
         return ""
+    gutter = gutter_only(full)
+    if gutter:
+        lines = [k for k in lost if k in gutter]
+        if len(lines) > 1:
+            lost = [line_ranges(lines), *(k for k in lost if k not in gutter)]
     head = "[also in the full text: "
 
     def line(out: Sequence[str]) -> str:
