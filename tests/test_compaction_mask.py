@@ -117,6 +117,45 @@ def test_fold_keys_skip_windowsmith_boilerplate(tmp_path):
         assert "read_result" not in line and "search_result" not in line
 
 
+def c_listing(n: int) -> str:
+    """An editor's ``cat -n`` view of a C file: includes first, then functions spread over ``n`` lines."""
+    lines = [f'#include "../type/h{i}.h"' for i in range(12)] + [""]
+    for f in range(5):
+        lines += [f"static int handler_{f}(ctx_t* ctx, int arg)", "{"]
+        lines += [f"  int v_{k} = step(ctx, {k});" for k in range(n // 5 - 4)] + ["  return 0;", "}"]
+    body = "\n".join(f"{i:6d}\t{ln}" for i, ln in enumerate(lines, 1))
+    return "Here's the result of running `cat -n` on /repo/src/handlers.c:\n" + body + "\n"
+
+
+def test_a_folded_file_read_names_its_outline_first(tmp_path):
+    """The fold of a file read keeps each definition's name and the lines its block spans (what the agent opens
+    next), not the first lines' include paths."""
+    from windowsmith.compaction.references import outline_keys
+
+    listing = c_listing(300)
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=200_000,
+                   compaction=CompactionConfig(keep_turns=2), ingest=ws.IngestConfig(offload_tokens=1000)) as e:
+        s = e.session("outline", goal="Fix handler_3 in src/handlers.c")
+        s.user("handler_3 returns the wrong value")
+        s.assistant("I will read the file.", tool_calls=[
+            {"id": "v", "name": "str_replace_editor", "arguments": {"command": "view", "path": "/repo/src/handlers.c"}}])
+        s.tool_result("v", listing)
+        view = s.messages[2].tool_results[0].text
+        assert "Outline (lines: definition):" in view
+        keys = outline_keys(view)
+        assert [k.split()[0] for k in keys] == [f"handler_{f}" for f in range(5)]
+        for i in range(3):
+            filler(s, i)
+        s.compact()
+        line = records(s, "mask")[0]["folds"][0]["text"]
+    shown = line[line.index("[keys: ") + 7:]
+    assert shown.startswith(", ".join(keys))  # every definition with its lines, before anything else
+    first, span = keys[3].split()
+    lo, hi = (int(x) for x in span.split("-"))
+    assert first == "handler_3" and f"{lo:6d}\tstatic int handler_3(" in listing and f"{hi:6d}\t}}" in listing
+    assert outline_keys("no outline here") == []
+
+
 # --------------------------------------------------------------------------- image stubs
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8

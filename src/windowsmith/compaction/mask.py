@@ -29,7 +29,7 @@ from ..refs import offloaded_artifact
 from ..state import message_images, stub_images
 from .config import CompactionConfig
 from .port import Pass
-from .references import format_args, result_keys
+from .references import format_args, outline_keys, result_keys
 from .working_set import WorkingSet
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class Folded(NamedTuple):
 
 #: the version of what :func:`fold_line` writes: persisted fold counts (``unit_counts.py``) of another are ignored.
 #: Bump it with any change to the fold line's text.
-FOLD_SCHEME = 1
+FOLD_SCHEME = 2  # 2: a file read's fold names its outline (outline_keys) before the other keys
 
 
 def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
@@ -198,7 +198,9 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
         links.append(sha)
         links.extend(im.sha for im in images)
         preview = _preview(text, chars)
-        extra = [k for k in result_keys(text, keys) if k not in preview] if keys else []
+        # a file read's outline first (each definition's name and lines), then the result's other identifiers
+        extra = outline_keys(text, keys) if keys else []
+        extra += [k for k in result_keys(text, keys) if k not in preview][: keys - len(extra)] if keys else []
         more = f" [keys: {', '.join(extra)}]" if extra else ""
         more += f" {shown}" if shown else ""
         parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{preview}{more} (artifact://{sha})")

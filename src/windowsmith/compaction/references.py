@@ -359,6 +359,33 @@ def _result_keys(text: str, limit: int) -> list[str]:
     return list(seen)
 
 
+OUTLINE_HEAD = "\nOutline (lines: definition):\n"  # what the ingest's file-read view prints above its outline
+_OUTLINE_ENTRY_RE = re.compile(r" *(\d+(?:-\d+)?): +(\S.*)")
+_DEF_KEYWORD_RE = re.compile(r"\b(?:def|class|fn|func|function|struct|enum|trait|interface|module|mod|type)\s+([A-Za-z_]\w*)")
+_DEF_CALL_RE = re.compile(r"([A-Za-z_][\w.:]*)\s*\(")
+
+
+def outline_keys(text: str, limit: int = 12) -> list[str]:
+    """``make_pattern_type 282-449``: each definition of a file-read view's outline (the ingest's
+    ``Outline (lines: definition):`` block) as its name and the lines its block spans, in file order, at most
+    ``limit``; ``[]`` for a text without one. What an agent navigates a file it read by."""
+    i = text.find(OUTLINE_HEAD)
+    if i < 0:
+        return []
+    out: list[str] = []
+    for ln in text[i + len(OUTLINE_HEAD):].split("\n", limit * 4)[: limit * 4]:
+        m = _OUTLINE_ENTRY_RE.fullmatch(ln)
+        if m is None:
+            break
+        sig = m.group(2)
+        km = _DEF_KEYWORD_RE.search(sig) or _DEF_CALL_RE.search(sig)
+        if km is not None:
+            out.append(f"{km.group(1)} {m.group(1)}")
+            if len(out) >= limit:
+                break
+    return out
+
+
 def format_args(args: Any, width: int = 40) -> str:
     """``k=v, k2=v2`` with long values clipped (for one-line folds and command references)."""
     if not isinstance(args, dict):
@@ -475,5 +502,5 @@ def _detail(r: Reference, content_provider: Callable[[str], str | None] | None, 
     return ""
 
 
-__all__ = ["ARTIFACT_RE", "BOILERPLATE_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "Reconstruction", "extract_refs", "format_args",
-           "merge_refs", "reconstruct", "result_keys", "score_ref"]
+__all__ = ["ARTIFACT_RE", "BOILERPLATE_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "OUTLINE_HEAD", "Reconstruction", "extract_refs", "format_args",
+           "merge_refs", "outline_keys", "reconstruct", "result_keys", "score_ref"]
