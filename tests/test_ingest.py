@@ -460,3 +460,15 @@ def test_evidence_notes_of_compacted_results_stay_out_of_the_tail_and_are_reacha
         assert {n["ref"].removeprefix("artifact://") for n in gone} <= reachable
         s.assistant(f"looked at run {i}")
     assert compacted, "the run never compacted an offloaded result: the test proves nothing"
+
+
+def test_a_result_with_no_blocks_stays_empty(engine):
+    """A replayed tool result with no content blocks is an empty result, as ``None`` is, not the JSON ``[]``."""
+    s = engine.session("empty")
+    s.user("think first")
+    s.add(ws.Message("assistant", (ws.ToolCall("t1", "think", {"thought": "plan"}),)))
+    s.add(ws.Message("tool", (ws.ToolResult("t1", (), False, "think"),)))
+    s.add(ws.Message("assistant", (ws.ToolCall("t2", "think", {"thought": "again"}),)))
+    s.tool_result("t2", None)
+    first, second = (m.tool_results[0] for m in s.messages if m.role == "tool")
+    assert first.text == "" and second.text == ""

@@ -438,7 +438,8 @@ class Session(LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
         available = self._builder.budget().available
         used = self.last_pack.tokens if self.last_pack is not None else 0
         return ingest_result(
-            list(content) if isinstance(content, tuple) else content,
+            # a replayed result with no blocks is an empty result (as None is), not the JSON text "[]"
+            (list(content) or None) if isinstance(content, tuple) else content,
             artifacts=eng.artifacts, session_id=self.id, count_tokens=counter.text,
             remaining_tokens=max(0, available - used), available_tokens=available, tool_name=tool_name, arguments=args, config=eng.ingest,
         )
