@@ -188,7 +188,7 @@ def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
 
 def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     from windowsmith.render.base import RENDER_SCHEME
-    from windowsmith.resume import row_check
+    from windowsmith.resume import pack_digests, row_check, unpack_digests
 
     a = tmp_path / "a.db"
     _grow(a, 300)
@@ -202,7 +202,7 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
         for key, value in con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' "
                                       "AND key NOT LIKE 'digests|%'").fetchall():
             v = json.loads(value)
-            assert v["parts"]["render"] == RENDER_SCHEME and len(v["parts"]["digests"]) == COUNTS_CHUNK
+            assert v["parts"]["render"] == RENDER_SCHEME and len(unpack_digests(v["parts"]["digests"], COUNTS_CHUNK, 32)) == COUNTS_CHUNK
             change(v)
             v["check"] = row_check(v)  # a consistent row: only the digests are wrong
             con.execute("UPDATE kv SET value = ? WHERE scope = 'counts:long' AND key = ?", (json.dumps(v), key))
@@ -212,8 +212,22 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     # digests a changed renderer would not produce (one message of each shape of each chunk is checked)
     wrong = tmp_path / "wrong.db"
     shutil.copy(a, wrong)
-    rewrite(wrong, lambda v: v["parts"].update(digests=["0" * 64] * COUNTS_CHUNK))
+    rewrite(wrong, lambda v: v["parts"].update(digests=pack_digests(["0" * 64] * COUNTS_CHUNK)))
     hinted: list[int] = []
+    got, seeded, _ = _packs(wrong, 300, 4, hinted)
+    assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
+
+    # digests cut short, or not base64: not handed to the renderer, the counts still taken
+    wrong = tmp_path / "short.db"
+    shutil.copy(a, wrong)
+    rewrite(wrong, lambda v: v["parts"].update(digests=v["parts"]["digests"][:-8]))
+    hinted = []
+    got, seeded, _ = _packs(wrong, 300, 4, hinted)
+    assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
+    wrong = tmp_path / "junk.db"
+    shutil.copy(a, wrong)
+    rewrite(wrong, lambda v: v["parts"].update(digests="!" + v["parts"]["digests"][1:]))
+    hinted = []
     got, seeded, _ = _packs(wrong, 300, 4, hinted)
     assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
 
@@ -238,9 +252,48 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     assert hinted[0] >= 2 * COUNTS_CHUNK
 
 
+def test_rows_of_the_first_version_are_ignored_and_written_again(tmp_path: Path) -> None:
+    """Count and digest rows of version 1 (digests as lists of hex strings) are never read as the packed form:
+    a resume takes none of them, sends the same bytes, and its build writes them again in the current form."""
+    from windowsmith.resume import DIGESTS_VERSION, persisted_digests, row_check, unpack_digests
+    from windowsmith.store import SQLiteStore
+    from windowsmith.unit_counts import VERSION
+
+    a = tmp_path / "a.db"
+    _grow(a, 300)
+    clean = tmp_path / "clean.db"
+    shutil.copy(a, clean)
+    _drop_counts(clean)
+    expected, _, _ = _packs(clean, 300, 4)
+
+    con = sqlite3.connect(a)
+    rows = con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' AND key NOT LIKE 'body|%'").fetchall()
+    assert len(rows) >= 4
+    for key, value in rows:  # as the previous release wrote them
+        v = json.loads(value)
+        if key.startswith("digests|"):
+            assert v["v"] == DIGESTS_VERSION == 2
+            v.update(v=1, digests=unpack_digests(v["digests"], COUNTS_CHUNK, 16))
+        else:
+            assert v["v"] == VERSION == 2
+            v.update(v=1, parts={**v["parts"], "digests": unpack_digests(v["parts"]["digests"], COUNTS_CHUNK, 32)})
+        v["check"] = row_check(v)
+        con.execute("UPDATE kv SET value = ? WHERE scope = 'counts:long' AND key = ?", (json.dumps(v), key))
+    con.commit()
+    con.close()
+    with SQLiteStore(a) as store:
+        assert persisted_digests(store, "long", 0, store.event_rows("long")) == {}
+    got, seeded, _ = _packs(a, 300, 4)
+    assert seeded == 0 and got == expected
+    assert all(r["v"] == VERSION and type(r["parts"]["digests"]) is str for r in _rows(a))
+    with SQLiteStore(a) as store:
+        assert len(persisted_digests(store, "long", 0, store.event_rows("long"))) >= 2 * COUNTS_CHUNK
+    assert _packs(a, 304, 1)[1] >= 2 * COUNTS_CHUNK
+
+
 def test_persisted_message_digests(tmp_path: Path) -> None:
     from windowsmith.hashing import content_digest
-    from windowsmith.resume import digests_key, persisted_digests, row_check
+    from windowsmith.resume import digests_key, pack_digests, persisted_digests, row_check
     from windowsmith.store import SQLiteStore
 
     a = tmp_path / "a.db"
@@ -260,7 +313,7 @@ def test_persisted_message_digests(tmp_path: Path) -> None:
         # a row of another log (its chain hash differs), an edited row and junk are ignored
         row = store.get_kv("counts:long", digests_key(0))
         store.set_kv("counts:long", digests_key(0), {**row, "hash": "b1:" + "0" * 64})
-        edited = {**row, "digests": ["f" * 32] * COUNTS_CHUNK}  # its check no longer matches
+        edited = {**row, "digests": pack_digests(["f" * 32] * COUNTS_CHUNK)}  # its check no longer matches
         store.set_kv("counts:long", digests_key(1), edited)
         assert persisted_digests(store, "long", 0, rows) == {}
         store.set_kv("counts:long", digests_key(1), [1, 2])

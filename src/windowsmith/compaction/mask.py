@@ -324,7 +324,12 @@ class MaskPlanner:
             self._planned_upto = limit
             self.planned_saving = sum(f.saving for f in self._planned)
         end = min(limit, len(counts))  # a unit the history layer did not count yet is planned next time
-        for i in range(max(self._planned_upto, lo), end):  # never a unit before the view
+        # only the exchanges among units [start, end) (every other unit is skipped below): a resumed session's
+        # first plan walks a third of its units, not all of them
+        ex = self._exchanges
+        start = max(self._planned_upto, lo)  # never a unit before the view
+        for j in range(bisect.bisect_left(ex, start), bisect.bisect_left(ex, end)):
+            i = ex[j]
             u = units[i]
             if u.folded or u.pinned or u.is_open or not is_exchange(u):
                 continue
