@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import jsonschema
 
@@ -322,6 +322,34 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(b for b in self.content if isinstance(b, ToolCall))
+
+    @cached_property
+    def plain(self) -> bool:
+        """Whether every block is :class:`Text` (no image, tool call, tool result or thinking block): passes over
+        a whole session ask this first, so a message replayed lazily (:meth:`stored_text`) is not built."""
+        return all(type(b) is Text for b in self.content)
+
+    @classmethod
+    def stored_text(cls, role: Role, message_json: str, digest: str) -> Message:
+        """A ``user`` or ``assistant`` message of text blocks only, built when its ``content`` is first read from
+        ``message_json``: its canonical JSON, whose shape the caller proved (``resume.py``; nothing is checked
+        here). ``digest`` is its content digest; :attr:`plain` is known."""
+        m: Message = object.__new__(cls)
+        m.__dict__.update(role=role, digest=digest, plain=True, _stored=message_json)
+        return m
+
+    if not TYPE_CHECKING:  # (hidden from the type checker: it would take any misspelt attribute for this one)
+        def __getattr__(self, name: str) -> Any:
+            # only for an attribute not set: the content of a message made by stored_text, built on first read
+            d = self.__dict__
+            if name == "content":
+                stored = d.get("_stored")
+                if stored is not None:  # (two threads may both build it: the same blocks)
+                    d["content"] = tuple(Text(b["text"]) for b in json.loads(stored)["content"])
+                    d.pop("_stored", None)
+                if "content" in d:
+                    return d["content"]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:

@@ -25,12 +25,13 @@ import binascii
 import gc
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .hashing import HASH_SCHEME, canonical_json, sha256_hex
-from .model import Event, Image, Message, Text, Thinking, ToolCall, ToolResult
+from .model import Event, Image, Message, Role, Text, Thinking, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from .state import SessionState
@@ -201,13 +202,25 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
     if not rows:
         return 0
     with paused_gc(freeze=len(rows) >= FREEZE_EVENTS):
-        try:
-            datas = json.loads("[" + ",".join(r[2] for r in rows) + "]")
-        except ValueError:  # name the bad row as the store's own reading would
-            datas = [json.loads(r[2]) for r in rows]
         known = persisted_digests(store, session_id, len(state.messages), rows)
+        lazy = _lazy_rows(rows, known, len(state.messages)) if known else None
+        texts = [r[2] for r, z in zip(rows, lazy, strict=True) if z is None] if lazy is not None else \
+            [r[2] for r in rows]
+        try:
+            datas = json.loads("[" + ",".join(texts) + "]")
+        except ValueError:  # name the bad row as the store's own reading would
+            datas = [json.loads(t) for t in texts]
+        decoded = iter(datas)
         messages = state.messages
-        for (seq, kind, data_json, hash_, parent), data in zip(rows, datas, strict=True):
+        for i, (seq, kind, data_json, hash_, parent) in enumerate(rows):
+            z = lazy[i] if lazy is not None else None
+            if z is not None:
+                if parent == state.head:
+                    state.apply_message(Message.stored_text(*z), seq, hash_, parent)
+                    continue
+                data = json.loads(data_json)
+            else:
+                data = next(decoded)
             if kind == "message" and parent == state.head:
                 digest = known.get(len(messages)) if known else None
                 if digest is None:
@@ -219,6 +232,39 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
             else:
                 state.apply(Event(seq, kind, data, hash_, parent))
     return len(rows)
+
+
+#: the canonical JSON of a ``message`` event's data holding only a user or assistant message of text blocks: the
+#: message's JSON (group 1) and role (group 2). (A quote inside a JSON string is escaped, so the pattern cannot
+#: match across a string's end; each string is matched by the unrolled, backtracking-free ``[^"\\]*(\\.[^"\\]*)*``.)
+_TEXT_BLOCK = r'\{"text":"[^"\\]*(?:\\.[^"\\]*)*","type":"text"\}'
+_PLAIN_MESSAGE = re.compile(r'\{"message":(\{"content":\[' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK
+                            + r')*\],"role":"(user|assistant)"\})\}')
+
+
+def plain_message(data_json: str) -> tuple[Role, str] | None:
+    """(role, the message's canonical JSON) if ``data_json`` (a ``message`` event's canonical JSON) holds only a
+    user or assistant message of text blocks; else None."""
+    m = _PLAIN_MESSAGE.fullmatch(data_json)
+    return None if m is None else ("user" if m[2] == "user" else "assistant", m[1])
+
+
+def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list[tuple[Role, str, str] | None]:
+    """For each row: (role, message JSON, digest) if it is a message of text blocks only whose digest is known,
+    to be replayed without parsing it (``Message.stored_text``: its blocks are built if something reads them);
+    else None. The digest comes from a row whose chain hash proves the log's messages (persisted_digests)."""
+    out: list[tuple[Role, str, str] | None] = [None] * len(rows)
+    match = _PLAIN_MESSAGE.fullmatch
+    n = n_before
+    for i, r in enumerate(rows):
+        if r[1] == "message":
+            d = known.get(n)
+            n += 1
+            if d is not None:
+                m = match(r[2])
+                if m is not None:
+                    out[i] = ("user" if m[2] == "user" else "assistant", m[1], d)
+    return out
 
 
 # -- message digests kept per chunk ----------------------------------------------------------------------------
@@ -305,4 +351,4 @@ def persisted_digests(store: Store, session_id: str, n_before: int, rows: list[A
 
 
 __all__ = ["DIGESTS_VERSION", "DIGEST_BYTES", "FREEZE_EVENTS", "digests_key", "message_from_stored", "pack_digests",
-           "paused_gc", "persisted_digests", "replay", "row_check", "unpack_digests", "valid_digests"]
+           "paused_gc", "persisted_digests", "plain_message", "replay", "row_check", "unpack_digests", "valid_digests"]

@@ -364,7 +364,8 @@ class SessionState:
         units = self.units
         if units and units[-1].open_calls:
             self._close_open_unit(seq)
-        calls = msg.tool_calls if msg.role == "assistant" else ()  # (only an assistant message holds calls)
+        # (only an assistant message holds calls; ``plain`` first: a message replayed lazily is not built)
+        calls = msg.tool_calls if msg.role == "assistant" and not msg.plain else ()
         for c in calls:
             self.call_names[c.id] = c.name
         pinned = not units and msg.role == "user"

@@ -105,6 +105,8 @@ def image_stub(image: Image) -> ImageStub:
 
 def has_images(u: Unit) -> bool:
     for m in u.messages:  # (loops, not generators: this runs for every unit of a resumed session)
+        if m.plain:  # (a message replayed lazily is not built)
+            continue
         for b in m.content:
             if isinstance(b, Image):
                 return True
@@ -213,7 +215,7 @@ def is_exchange(u: Unit) -> bool:
     if not u.messages:
         return False
     m = u.messages[0]
-    if m.role != "assistant":
+    if m.role != "assistant" or m.plain:  # (plain first: a message replayed lazily is not built)
         return False
     for b in m.content:  # noqa: SIM110  (a loop, not any() over a generator: it runs for every unit of a resume)
         if isinstance(b, ToolCall):
