@@ -323,19 +323,25 @@ class Message:
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(b for b in self.content if isinstance(b, ToolCall))
 
-    @cached_property
+    @property
     def plain(self) -> bool:
         """Whether every block is :class:`Text` (no image, tool call, tool result or thinking block): passes over
         a whole session ask this first, so a message replayed lazily (:meth:`stored_text`) is not built."""
-        return all(type(b) is Text for b in self.content)
+        content = self.__dict__.get("content")
+        if content is None:  # made by stored_text, not built yet: text blocks only
+            return True
+        for b in content:  # (a loop: this runs for most messages of a resumed session, once per pass)
+            if type(b) is not Text:
+                return False
+        return True
 
     @classmethod
     def stored_text(cls, role: Role, message_json: str, digest: str) -> Message:
         """A ``user`` or ``assistant`` message of text blocks only, built when its ``content`` is first read from
         ``message_json``: its canonical JSON, whose shape the caller proved (``resume.py``; nothing is checked
-        here). ``digest`` is its content digest; :attr:`plain` is known."""
+        here). ``digest`` is its content digest."""
         m: Message = object.__new__(cls)
-        m.__dict__.update(role=role, digest=digest, plain=True, _stored=message_json)
+        m.__dict__.update(role=role, digest=digest, _stored=message_json)
         return m
 
     if not TYPE_CHECKING:  # (hidden from the type checker: it would take any misspelt attribute for this one)

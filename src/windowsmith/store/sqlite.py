@@ -306,7 +306,9 @@ class SQLiteStore(Store):
             )
             if not rows:
                 self._require_session(session_id)
-        return [(seq, kind, unpack_text(data), h, parent) for seq, kind, data, h, parent in rows]
+        # (most rows are plain text: no call for them)
+        return [(seq, kind, data if type(data) is str else unpack_text(data), h, parent)
+                for seq, kind, data, h, parent in rows]
 
     def head(self, session_id: str) -> Event | None:
         check_session_id(session_id)
