@@ -330,7 +330,7 @@ class Message:
         content = self.__dict__.get("content")
         if content is None:  # made by stored_text, not built yet: text blocks only
             return True
-        for b in content:  # (a loop: this runs for most messages of a resumed session, once per pass)
+        for b in content:  # noqa: SIM110  (a loop, not all() over a generator: this runs for most messages of a resume)
             if type(b) is not Text:
                 return False
         return True
