@@ -122,6 +122,7 @@ def test_a_text_only_message_is_recognised_in_its_stored_json_and_rebuilt_exactl
     the message replayed lazily from it equals the original; any other message or event shape is not."""
     from windowsmith.hashing import canonical_json
     from windowsmith.resume import plain_message
+    from windowsmith.unit_counts import message_shape
 
     blocks: list[Any] = [ws.Text(t) for t in texts]
     if extra == "image":
@@ -138,6 +139,7 @@ def test_a_text_only_message_is_recognised_in_its_stored_json_and_rebuilt_exactl
         return
     assert got == (role, canonical_json(m.to_dict()))
     lazy = Message.stored_text(got[0], got[1], m.digest)
+    assert lazy.n_blocks == len(texts) and message_shape(lazy) == message_shape(m)  # without building it
     assert "content" not in lazy.__dict__ and lazy.plain and lazy.role == role
     assert lazy == m and lazy.to_dict() == m.to_dict() and "_stored" not in lazy.__dict__
     assert Message.stored_text(got[0], got[1], m.digest).content == m.content

@@ -335,6 +335,15 @@ class Message:
                 return False
         return True
 
+    @property
+    def n_blocks(self) -> int:
+        """How many content blocks the message holds (a message replayed lazily is not built: in its canonical
+        JSON a text block ends with ``"type":"text"}``, which no escaped string holds)."""
+        stored = self.__dict__.get("_stored")
+        if stored is not None and "content" not in self.__dict__:
+            return stored.count('"type":"text"}')  # type: ignore[no-any-return]
+        return len(self.content)
+
     @classmethod
     def stored_text(cls, role: Role, message_json: str, digest: str) -> Message:
         """A ``user`` or ``assistant`` message of text blocks only, built when its ``content`` is first read from

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from .compaction.mask import FOLD_SCHEME, MaskPlanner
 from .errors import StoreError
 from .hashing import canonical_json, sha256_hex
-from .model import Message
+from .model import Message, Text
 from .render.base import RENDER_SCHEME, Renderer
 from .resume import DIGESTS_VERSION, digests_key, pack_digests, row_check, unpack_digests, valid_digests
 from .state import COUNTS_CHUNK as CHUNK
@@ -242,6 +242,8 @@ def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
 def message_shape(m: Message) -> tuple[Any, ...]:
     """What a sampled check of a chunk's part digests covers once: the role and the kinds of blocks (and of a
     tool result's blocks, and whether it is an error)."""
+    if m.plain:  # (a message replayed lazily is not built for it)
+        return m.role, *(Text,) * m.n_blocks
     if m.role != "tool":  # (the block types, a C-level pass: this runs for every message of a resumed session)
         return m.role, *map(type, m.content)
     return m.role, *map(_block_shape, m.content)
