@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import windowsmith as ws
 from conftest import PG_DSN
@@ -107,6 +109,85 @@ def test_replay_builds_the_state_validation_builds(tmp_path: Path) -> None:
         assert m == Message.user("plain text") and "digest" not in m.__dict__
 
 
+_PIECES = st.text(alphabet=st.characters(codec="utf-8")) | st.sampled_from(
+    ['"', "\\", '","type":"text"},{"text":"', '"}],"role":"user"}}', "\n", "\x00", "é", "😀"])
+_TEXTS = st.lists(st.lists(_PIECES, max_size=5).map("".join), min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=_TEXTS, role=st.sampled_from(["user", "assistant"]), extra=st.sampled_from([None, "image", "call", "ingest"]))
+def test_a_text_only_message_is_recognised_in_its_stored_json_and_rebuilt_exactly(
+        texts: list[str], role: str, extra: str | None) -> None:
+    """The stored JSON of a user or assistant message of text blocks (whatever the texts hold) is recognised, and
+    the message replayed lazily from it equals the original; any other message or event shape is not."""
+    from windowsmith.hashing import canonical_json
+    from windowsmith.resume import plain_message
+    from windowsmith.unit_counts import message_shape
+
+    blocks: list[Any] = [ws.Text(t) for t in texts]
+    if extra == "image":
+        blocks.append(ws.Image(url="https://example.com/a.png"))
+    elif extra == "call" and role == "assistant":
+        blocks.append(ws.ToolCall("c1", "read", {"text": texts[0], "type": "text"}))
+    m = Message(role, tuple(blocks))  # type: ignore[arg-type]
+    data: dict[str, Any] = {"message": m.to_dict()}
+    if extra == "ingest":
+        data["ingest"] = {"redactions": 1}
+    got = plain_message(canonical_json(data))
+    if extra in ("image", "ingest") or (extra == "call" and role == "assistant"):
+        assert got is None
+        return
+    assert got == (role, canonical_json(m.to_dict()))
+    lazy = Message.stored_text(got[0], got[1], m.digest)
+    assert lazy.n_blocks == len(texts) and message_shape(lazy) == message_shape(m)  # without building it
+    assert "content" not in lazy.__dict__ and lazy.plain and lazy.role == role
+    assert lazy == m and lazy.to_dict() == m.to_dict() and "_stored" not in lazy.__dict__
+    assert Message.stored_text(got[0], got[1], m.digest).content == m.content
+
+
+def _lazy_state_matches(store: Any) -> int:
+    """Grow a session past two chunks of text, tool and image messages, resume it, and compare its state with one
+    replayed by validating every event; returns how many messages the resume left unbuilt."""
+    from windowsmith.hashing import content_digest
+
+    with _engine(store) as e:
+        s = e.session("lazy", goal="Check every item")
+        for i in range(300):
+            _turn(s, i)
+            if i % 50 == 0:
+                s.user([ws.Text(f'two "blocks" \\ é {i}'), ws.Text("second")])
+                s.user([{"type": "text", "text": "see"}, {"type": "image", "url": f"https://example.com/{i}.png"}])
+                s.assistant([ws.Text(""), ws.Text("empty first")])
+        s.build(FMT)
+    with _engine(store) as e:
+        s = e.session("lazy")
+        msgs = s.state.messages
+        lazy = [i for i, m in enumerate(msgs) if "content" not in m.__dict__]
+        assert lazy and all(msgs[i].role in ("user", "assistant") for i in lazy)
+        slow = SessionState("lazy")
+        for ev in e.store.events("lazy"):
+            slow.apply(ev)
+        assert all(m.digest == content_digest(m.to_dict()) for m in slow.messages)
+        unbuilt = len(lazy)
+        assert [m.digest for m in msgs] == [m.digest for m in slow.messages]
+        assert msgs == slow.messages and s.state.view == slow.view and s.state.units == slow.units
+        assert s.state.call_names == slow.call_names and s.state.head == slow.head
+        assert all("content" in msgs[i].__dict__ for i in lazy)  # built when compared
+    return unbuilt
+
+
+def test_text_messages_are_replayed_lazily_to_the_same_state(tmp_path: Path) -> None:
+    assert _lazy_state_matches(tmp_path / "s.db") >= COUNTS_CHUNK
+
+
+@pytest.mark.postgres
+def test_text_messages_are_replayed_lazily_to_the_same_state_on_postgres(pg_schema: str) -> None:
+    from windowsmith.store.postgres import PostgresStore
+
+    with PostgresStore(PG_DSN, schema=pg_schema) as store:
+        assert _lazy_state_matches(store) >= COUNTS_CHUNK
+
+
 def test_paused_gc_restores_the_collector() -> None:
     import gc
 
@@ -188,7 +269,7 @@ def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
 
 def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     from windowsmith.render.base import RENDER_SCHEME
-    from windowsmith.resume import row_check
+    from windowsmith.resume import pack_digests, row_check, unpack_digests
 
     a = tmp_path / "a.db"
     _grow(a, 300)
@@ -202,7 +283,7 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
         for key, value in con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' "
                                       "AND key NOT LIKE 'digests|%'").fetchall():
             v = json.loads(value)
-            assert v["parts"]["render"] == RENDER_SCHEME and len(v["parts"]["digests"]) == COUNTS_CHUNK
+            assert v["parts"]["render"] == RENDER_SCHEME and len(unpack_digests(v["parts"]["digests"], COUNTS_CHUNK, 32)) == COUNTS_CHUNK
             change(v)
             v["check"] = row_check(v)  # a consistent row: only the digests are wrong
             con.execute("UPDATE kv SET value = ? WHERE scope = 'counts:long' AND key = ?", (json.dumps(v), key))
@@ -212,8 +293,22 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     # digests a changed renderer would not produce (one message of each shape of each chunk is checked)
     wrong = tmp_path / "wrong.db"
     shutil.copy(a, wrong)
-    rewrite(wrong, lambda v: v["parts"].update(digests=["0" * 64] * COUNTS_CHUNK))
+    rewrite(wrong, lambda v: v["parts"].update(digests=pack_digests(["0" * 64] * COUNTS_CHUNK)))
     hinted: list[int] = []
+    got, seeded, _ = _packs(wrong, 300, 4, hinted)
+    assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
+
+    # digests cut short, or not base64: not handed to the renderer, the counts still taken
+    wrong = tmp_path / "short.db"
+    shutil.copy(a, wrong)
+    rewrite(wrong, lambda v: v["parts"].update(digests=v["parts"]["digests"][:-8]))
+    hinted = []
+    got, seeded, _ = _packs(wrong, 300, 4, hinted)
+    assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
+    wrong = tmp_path / "junk.db"
+    shutil.copy(a, wrong)
+    rewrite(wrong, lambda v: v["parts"].update(digests="!" + v["parts"]["digests"][1:]))
+    hinted = []
     got, seeded, _ = _packs(wrong, 300, 4, hinted)
     assert seeded >= 2 * COUNTS_CHUNK and hinted == [0] and got == expected
 
@@ -238,9 +333,48 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     assert hinted[0] >= 2 * COUNTS_CHUNK
 
 
+def test_rows_of_the_first_version_are_ignored_and_written_again(tmp_path: Path) -> None:
+    """Count and digest rows of version 1 (digests as lists of hex strings) are never read as the packed form:
+    a resume takes none of them, sends the same bytes, and its build writes them again in the current form."""
+    from windowsmith.resume import DIGESTS_VERSION, persisted_digests, row_check, unpack_digests
+    from windowsmith.store import SQLiteStore
+    from windowsmith.unit_counts import VERSION
+
+    a = tmp_path / "a.db"
+    _grow(a, 300)
+    clean = tmp_path / "clean.db"
+    shutil.copy(a, clean)
+    _drop_counts(clean)
+    expected, _, _ = _packs(clean, 300, 4)
+
+    con = sqlite3.connect(a)
+    rows = con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' AND key NOT LIKE 'body|%'").fetchall()
+    assert len(rows) >= 4
+    for key, value in rows:  # as the previous release wrote them
+        v = json.loads(value)
+        if key.startswith("digests|"):
+            assert v["v"] == DIGESTS_VERSION == 2
+            v.update(v=1, digests=unpack_digests(v["digests"], COUNTS_CHUNK, 16))
+        else:
+            assert v["v"] == VERSION == 2
+            v.update(v=1, parts={**v["parts"], "digests": unpack_digests(v["parts"]["digests"], COUNTS_CHUNK, 32)})
+        v["check"] = row_check(v)
+        con.execute("UPDATE kv SET value = ? WHERE scope = 'counts:long' AND key = ?", (json.dumps(v), key))
+    con.commit()
+    con.close()
+    with SQLiteStore(a) as store:
+        assert persisted_digests(store, "long", 0, store.event_rows("long")) == {}
+    got, seeded, _ = _packs(a, 300, 4)
+    assert seeded == 0 and got == expected
+    assert all(r["v"] == VERSION and type(r["parts"]["digests"]) is str for r in _rows(a))
+    with SQLiteStore(a) as store:
+        assert len(persisted_digests(store, "long", 0, store.event_rows("long"))) >= 2 * COUNTS_CHUNK
+    assert _packs(a, 304, 1)[1] >= 2 * COUNTS_CHUNK
+
+
 def test_persisted_message_digests(tmp_path: Path) -> None:
     from windowsmith.hashing import content_digest
-    from windowsmith.resume import digests_key, persisted_digests, row_check
+    from windowsmith.resume import digests_key, pack_digests, persisted_digests, row_check
     from windowsmith.store import SQLiteStore
 
     a = tmp_path / "a.db"
@@ -260,7 +394,7 @@ def test_persisted_message_digests(tmp_path: Path) -> None:
         # a row of another log (its chain hash differs), an edited row and junk are ignored
         row = store.get_kv("counts:long", digests_key(0))
         store.set_kv("counts:long", digests_key(0), {**row, "hash": "b1:" + "0" * 64})
-        edited = {**row, "digests": ["f" * 32] * COUNTS_CHUNK}  # its check no longer matches
+        edited = {**row, "digests": pack_digests(["f" * 32] * COUNTS_CHUNK)}  # its check no longer matches
         store.set_kv("counts:long", digests_key(1), edited)
         assert persisted_digests(store, "long", 0, rows) == {}
         store.set_kv("counts:long", digests_key(1), [1, 2])

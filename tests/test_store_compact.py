@@ -17,7 +17,7 @@ import pytest
 
 import windowsmith as ws
 from windowsmith.store import SQLiteStore, packs
-from windowsmith.store.codec import MIN_BYTES, pack_blob, pack_text, unpack_blob, unpack_text
+from windowsmith.store.codec import EVENT_MIN_BYTES, MIN_BYTES, pack_blob, pack_text, unpack_blob, unpack_text
 
 OLD = Path(__file__).parent / "data" / "store_m009.db.gz"
 
@@ -114,6 +114,23 @@ def test_new_rows_are_compressed_where_it_pays_and_read_back_exactly(tmp_path: P
 
 def _noise() -> bytes:
     return b"".join(hashlib.sha256(bytes([i])).digest() for i in range(32))  # 1 KB without repeats
+
+
+def test_a_short_event_row_is_stored_plain_even_where_zlib_would_pay(tmp_path: Path) -> None:
+    """A resume inflates every compressed event row; a short one is kept as text (a pack of the same size is not)."""
+    path = tmp_path / "ws.db"
+    short = "ab" * ((EVENT_MIN_BYTES - 40) // 2)  # compresses well, but its event JSON is under EVENT_MIN_BYTES
+    assert MIN_BYTES < len(short) < EVENT_MIN_BYTES and isinstance(pack_text(short), bytes)
+    with SQLiteStore(path) as st:
+        st.create_session("s", {})
+        st.append_many("s", [("message", {"text": short}), ("message", {"text": short * 2})], expected_parent=None)
+        st.save_pack("p1", "s", 1, {"id": "p1", "parts": short})
+        assert [e.data["text"] for e in st.events("s")] == [short, short * 2]
+        st.verify("s")
+    con = sqlite3.connect(path)
+    assert [r[0] for r in con.execute("SELECT typeof(data) FROM events ORDER BY seq")] == ["text", "blob"]
+    assert con.execute("SELECT typeof(manifest) FROM packs").fetchone()[0] == "blob"
+    con.close()
 
 
 def test_codec_round_trips_and_keeps_what_does_not_pay() -> None:

@@ -43,9 +43,9 @@ from .refs import message_refs
 from .render._common import RenderedBody, UnitRenderer
 from .render.base import RENDER_SCHEME, Renderer
 from .request import NeutralRequest, extends
-from .resume import row_check
+from .resume import pack_digests, row_check, unpack_digests
 from .state import COUNTS_CHUNK
-from .unit_counts import message_shape, part_digester, scope
+from .unit_counts import PART_BYTES, message_shape, part_digester, scope
 
 if TYPE_CHECKING:
     from .model import Message
@@ -173,16 +173,15 @@ class BodySnapshots:
         h = _chain(prev, msgs)
         if row.get("hash") != h:
             return None
+        parts = unpack_digests(row["parts"], SEGMENT, PART_BYTES)
         try:
             values = json.loads(zlib.decompress(base64.b64decode(row["values"], validate=True)))
-            raw = base64.b64decode(row["parts"], validate=True)
         except (ValueError, zlib.error, binascii.Error):
             return None
-        if not isinstance(values, list) or len(values) != SEGMENT or len(raw) != 32 * SEGMENT \
+        if parts is None or not isinstance(values, list) or len(values) != SEGMENT \
                 or not set(map(type, values)) <= {list}:
             return None
-        hexed = raw.hex()
-        return h, values, [hexed[i:i + 64] for i in range(0, 64 * SEGMENT, 64)], row["refs"], row["marks"]
+        return h, values, parts, row["refs"], row["marks"]
 
     def save(self, renderer: Renderer, req: NeutralRequest, seq: int) -> int:
         """Store the full segments of ``renderer``'s body (the one it rendered ``req`` with) not stored yet under
@@ -230,7 +229,7 @@ class BodySnapshots:
                 row: dict[str, Any] = {
                     "v": VERSION, "render": RENDER_SCHEME, "format": fmt, "hash": h, "refs": refs, "marks": marks,
                     "values": base64.b64encode(zlib.compress(values.encode("utf-8"), 6)).decode("ascii"),
-                    "parts": base64.b64encode(bytes.fromhex("".join(body.parts[lo:hi]))).decode("ascii"),
+                    "parts": pack_digests(body.parts[lo:hi]),
                 }
                 row["check"] = row_check(row)
                 self.store.set_kv(scope(self.session_id), _key(fmt, j), row)

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import jsonschema
 
@@ -322,6 +322,49 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(b for b in self.content if isinstance(b, ToolCall))
+
+    @property
+    def plain(self) -> bool:
+        """Whether every block is :class:`Text` (no image, tool call, tool result or thinking block): passes over
+        a whole session ask this first, so a message replayed lazily (:meth:`stored_text`) is not built."""
+        content = self.__dict__.get("content")
+        if content is None:  # made by stored_text, not built yet: text blocks only
+            return True
+        for b in content:  # noqa: SIM110  (a loop, not all() over a generator: this runs for most messages of a resume)
+            if type(b) is not Text:
+                return False
+        return True
+
+    @property
+    def n_blocks(self) -> int:
+        """How many content blocks the message holds (a message replayed lazily is not built: in its canonical
+        JSON a text block ends with ``"type":"text"}``, which no escaped string holds)."""
+        stored = self.__dict__.get("_stored")
+        if stored is not None and "content" not in self.__dict__:
+            return stored.count('"type":"text"}')  # type: ignore[no-any-return]
+        return len(self.content)
+
+    @classmethod
+    def stored_text(cls, role: Role, message_json: str, digest: str) -> Message:
+        """A ``user`` or ``assistant`` message of text blocks only, built when its ``content`` is first read from
+        ``message_json``: its canonical JSON, whose shape the caller proved (``resume.py``; nothing is checked
+        here). ``digest`` is its content digest."""
+        m: Message = object.__new__(cls)
+        m.__dict__.update(role=role, digest=digest, _stored=message_json)
+        return m
+
+    if not TYPE_CHECKING:  # (hidden from the type checker: it would take any misspelt attribute for this one)
+        def __getattr__(self, name: str) -> Any:
+            # only for an attribute not set: the content of a message made by stored_text, built on first read
+            d = self.__dict__
+            if name == "content":
+                stored = d.get("_stored")
+                if stored is not None:  # (two threads may both build it: the same blocks)
+                    d["content"] = tuple(Text(b["text"]) for b in json.loads(stored)["content"])
+                    d.pop("_stored", None)
+                if "content" in d:
+                    return d["content"]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:

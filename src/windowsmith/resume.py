@@ -20,15 +20,18 @@ The state is the same as ``SessionState.apply`` over ``Store.events`` builds (``
 
 from __future__ import annotations
 
+import base64
+import binascii
 import gc
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .hashing import HASH_SCHEME, canonical_json, sha256_hex
-from .model import Event, Image, Message, Text, Thinking, ToolCall, ToolResult
+from .model import Event, Image, Message, Role, Text, Thinking, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from .state import SessionState
@@ -199,13 +202,25 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
     if not rows:
         return 0
     with paused_gc(freeze=len(rows) >= FREEZE_EVENTS):
-        try:
-            datas = json.loads("[" + ",".join(r[2] for r in rows) + "]")
-        except ValueError:  # name the bad row as the store's own reading would
-            datas = [json.loads(r[2]) for r in rows]
         known = persisted_digests(store, session_id, len(state.messages), rows)
+        lazy = _lazy_rows(rows, known, len(state.messages)) if known else None
+        texts = [r[2] for r, z in zip(rows, lazy, strict=True) if z is None] if lazy is not None else \
+            [r[2] for r in rows]
+        try:
+            datas = json.loads("[" + ",".join(texts) + "]")
+        except ValueError:  # name the bad row as the store's own reading would
+            datas = [json.loads(t) for t in texts]
+        decoded = iter(datas)
         messages = state.messages
-        for (seq, kind, data_json, hash_, parent), data in zip(rows, datas, strict=True):
+        for i, (seq, kind, data_json, hash_, parent) in enumerate(rows):
+            z = lazy[i] if lazy is not None else None
+            if z is not None:
+                if parent == state.head:
+                    state.apply_message(Message.stored_text(*z), seq, hash_, parent)
+                    continue
+                data = json.loads(data_json)
+            else:
+                data = next(decoded)
             if kind == "message" and parent == state.head:
                 digest = known.get(len(messages)) if known else None
                 if digest is None:
@@ -219,17 +234,54 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
     return len(rows)
 
 
+#: the canonical JSON of a ``message`` event's data holding only a user or assistant message of text blocks: the
+#: message's JSON (group 1) and role (group 2). (A quote inside a JSON string is escaped, so the pattern cannot
+#: match across a string's end; each string is matched by the unrolled, backtracking-free ``[^"\\]*(\\.[^"\\]*)*``.)
+_TEXT_BLOCK = r'\{"text":"[^"\\]*(?:\\.[^"\\]*)*","type":"text"\}'
+_PLAIN_MESSAGE = re.compile(r'\{"message":(\{"content":\[' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK
+                            + r')*\],"role":"(user|assistant)"\})\}')
+
+
+def plain_message(data_json: str) -> tuple[Role, str] | None:
+    """(role, the message's canonical JSON) if ``data_json`` (a ``message`` event's canonical JSON) holds only a
+    user or assistant message of text blocks; else None."""
+    m = _PLAIN_MESSAGE.fullmatch(data_json)
+    return None if m is None else ("user" if m[2] == "user" else "assistant", m[1])
+
+
+def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list[tuple[Role, str, str] | None]:
+    """For each row: (role, message JSON, digest) if it is a message of text blocks only whose digest is known,
+    to be replayed without parsing it (``Message.stored_text``: its blocks are built if something reads them);
+    else None. The digest comes from a row whose chain hash proves the log's messages (persisted_digests)."""
+    out: list[tuple[Role, str, str] | None] = [None] * len(rows)
+    match = _PLAIN_MESSAGE.fullmatch
+    n = n_before
+    for i, r in enumerate(rows):
+        if r[1] == "message":
+            d = known.get(n)
+            n += 1
+            if d is not None:
+                m = match(r[2])
+                if m is not None:
+                    out[i] = ("user" if m[2] == "user" else "assistant", m[1], d)
+    return out
+
+
 # -- message digests kept per chunk ----------------------------------------------------------------------------
 #
 # Each full chunk of COUNTS_CHUNK logged messages gets one key-value row ``digests|<chunk>`` in the scope
-# ``counts:<session id>`` (see unit_counts.py): ``{"v": 1, "hash": <chain hash of the chunk's last message>,
-# "digests": [content digest of each message], "check": <sha256 of the rest>}``, written by a build from the
+# ``counts:<session id>`` (see unit_counts.py): ``{"v": 2, "hash": <chain hash of the chunk's last message>,
+# "digests": <base64 of the content digest of each message, 16 bytes each>, "check": <sha256 of the rest>}``
+# (version 1 held a list of hex strings: twice the JSON, and a string to parse per message; its rows are
+# ignored, and written again in this form by the next build), written by a build from the
 # messages' own digests. The chain hash of the chunk's last message commits to every message of the chunk, as
 # it does for the persisted token counts (which are taken by position on the same proof): a replay takes a
 # message's digest from the row instead of hashing its row twice. A row whose hash is not the log's at that
 # message, of another version, or that does not check, is ignored.
 
-DIGESTS_VERSION = 1
+DIGESTS_VERSION = 2
+#: bytes of a message's content digest (``Message.digest``, hex)
+DIGEST_BYTES = 16
 
 
 def digests_key(chunk: int) -> str:
@@ -248,11 +300,30 @@ def valid_digests(row: Any, chunk_hash: str) -> list[str] | None:
 
     if not isinstance(row, dict) or row.get("v") != DIGESTS_VERSION or row.get("hash") != chunk_hash:
         return None
-    digests = row.get("digests")
-    if not isinstance(digests, list) or len(digests) != COUNTS_CHUNK or row.get("check") != row_check(row) \
-            or not all(type(d) is str and len(d) == 32 for d in digests):
+    if row.get("check") != row_check(row):
         return None
-    return digests
+    return unpack_digests(row.get("digests"), COUNTS_CHUNK, DIGEST_BYTES)
+
+
+def pack_digests(hexes: Iterable[str]) -> str:
+    """Hex digests as one base64 string of their bytes: a kv row (message digests, part digests, stored bodies)
+    holds a third less JSON than a list of hex strings, and reading it parses one string, not one per digest."""
+    return base64.b64encode(bytes.fromhex("".join(hexes))).decode("ascii")
+
+
+def unpack_digests(text: Any, n: int, size: int) -> list[str] | None:
+    """The ``n`` hex digests of ``size`` bytes each that :func:`pack_digests` packed into ``text``, or None if
+    ``text`` is not that."""
+    if type(text) is not str:
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != n * size:
+        return None
+    hexed, w = raw.hex(), 2 * size
+    return [hexed[i:i + w] for i in range(0, n * w, w)]
 
 
 def persisted_digests(store: Store, session_id: str, n_before: int, rows: list[Any]) -> dict[int, str]:
@@ -279,5 +350,5 @@ def persisted_digests(store: Store, session_id: str, n_before: int, rows: list[A
     return out
 
 
-__all__ = ["DIGESTS_VERSION", "FREEZE_EVENTS", "row_check", "digests_key", "message_from_stored", "paused_gc",
-           "persisted_digests", "replay", "valid_digests"]
+__all__ = ["DIGESTS_VERSION", "DIGEST_BYTES", "FREEZE_EVENTS", "digests_key", "message_from_stored", "pack_digests",
+           "paused_gc", "persisted_digests", "plain_message", "replay", "row_check", "unpack_digests", "valid_digests"]

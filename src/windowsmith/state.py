@@ -358,19 +358,26 @@ class SessionState:
         self.version += 1
         self.messages.append(msg)
         self.message_seqs.append(seq)
-        if msg.role == "tool":
+        role = msg.role
+        if role == "tool":
             self._apply_tool_message(msg, seq)
             return
         units = self.units
         if units and units[-1].open_calls:
             self._close_open_unit(seq)
-        calls = msg.tool_calls if msg.role == "assistant" else ()  # (only an assistant message holds calls)
-        for c in calls:
-            self.call_names[c.id] = c.name
-        pinned = not units and msg.role == "user"
-        self.unit_start.append(len(self.view))
-        self.view.append(msg)
-        units.append(_unit((msg,), seq, seq, frozenset(c.id for c in calls) if calls else _NO_CALLS, pinned))
+        opened = _NO_CALLS
+        # (only an assistant message holds calls; ``plain`` first: a message replayed lazily is not built)
+        if role == "assistant" and not msg.plain:
+            calls = msg.tool_calls
+            if calls:
+                names = self.call_names
+                for c in calls:
+                    names[c.id] = c.name
+                opened = frozenset(c.id for c in calls)
+        view = self.view
+        self.unit_start.append(len(view))
+        view.append(msg)
+        units.append(_unit((msg,), seq, seq, opened, not units and role == "user"))
 
     def _apply_tool_message(self, msg: Message, seq: int) -> None:
         last = self.units[-1] if self.units else None

@@ -5,11 +5,13 @@ The logged messages are cut into chunks of :data:`CHUNK` messages. Once a chunk 
 counter scheme (encoding, format overheads, the thinking blocks the format sends: ``TokenCounter.scheme``),
 one key-value row in the scope ``counts:<session id>`` (no schema of its own: the store's ``kv`` table):
 
-``{"v": 1, "scheme": ..., "seq": <seq of the chunk's last message>, "hash": <that event's chain hash>,
+``{"v": 2, "scheme": ..., "seq": <seq of the chunk's last message>, "hash": <that event's chain hash>,
 "counts": [raw count of each message], "thinking": <any thinking block this format counts>,
 "folds": null | {"lo": <first visible unit>, "compactions": <records>, "fold": FOLD_SCHEME,
 "config": [fold_chars, fold_keys], "raw": [[unit first seq, raw count of its fold message], ...]},
-"parts": null | {"render": RENDER_SCHEME, "digests": [rendered part digest of each message]}, "check": <sha256 of the rest>}``
+"parts": null | {"render": RENDER_SCHEME, "digests": <base64 of the rendered part digest of each message, 32 bytes each>},
+"check": <sha256 of the rest>}`` (version 1 held the part digests as a list of hex strings: 2.3 MB more JSON to
+parse at 50,000 messages; its rows are ignored, never misread, and the next build writes them again).
 
 The chain hash of the chunk's last message commits to the whole log before it, so a row whose hash is not the
 one the log has at that seq (a session deleted and made again under the same id, another tenant's or a tampered
@@ -37,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 from .compaction.mask import FOLD_SCHEME, MaskPlanner
 from .errors import StoreError
 from .hashing import canonical_json, sha256_hex
-from .model import Message
+from .model import Message, Text
 from .render.base import RENDER_SCHEME, Renderer
-from .resume import DIGESTS_VERSION, digests_key, row_check, valid_digests
+from .resume import DIGESTS_VERSION, digests_key, pack_digests, row_check, unpack_digests, valid_digests
 from .state import COUNTS_CHUNK as CHUNK
 from .state import SessionState
 from .store.base import session_kv_scopes
@@ -48,7 +50,9 @@ if TYPE_CHECKING:
     from .store import Store
     from .tokens import TokenCounter
 
-VERSION = 1
+VERSION = 2
+#: bytes of a rendered part digest (sha256)
+PART_BYTES = 32
 
 
 def scope(session_id: str) -> str:
@@ -66,7 +70,9 @@ class PersistedCounts:
         self.seeded = 0  # messages whose counts the last seed() took (for tests and the benchmark)
         self.hinted = 0  # part digests handed to a renderer (for tests)
         self._fold_seeds: dict[str, tuple[tuple[int, int, tuple[int, ...]], dict[int, int]]] = {}
-        self._parts: dict[str, list[tuple[int, list[str]]]] = {}  # scheme → (chunk, part digests) not handed yet
+        # scheme → (chunk, its part digests as stored) not handed yet: unpacked only if handed (most chunks of a long
+        # session are covered by its stored body, body_snapshot.py)
+        self._parts: dict[str, list[tuple[int, str]]] = {}
         self._no_parts: set[tuple[str, int]] = set()  # stored rows without part digests
         self._digests_done = 0  # chunks whose message digests are known to be stored
 
@@ -94,7 +100,7 @@ class PersistedCounts:
             taken += CHUNK
             p = row.get("parts")
             digests = p.get("digests") if isinstance(p, Mapping) and p.get("render") == RENDER_SCHEME else None
-            if isinstance(digests, list) and len(digests) == CHUNK and all(type(d) is str for d in digests):
+            if type(digests) is str:  # (unpacked and checked if handed to a renderer)
                 self._parts.setdefault(scheme, []).append((k, digests))
             else:
                 self._no_parts.add((scheme, k))
@@ -131,7 +137,10 @@ class PersistedCounts:
         if not chunks or digest is None:
             return 0
         hints: dict[Any, str] = {}
-        for k, digests in chunks:
+        for k, packed in chunks:
+            digests = unpack_digests(packed, CHUNK, PART_BYTES)
+            if digests is None:
+                return 0
             msgs = state.messages[k * CHUNK:(k + 1) * CHUNK]
             shapes = set()
             for m, d in zip(msgs, digests, strict=True):
@@ -153,7 +162,7 @@ class PersistedCounts:
             msgs = state.messages[k * CHUNK:(k + 1) * CHUNK]
             if valid_digests(_read(self.store, scope(self.session_id), digests_key(k)), state.chunk_hashes[k]) is None:
                 value: dict[str, Any] = {"v": DIGESTS_VERSION, "hash": state.chunk_hashes[k],
-                                         "digests": [m.digest for m in msgs]}
+                                         "digests": pack_digests(m.digest for m in msgs)}
                 value["check"] = row_check(value)
                 try:
                     self.store.set_kv(scope(self.session_id), digests_key(k), value)
@@ -192,7 +201,7 @@ class PersistedCounts:
                 "counts": [counter.raw_message(m) for m in msgs],
                 "thinking": any(counter.sends_thinking(m) for m in msgs),
                 "folds": None,
-                "parts": None if part is None else {"render": RENDER_SCHEME, "digests": [part(m) for m in msgs]},
+                "parts": None if part is None else {"render": RENDER_SCHEME, "digests": pack_digests(map(part, msgs))},
             }
             if ready and plan is not None and now is not None:
                 if buckets is None:
@@ -233,6 +242,8 @@ def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
 def message_shape(m: Message) -> tuple[Any, ...]:
     """What a sampled check of a chunk's part digests covers once: the role and the kinds of blocks (and of a
     tool result's blocks, and whether it is an error)."""
+    if m.plain:  # (a message replayed lazily is not built for it)
+        return m.role, *(Text,) * m.n_blocks
     if m.role != "tool":  # (the block types, a C-level pass: this runs for every message of a resumed session)
         return m.role, *map(type, m.content)
     return m.role, *map(_block_shape, m.content)
@@ -273,4 +284,4 @@ def _read(store: Store, scope_: str, key: str) -> dict[str, Any] | None:
     return row if isinstance(row, dict) else None
 
 
-__all__ = ["CHUNK", "VERSION", "PersistedCounts", "message_shape", "scope"]
+__all__ = ["CHUNK", "PART_BYTES", "VERSION", "PersistedCounts", "message_shape", "scope"]

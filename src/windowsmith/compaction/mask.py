@@ -105,6 +105,8 @@ def image_stub(image: Image) -> ImageStub:
 
 def has_images(u: Unit) -> bool:
     for m in u.messages:  # (loops, not generators: this runs for every unit of a resumed session)
+        if m.plain:  # (a message replayed lazily is not built)
+            continue
         for b in m.content:
             if isinstance(b, Image):
                 return True
@@ -215,7 +217,7 @@ def is_exchange(u: Unit) -> bool:
     if not u.messages:
         return False
     m = u.messages[0]
-    if m.role != "assistant":
+    if m.role != "assistant" or m.plain:  # (plain first: a message replayed lazily is not built)
         return False
     for b in m.content:  # noqa: SIM110  (a loop, not any() over a generator: it runs for every unit of a resume)
         if isinstance(b, ToolCall):
@@ -326,7 +328,12 @@ class MaskPlanner:
             self._planned_upto = limit
             self.planned_saving = sum(f.saving for f in self._planned)
         end = min(limit, len(counts))  # a unit the history layer did not count yet is planned next time
-        for i in range(max(self._planned_upto, lo), end):  # never a unit before the view
+        # only the exchanges among units [start, end) (every other unit is skipped below): a resumed session's
+        # first plan walks a third of its units, not all of them
+        ex = self._exchanges
+        start = max(self._planned_upto, lo)  # never a unit before the view
+        for j in range(bisect.bisect_left(ex, start), bisect.bisect_left(ex, end)):
+            i = ex[j]
             u = units[i]
             if u.folded or u.pinned or u.is_open or not is_exchange(u):
                 continue

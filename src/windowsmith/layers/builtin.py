@@ -150,7 +150,7 @@ class HistoryLayer(Layer):
             if sends_thinking:
                 ttotal += sum(map(thinking, msgs))
             tprefix.append(ttotal)
-            if first.role == "user" and not first.tool_results:
+            if first.role == "user" and (first.plain or not first.tool_results):
                 users.append(k)
         return counts, prefix
 

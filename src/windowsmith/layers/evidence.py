@@ -46,7 +46,7 @@ class StepTracker:
         if len(msgs) < self._seen:  # a different state object
             self._seen = self._users = 0
         for m in msgs[self._seen:]:
-            if m.role == "user" and not m.tool_results:
+            if m.role == "user" and (m.plain or not m.tool_results):  # (plain first: a lazy message is not built)
                 self._users += 1
         self._seen = len(msgs)
         return f"{self._users}:{state.task.step or ''}"

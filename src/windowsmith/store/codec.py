@@ -1,7 +1,8 @@
 """How the stores keep large values: zlib where it pays, plain where it does not.
 
 SQLite: an event's JSON, a pack's manifest (or delta) and an artifact's bytes are stored compressed when
-they are at least :data:`MIN_BYTES` long and zlib saves at least an eighth of them; else as they are. A
+they are at least :data:`MIN_BYTES` long (an event's: :data:`EVENT_MIN_BYTES`) and zlib saves at least an eighth
+of them; else as they are. A
 compressed JSON value is a BLOB in its TEXT column (SQLite keeps the storage class of each value, so a
 reader tells them apart and older rows, all TEXT, read unchanged); a compressed artifact is shorter than
 the ``size`` its row records, which no plain one is. PostgreSQL compresses artifacts the same way; its
@@ -15,6 +16,10 @@ import zlib
 
 #: Values shorter than this are stored as they are (zlib's header and a row's overhead eat the gain).
 MIN_BYTES = 128
+#: An event's JSON shorter than this is stored as it is: a resume reads every row of the log, and inflating a
+#: short row (about 3 µs a call, whatever its length) costs more than the few dozen bytes zlib saves on it
+#: (``benchmarks/bench_scale.py --only resume``; ``--only store`` for the bytes).
+EVENT_MIN_BYTES = 256
 _LEVEL = 6
 
 
@@ -25,9 +30,10 @@ def _pays(raw: bytes) -> bytes | None:
     return z if len(z) <= len(raw) - len(raw) // 8 else None
 
 
-def pack_text(text: str) -> str | bytes:
-    """What to store for a JSON text: the text, or its UTF-8 bytes compressed (a BLOB)."""
-    if len(text) < MIN_BYTES:
+def pack_text(text: str, min_bytes: int = MIN_BYTES) -> str | bytes:
+    """What to store for a JSON text: the text, or its UTF-8 bytes compressed (a BLOB) when it is at least
+    ``min_bytes`` long and that pays."""
+    if len(text) < max(min_bytes, MIN_BYTES):
         return text
     z = _pays(text.encode("utf-8"))
     return text if z is None else z
@@ -84,7 +90,7 @@ def compact_sqlite(conn: sqlite3.Connection) -> None:
     rows = conn.execute(f"SELECT {cols} FROM events_m009 ORDER BY session_id, seq")
     while batch := rows.fetchmany(500):
         conn.executemany(f"INSERT INTO events ({cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         [(*r[:3], pack_text(unpack_text(r[3])), *r[4:]) for r in batch])
+                         [(*r[:3], pack_text(unpack_text(r[3]), EVENT_MIN_BYTES), *r[4:]) for r in batch])
     conn.execute("DROP TABLE events_m009")
     packed = []
     for o, text in conn.execute("SELECT ord, manifest FROM packs WHERE typeof(manifest) = 'text'"):
@@ -100,4 +106,4 @@ def compact_sqlite(conn: sqlite3.Connection) -> None:
     conn.executemany("UPDATE blobs SET data = ? WHERE tenant = ? AND sha = ?", blobs)
 
 
-__all__ = ["MIN_BYTES", "compact_sqlite", "pack_blob", "pack_text", "unpack_blob", "unpack_text"]
+__all__ = ["EVENT_MIN_BYTES", "MIN_BYTES", "compact_sqlite", "pack_blob", "pack_text", "unpack_blob", "unpack_text"]

@@ -48,7 +48,7 @@ from .base import (
     unknown_session,
 )
 from .chunks import Chunk, NewChunk, check_namespace, check_scope, check_scopes, fts5_query
-from .codec import pack_blob, pack_text, unpack_blob, unpack_text
+from .codec import EVENT_MIN_BYTES, pack_blob, pack_text, unpack_blob, unpack_text
 from .sqlite_schema import MIGRATIONS_TABLE, migration
 
 _WRITABLE_HINT = (
@@ -279,7 +279,7 @@ class SQLiteStore(Store):
                 "INSERT INTO events (session_id, seq, kind, data, hash, parent, created_at, tenant) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (session_id, head_seq + 1 + i, p.kind, pack_text(p.data_json), p.hash, p.parent, ts, self.tenant)
+                    (session_id, head_seq + 1 + i, p.kind, pack_text(p.data_json, EVENT_MIN_BYTES), p.hash, p.parent, ts, self.tenant)
                     for i, p in enumerate(prepared)
                 ],
             )
@@ -306,7 +306,9 @@ class SQLiteStore(Store):
             )
             if not rows:
                 self._require_session(session_id)
-        return [(seq, kind, unpack_text(data), h, parent) for seq, kind, data, h, parent in rows]
+        # (most rows are plain text: no call for them)
+        return [(seq, kind, data if type(data) is str else unpack_text(data), h, parent)
+                for seq, kind, data, h, parent in rows]
 
     def head(self, session_id: str) -> Event | None:
         check_session_id(session_id)
