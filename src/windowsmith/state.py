@@ -326,10 +326,14 @@ class SessionState:
             self.rewrites += 1
             self.version += 1
             return
-        if self.pending_transcript and not rec.transcript:  # the newest link of the chain stays referenced
-            self.transcript = self.pending_transcript
-            self._summary_message = None
-        self.pending_seq, self.deferred_cuts, self.pending_index, self.pending_transcript = None, 0, [], None
+        if isinstance(rec, TruncateRecord):  # the deferred spans still wait for a refresh of the work log
+            if rec.transcript:
+                self.pending_transcript = None  # the new transcript links it
+        else:  # a summary or a refreshing cut took them
+            if self.pending_transcript and not rec.transcript:  # the newest link of the chain stays referenced
+                self.transcript = self.pending_transcript
+                self._summary_message = None
+            self.pending_seq, self.deferred_cuts, self.pending_index, self.pending_transcript = None, 0, [], None
         self._summary_messages = None
         if isinstance(rec, EmergencyRecord):
             self.work_log = list(rec.work_log)[-WORK_LOG_LINES:]  # the whole new log

@@ -27,7 +27,7 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     due = (
         (failed and not p.summary_declined and size >= p.summarize_at * avail)  # the summary failed: the next stage
         # no summary placed (its call does not pay): cut in one batch at the high-water mark, down to the low one
-        or (p.summary_declined and size >= max(cfg.cut_at, p.summarize_at) * avail)
+        or ((p.summary_declined or "summary" not in p.result.stages) and size >= max(cfg.cut_at, p.summarize_at) * avail)
         or (p.harder and summarized_before)  # the provider still refused after a summary
         or size > avail  # still does not fit
     )
