@@ -27,7 +27,10 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     due = (
         (failed and not p.summary_declined and size >= p.summarize_at * avail)  # the summary failed: the next stage
         # no summary placed (its call does not pay): cut in one batch at the high-water mark, down to the low one
-        or ((p.summary_declined or "summary" not in p.result.stages) and size >= max(cfg.cut_at, p.summarize_at) * avail)
+        # or no summary span was worth one: the free cut, if it removes enough to wait for the next one (else the
+        # history layer's fit took the span at the block threshold, without a work log)
+        or ((p.summary_declined or ("summary" not in p.result.stages and cut_saves(p)))
+            and size >= max(cfg.cut_at, p.summarize_at) * avail)
         or (p.harder and summarized_before)  # the provider still refused after a summary
         or size > avail  # still does not fit
     )
@@ -64,6 +67,15 @@ def room_raw(p: Pass) -> float:
     fixed = counter.overheads.per_request + counter.raw_tools(state.tools)
     fixed += sum(counter.raw_segment(t) for t in (*state.system.values(), *state.context.values()) if t)
     return max(0.0, p.available / counter.scale - fixed)
+
+
+def cut_saves(p: Pass) -> bool:
+    """Whether a free cut would remove at least ``min_saving`` tokens (all but the newest unit of the compactable
+    history): a request whose floor (tools, system, pinned request, carry, newest unit) is near the high-water mark
+    would otherwise be cut again at every call."""
+    lo = p.state.first_compactable_unit()
+    n = min(len(p.counts), len(p.state.units))
+    return sum(p.counts[lo:n - 1]) * p.scale >= p.config.min_saving(p.available)
 
 
 def carry_caps(p: Pass) -> tuple[int, int]:
