@@ -69,7 +69,7 @@ class CompactionConfig:
     work_log_ratio: float = 0.03  # the work log of emergency truncations keeps its newest lines within this share (0.08 before the index)
     index_ratio: float = 0.05  # the emergency index of identifiers the dropped history lost takes at most this share
     carry_share: float | None = 0.15  # work log + index together take at most this share of the room tools and system leave
-    carry_refresh: int = 3  # the emergency stage rewrites its work log and index at most every this many cuts (1: every cut)
+    carry_refresh: int = 2  # the emergency stage rewrites its summary message at most every this many cuts (1: every cut)
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
     working_set: bool = False  # opt-in: old reads of files the kept exchanges name stay unfolded (working_set.py)
 
