@@ -134,8 +134,9 @@ def defers(p: Pass) -> bool:
     ``carry_refresh`` - 1 cuts in a row, and not after a provider refusal. Every request
     after a cut reads that message, and a cut that rewrites it writes it to the cache again (1.25 times the input price,
     against a tenth for a read); where tools and system leave little room, cuts come every few calls and those writes
-    are most of what the carry costs. The span waits in the transcript-less gap until the next refresh, which takes
-    it into the work log, the index and the transcript."""
+    are most of what the carry costs. A deferred span's lost identifiers and transcript go to the pending message
+    after the summary message (``SessionState.summary_messages``) until the next refresh takes the span into the work
+    log and the index."""
     state = p.state
     return (p.config.carry_refresh > 1 and not p.harder
             and state.deferred_cuts + 1 < p.config.carry_refresh
@@ -230,4 +231,4 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
     return removed, sum(counter.raw_message(m) for m in state.summary_messages), rec
 
 
-__all__ = ["carry_caps", "emergency", "index_budget", "lost_index", "run_emergency"]
+__all__ = ["carry_caps", "cut_saves", "defers", "emergency", "index_budget", "lost_index", "run_emergency"]
