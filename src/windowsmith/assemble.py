@@ -267,6 +267,7 @@ def assemble(
         allowed_tools=allowed,
         lineage=lineage,
         head=int(history.meta.get("head", 0)) if history is not None else 0,
+        carry=int(history.meta.get("carry", 0)) if history is not None else 0,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance, counted)
 

@@ -30,9 +30,14 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
     head_idx = req.head - 1 if 0 < req.head <= n and (msg_idx is None or req.head - 1 < msg_idx) else None
     if head_idx is not None and req.tail_mode() == "prepend" and head_idx >= n - 1:
         head_idx = None  # the tail is prepended to that message: it renders differently next turn
+    carry_idx = req.carry - 1 if req.carry > req.head and req.carry <= n and (msg_idx is None or req.carry - 1 < msg_idx) \
+        else None
+    if carry_idx is not None and req.tail_mode() == "prepend" and carry_idx >= n - 1:
+        carry_idx = None
     wanted = [
         ("message", msg_idx is not None),
         ("head", head_idx is not None),
+        ("carry", carry_idx is not None),
         ("session", bool(req.session)),
         ("system", bool(req.system)),
         ("tools", bool(req.tools)),
@@ -50,6 +55,7 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
         session="session" in chosen,
         message_index=msg_idx if "message" in chosen else None,
         head_index=head_idx if "head" in chosen else None,
+        carry_index=carry_idx if "carry" in chosen else None,
     )
 
 

@@ -91,6 +91,8 @@ def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[int]:
         out.append(ses_end)
     if plan.head_index is not None:
         out.append(ses_end + sum(counter.raw_message(m) for m in req.messages[: plan.head_index + 1]))
+    if plan.carry_index is not None:
+        out.append(ses_end + sum(counter.raw_message(m) for m in req.messages[: plan.carry_index + 1]))
     if plan.message_index is not None:
         out.append(ses_end + sum(counter.raw_message(m) for m in req.messages[: plan.message_index + 1]))
     return out

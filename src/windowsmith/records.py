@@ -142,6 +142,10 @@ class EmergencyRecord:
     reason: str
     seq: int = field(default=-1, compare=False)
     index: tuple[str, ...] = ()  # the whole new index of identifiers the dropped history lost, best first
+    # True: the cut left the summary message (work log, index, transcript reference) as it was, so its cached prefix
+    # holds; the span waits for the next cut that refreshes it (``SessionState.pending_seq``); work_log and index
+    # are the carried ones, unchanged, and transcript is None
+    deferred: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"type": self.kind, "first_seq": self.first_seq, "last_seq": self.last_seq,
@@ -149,6 +153,8 @@ class EmergencyRecord:
                              "transcript": self.transcript, "artifacts": list(self.artifacts), "reason": self.reason}
         if self.index:  # absent when empty: logs written before the index replay unchanged
             d["index"] = list(self.index)
+        if self.deferred:  # absent when False: logs written before deferred cuts replay unchanged
+            d["deferred"] = True
         return d
 
     @classmethod
@@ -156,7 +162,7 @@ class EmergencyRecord:
         return cls(int(d.get("first_seq", -1)), int(d.get("last_seq", -1)), int(d.get("keep_from_seq", 0)),
                    tuple(str(x) for x in d.get("work_log", ())), _opt_str(d.get("transcript")),
                    tuple(str(a) for a in d.get("artifacts", ())), str(d.get("reason", "")), seq,
-                   tuple(str(x) for x in d.get("index", ()) or ()))
+                   tuple(str(x) for x in d.get("index", ()) or ()), d.get("deferred") is True)
 
 
 #: The line that shows an emergency record's ``index`` in the summary message (``render_index``).

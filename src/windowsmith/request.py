@@ -41,6 +41,9 @@ class CachePlan:
     carries the breakpoint, or ``None``. ``head_index``: the last message of the history's stable head
     (the pinned first request, which compaction never rewrites), when it is before ``message_index``: a
     compaction rewrites what follows the head, and this breakpoint keeps the head itself read from cache.
+    ``carry_index``: the last message of the carry after the head (the summary message of the emergency stage's
+    work log and index), when a cut may leave it as it is (``NeutralRequest.carry``): such a cut re-writes only
+    what follows it.
     """
 
     tools: bool = False
@@ -48,11 +51,12 @@ class CachePlan:
     session: bool = False
     message_index: int | None = None
     head_index: int | None = None
+    carry_index: int | None = None
 
     @property
     def count(self) -> int:
         return (int(self.tools) + int(self.system) + int(self.session) + int(self.message_index is not None)
-                + int(self.head_index is not None))
+                + int(self.head_index is not None) + int(self.carry_index is not None))
 
 
 class Lineage:
@@ -95,6 +99,7 @@ class NeutralRequest:
     #: the history's lineage (set by the assembler from the history layer; see :class:`Lineage`)
     lineage: Lineage | None = field(default=None, compare=False, repr=False)
     head: int = 0  # leading messages that compaction never rewrites (the pinned request): a cache breakpoint may end them
+    carry: int = 0  # leading messages through the carried summary message, which a cut may leave as it is (or 0)
 
     @property
     def system_text(self) -> str:

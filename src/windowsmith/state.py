@@ -71,6 +71,8 @@ COUNTS_CHUNK = 512
 
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
+#: the pending message's line of identifiers (``SessionState.summary_messages``)
+PENDING_HEAD = "[windowsmith: identifiers of the exchanges dropped since the work log above, most relevant first: "
 
 
 def message_images(m: Message) -> Iterator[tuple[tuple[int, ...], Image]]:
@@ -200,11 +202,18 @@ class SessionState:
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
     index: list[str] = field(default_factory=list)  # identifiers the dropped history named and the view lost, best first
+    # cuts that left the summary message as it was (deferred, ``EmergencyRecord.deferred``): the first seq of their
+    # spans, how many, the identifiers those spans lost and their newest transcript (the pending message's content)
+    pending_seq: int | None = None
+    deferred_cuts: int = 0
+    pending_index: list[str] = field(default_factory=list)
+    pending_transcript: str | None = None
     lessons: list[dict[str, Any]] = field(default_factory=list)  # memory candidates with provenance
     transcript: str | None = None  # sha of the newest compacted-span transcript (each links the one before)
     rewrites: int = 0  # bumps when units already in the view are rewritten (mask, summary)
     tool_events: list[dict[str, Any]] = field(default_factory=list)  # tools_loaded / tool_scope meta events
     _summary_message: Message | None = None
+    _summary_messages: tuple[Message, ...] | None = None
     _view_epoch: object = field(default_factory=object, compare=False, repr=False)  # new when the view is rewritten
     _history: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)  # see history_view
 
@@ -305,6 +314,27 @@ class SessionState:
             self.summary = dict(rec.summary)
             self.work_log = []  # the summary absorbed it
             self.index = []
+        if isinstance(rec, EmergencyRecord) and rec.deferred:
+            # the summary message stays byte for byte; the pending message after it names what the span lost
+            if self.pending_seq is None:
+                self.pending_seq = rec.first_seq
+            self.deferred_cuts += 1
+            self.pending_index = list(rec.index)
+            self.pending_transcript = rec.transcript or self.pending_transcript
+            self._summary_messages = None
+            self.keep_from_seq = max(self.keep_from_seq, rec.keep_from_seq)
+            self.rewrites += 1
+            self.version += 1
+            return
+        if isinstance(rec, TruncateRecord):  # the deferred spans still wait for a refresh of the work log
+            if rec.transcript:
+                self.pending_transcript = None  # the new transcript links it
+        else:  # a summary or a refreshing cut took them
+            if self.pending_transcript and not rec.transcript:  # the newest link of the chain stays referenced
+                self.transcript = self.pending_transcript
+                self._summary_message = None
+            self.pending_seq, self.deferred_cuts, self.pending_index, self.pending_transcript = None, 0, [], None
+        self._summary_messages = None
         if isinstance(rec, EmergencyRecord):
             self.work_log = list(rec.work_log)[-WORK_LOG_LINES:]  # the whole new log
             self.index = list(rec.index)
@@ -431,6 +461,26 @@ class SessionState:
             self._summary_message = Message("user", (Text("\n\n".join(parts)),))
         return self._summary_message
 
+    @property
+    def summary_messages(self) -> tuple[Message, ...]:
+        """What stands for the compacted history in the view: the summary message, then the pending message (the
+        identifiers and transcript of the spans cuts took out since the summary message was last rewritten), each
+        when there is one."""
+        if self._summary_messages is None:
+            out = []
+            if self.summary_message is not None:
+                out.append(self.summary_message)
+            if self.pending_index or self.pending_transcript:
+                parts = []
+                if self.pending_index:
+                    parts.append(PENDING_HEAD + ", ".join(self.pending_index) + "]")
+                if self.pending_transcript:
+                    parts.append(f"[their transcript: artifact://{self.pending_transcript} — read it with read_result or "
+                                 "search_result]")
+                out.append(Message("user", (Text("\n".join(parts)),)))
+            self._summary_messages = tuple(out)
+        return self._summary_messages
+
     def span_messages(self, first_seq: int, last_seq: int) -> list[tuple[int, Message]]:
         """The original (never compacted) messages logged at seqs ``first_seq..last_seq``."""
         lo = bisect.bisect_left(self.message_seqs, first_seq)
@@ -463,9 +513,7 @@ class SessionState:
         out: list[Message] = []
         if self.pinned:
             out += self.view[:self.unit_start[1] if len(self.units) > 1 else len(self.view)]
-        summary = self.summary_message
-        if summary is not None:
-            out.append(summary)
+        out += self.summary_messages
         out += self.view[self.unit_start[first_unit]:]
         return tuple(out)
 
@@ -474,7 +522,7 @@ class SessionState:
         session's messages), and its :class:`~windowsmith.request.Lineage`: the same lineage object as long as the
         view only grew at its end (same view epoch, first unit and summary), so later stages prove that this
         history extends the previous one without comparing them. A call with nothing new returns the same one."""
-        summary = self.summary_message if first_unit > 0 else None
+        summary = self.summary_messages if first_unit > 0 else None
         c = self._history
         if c is None or c[0] is not self._view_epoch or c[1] != first_unit or c[2] is not summary:
             c = (self._view_epoch, first_unit, summary, Lineage(), -1)
@@ -487,7 +535,7 @@ class SessionState:
                 if first_unit > 0 and self.pinned:
                     head = tuple(self.view[:self.unit_start[1] if len(self.units) > 1 else len(self.view)])
                 if summary is not None:
-                    head = (*head, summary)
+                    head = (*head, *summary)
                 lin.messages = Snapshot(head, self.view, self.unit_start[first_unit], len(self.view))
             c = (*c[:4], len(self.view))
         self._history = c

@@ -69,6 +69,7 @@ class CompactionConfig:
     work_log_ratio: float = 0.03  # the work log of emergency truncations keeps its newest lines within this share (0.08 before the index)
     index_ratio: float = 0.05  # the emergency index of identifiers the dropped history lost takes at most this share
     carry_share: float | None = 0.15  # work log + index together take at most this share of the room tools and system leave
+    carry_refresh: int = 2  # the emergency stage rewrites its summary message at most every this many cuts (1: every cut)
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
     working_set: bool = False  # opt-in: old reads of files the kept exchanges name stay unfolded (working_set.py)
 
@@ -88,6 +89,9 @@ class CompactionConfig:
         if not 0 <= self.index_ratio < 0.5:
             raise ConfigError(f"index_ratio is a fraction of the available budget in [0, 0.5) (0: no index), "
                               f"got {self.index_ratio}")
+        if not 1 <= self.carry_refresh <= 16:
+            raise ConfigError(f"carry_refresh is a number of cuts in [1, 16] (1: the work log is rewritten at every "
+                              f"cut), got {self.carry_refresh}")
         if self.carry_share is not None and not 0 < self.carry_share <= 1:
             raise ConfigError(f"carry_share is a fraction of the room tools and system leave in (0, 1] (None: no "
                               f"bound), got {self.carry_share}")

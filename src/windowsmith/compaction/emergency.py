@@ -5,6 +5,7 @@ above ``summary_target``; the newest unit always)."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 from ..assemble import Action
@@ -26,7 +27,10 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
     due = (
         (failed and not p.summary_declined and size >= p.summarize_at * avail)  # the summary failed: the next stage
         # no summary placed (its call does not pay): cut in one batch at the high-water mark, down to the low one
-        or (p.summary_declined and size >= max(cfg.cut_at, p.summarize_at) * avail)
+        # or no summary span was worth one: the free cut, if it removes enough to wait for the next one (else the
+        # history layer's fit took the span at the block threshold, without a work log)
+        or ((p.summary_declined or ("summary" not in p.result.stages and cut_saves(p)))
+            and size >= max(cfg.cut_at, p.summarize_at) * avail)
         or (p.harder and summarized_before)  # the provider still refused after a summary
         or size > avail  # still does not fit
     )
@@ -65,6 +69,15 @@ def room_raw(p: Pass) -> float:
     return max(0.0, p.available / counter.scale - fixed)
 
 
+def cut_saves(p: Pass) -> bool:
+    """Whether a free cut would remove at least ``min_saving`` tokens (all but the newest unit of the compactable
+    history): a request whose floor (tools, system, pinned request, carry, newest unit) is near the high-water mark
+    would otherwise be cut again at every call."""
+    lo = p.state.first_compactable_unit()
+    n = min(len(p.counts), len(p.state.units))
+    return sum(p.counts[lo:n - 1]) * p.scale >= p.config.min_saving(p.available)
+
+
 def carry_caps(p: Pass) -> tuple[int, int]:
     """Raw tokens the work log and the identifier index may take: ``work_log_ratio`` (at least 200 tokens) and
     ``index_ratio`` of the available budget, scaled down together to ``carry_share`` of the room the fixed part
@@ -88,11 +101,13 @@ def index_budget(p: Pass) -> int:
     return carry_caps(p)[1]
 
 
-def lost_index(p: Pass, lo: int, cut: int, work_log: Sequence[str]) -> tuple[str, ...]:
+def lost_index(p: Pass, lo: int, cut: int, work_log: Sequence[str], *, budget: int | None = None,
+               pending: bool = False) -> tuple[str, ...]:
     """The identifiers the span ``units[lo:cut]`` named that the request keeps nowhere else (pinned request,
-    kept units, work log, summary, system, goal), best first, within :func:`index_budget`, with the
-    previous index's entries after the new ones (``keys.py``)."""
-    budget = index_budget(p)
+    kept units, work log, summary, system, goal), best first, within ``budget`` (default :func:`index_budget`),
+    with the previous index's entries after the new ones (``keys.py``). ``pending``: for the pending message of a
+    deferred cut: the carried index counts as kept and the previous entries are the pending message's."""
+    budget = index_budget(p) if budget is None else budget
     if budget <= 0:
         return ()
     state = p.state
@@ -102,14 +117,30 @@ def lost_index(p: Pass, lo: int, cut: int, work_log: Sequence[str]) -> tuple[str
     if state.pinned:
         kept += [message_text(m) for m in units[0].messages]
     kept += work_log
+    if pending:
+        kept.append(", ".join(state.index))
     kept += state.system.values()
     if state.summary and state.summary.get("text"):
         kept.append(str(state.summary["text"]))
     goal = " ".join(x for x in (state.task.goal, state.task.step) if x)
     if goal:
         kept.append(goal)
-    ranked = rank_lost(dropped, kept=kept, goal=goal, previous=state.index)
+    ranked = rank_lost(dropped, kept=kept, goal=goal, previous=state.pending_index if pending else state.index)
     return fit_index(ranked, budget, p.counter.raw_text)
+
+
+def defers(p: Pass) -> bool:
+    """Whether a cut leaves the summary message (work log, index, transcript reference) as it is: at most
+    ``carry_refresh`` - 1 cuts in a row, and not after a provider refusal. Every request
+    after a cut reads that message, and a cut that rewrites it writes it to the cache again (1.25 times the input price,
+    against a tenth for a read); where tools and system leave little room, cuts come every few calls and those writes
+    are most of what the carry costs. A deferred span's lost identifiers and transcript go to the pending message
+    after the summary message (``SessionState.summary_messages``) until the next refresh takes the span into the work
+    log and the index."""
+    state = p.state
+    return (p.config.carry_refresh > 1 and not p.harder
+            and state.deferred_cuts + 1 < p.config.carry_refresh
+            and state.summary_message is not None and bool(state.work_log or state.index))
 
 
 def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None) -> tuple[int, int, EmergencyRecord] | None:
@@ -135,12 +166,29 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
     cut = min(cut, n - 1)  # the newest unit always stays
     if cut <= lo:
         return None
+    removed = sum(counter.raw_message(m) for u in units[lo:cut] for m in u.messages)
+    removed += sum(counter.raw_message(m) for m in state.summary_messages)
+    if defers(p):
+        transcript = store_transcript(p.port, state.span_messages(units[lo].first_seq, units[cut - 1].last_seq),
+                                      units[lo].first_seq, units[cut - 1].last_seq)
+        index = lost_index(p, lo, cut, state.work_log, budget=index_budget(p) // 2, pending=True)
+        rec = EmergencyRecord(
+            first_seq=units[lo].first_seq, last_seq=units[cut - 1].last_seq, keep_from_seq=units[cut].first_seq,
+            work_log=(), transcript=transcript, artifacts=(),
+            reason=f"{why}; emergency truncation without a model: kept the first request, the summary message as it "
+                   f"was (the next cut that rewrites it takes this span into its work log), a pending message"
+                   f"{f' of {len(index)} identifier(s) the cut lost' if index else ''} with the span's transcript "
+                   f"and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
+            index=index, deferred=True)
+        p.port.append(rec)
+        return removed, sum(counter.raw_message(m) for m in state.summary_messages), rec
+    # the spans earlier cuts deferred join this one's work log and index (their transcripts are already stored)
+    span_lo = lo if state.pending_seq is None else \
+        min(lo, bisect.bisect_left(units, state.pending_seq, key=lambda u: u.first_seq))
     lines: list[str] = []
     blobs: list[tuple[str, bytes]] = []
-    removed = 0
-    for i in range(lo, cut):
+    for i in range(span_lo, cut):
         u = units[i]
-        removed += sum(counter.raw_message(m) for m in u.messages)
         if u.folded:
             lines.append(u.messages[0].text)
         elif is_exchange(u):
@@ -166,10 +214,7 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
     while len(log) > 1 and sum(counter.raw_text(x) + 1 for x in log) > cap:
         log.pop(0)
     lines = log
-    index = lost_index(p, lo, cut, lines)
-    old = state.summary_message
-    if old is not None:
-        removed += counter.raw_message(old)
+    index = lost_index(p, span_lo, cut, lines)
     rec = EmergencyRecord(
         first_seq=units[lo].first_seq,
         last_seq=units[cut - 1].last_seq,
@@ -183,8 +228,7 @@ def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None
         index=index,
     )
     p.port.append(rec)
-    new = state.summary_message
-    return removed, counter.raw_message(new) if new is not None else 0, rec
+    return removed, sum(counter.raw_message(m) for m in state.summary_messages), rec
 
 
-__all__ = ["carry_caps", "emergency", "index_budget", "lost_index", "run_emergency"]
+__all__ = ["carry_caps", "cut_saves", "defers", "emergency", "index_budget", "lost_index", "run_emergency"]

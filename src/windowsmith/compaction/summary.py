@@ -121,7 +121,7 @@ def summarize(p: Pass, summarizer: Summarizer, lo: int, cut: int, sbudget: int) 
     units = state.units[lo:cut]
     removed = sum(counter.raw_message(m) for u in units for m in u.messages)  # what leaves the view
     first_seq, last_seq = units[0].first_seq, units[-1].last_seq
-    old_summary = state.summary_message
+    old_summary = state.summary_messages
     # the summarizer reads the original messages (not their folds), plus the work log it absorbs
     originals = state.span_messages(first_seq, last_seq)
     view_msgs = [m for _, m in originals]
@@ -173,10 +173,8 @@ def summarize(p: Pass, summarizer: Summarizer, lo: int, cut: int, sbudget: int) 
             if lesson not in known:
                 p.port.append(LessonRecord(lesson, f"compaction:{name}", {"first_seq": first_seq, "last_seq": last_seq,
                                                                         "summary_seq": state.seq}))
-    new_summary = state.summary_message
-    added = counter.raw_message(new_summary) if new_summary is not None else 0
-    if old_summary is not None:
-        removed += counter.raw_message(old_summary)
+    added = sum(counter.raw_message(m) for m in state.summary_messages)
+    removed += sum(counter.raw_message(m) for m in old_summary)
     return removed, added
 
 
@@ -187,8 +185,8 @@ def fixed_raw(state: SessionState, counter: TokenCounter, size: int, scale: floa
     lo = state.first_visible_unit()
     history = sum(counter.raw_message(m) for u in state.units[lo:] for m in u.messages)
     pinned = sum(counter.raw_message(m) for m in state.units[0].messages) if lo > 0 and state.pinned else 0
-    if state.summary_message is not None and lo > 0:
-        history += counter.raw_message(state.summary_message)
+    if lo > 0:
+        history += sum(counter.raw_message(m) for m in state.summary_messages)
     if lo == 0 and state.pinned:  # the pinned request is the first visible unit
         pinned = sum(counter.raw_message(m) for m in state.units[0].messages)
         history -= pinned

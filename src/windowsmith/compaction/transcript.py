@@ -15,7 +15,7 @@ def store_transcript(port: CompactionPort, originals: Sequence[tuple[int, Messag
     The first line points at the transcript of the previous compaction, so the context needs one
     reference for the whole compacted history: the agent reads back along the chain with
     ``read_result``/``search_result``, and ``Session.reconstruct`` can too."""
-    prev = port.state.transcript
+    prev = port.state.pending_transcript or port.state.transcript
     head = f"[windowsmith transcript of log seq {first_seq}-{last_seq}: the messages compacted out of the context]"
     if prev:
         head += f"\n[earlier history: artifact://{prev}]"

@@ -95,6 +95,17 @@ class NotesLayer(Layer):
                        header=self.header, order=i, shrink=shrink_text, ref=note.get("ref") or None)
 
 
+def _head_meta(state: SessionState, summary: bool) -> dict[str, int]:
+    """The history item's ``head`` (leading messages no compaction rewrites: the pinned request) and ``carry`` (the
+    leading messages through the summary message that follows it, which a cut deferring its refresh keeps)."""
+    pinned = state.pinned and len(state.units) > 1
+    head = len(state.units[0].messages) if pinned else 0
+    out = {"head": head} if pinned else {}
+    if summary:
+        out["carry"] = head + 1
+    return out
+
+
 class HistoryLayer(Layer):
     """The conversation as the model sees it: the view of the log after compaction records.
 
@@ -173,8 +184,8 @@ class HistoryLayer(Layer):
         counts, prefix = self.unit_counts(state, counter)
         lo = state.first_visible_unit()
         pinned = lo > 0 and state.pinned
-        summary = state.summary_message if lo > 0 and lo < len(counts) else None
-        summary_raw = counter.raw_message(summary) if summary is not None else 0
+        summary = state.summary_messages if lo > 0 and lo < len(counts) else ()
+        summary_raw = sum(counter.raw_message(m) for m in summary)
         unbilled = self.unbilled(counter, lo, state.pinned)
         raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0) + summary_raw - unbilled
         messages, lineage = state.history_view(lo)
@@ -182,8 +193,9 @@ class HistoryLayer(Layer):
             self.name, "history", "session", messages, priority=50, provenance="log",
             shrink=partial(self._shrink, state), raw_tokens=raw, lineage=lineage,
             fit=HistoryFit(first_unit=lo, counts=counts, prefix=prefix, summary_raw=summary_raw, unbilled=unbilled),
-            # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it
-            meta={"head": len(state.units[0].messages)} if state.pinned and len(state.units) > 1 else {},
+            # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it; the
+            # summary message after it (the carry) stays as it is through a cut that defers its refresh: another may
+            meta=_head_meta(state, state.summary_message is not None and bool(summary)),
         )
         note = usage_note(ctx, raw)
         if note is not None:
@@ -199,8 +211,8 @@ class HistoryLayer(Layer):
         pinned = state.pinned
         p = 1 if pinned else 0
         first_raw = counts[0] if pinned else 0
-        summary = state.summary_message
-        summary_raw = counter.raw_message(summary) if summary is not None else 0
+        summary = state.summary_messages
+        summary_raw = sum(counter.raw_message(m) for m in summary)
         cap_raw = cap / counter.scale
         target = cap_raw * self.low_water
 
@@ -234,8 +246,8 @@ class HistoryLayer(Layer):
         head: tuple[Message, ...] = ()
         if new_lo > 0 and pinned:
             head = _unit_messages(state, 0, shrinks)
-        if new_lo > 0 and summary is not None:
-            head = (*head, summary)
+        if new_lo > 0:
+            head = (*head, *summary)
         messages = head + tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks))
         unbilled = counter.raw_unbilled(messages)
         raw = sum(counter.raw_message(m) for m in messages) - unbilled

@@ -238,9 +238,10 @@ class UnitRenderer(Renderer):
             assert tail_unit is not None
             flat_extra.extend(tail_unit)
             extra_parts.append(tail_digest)
-        if plan.head_index is not None and not 0 <= plan.head_index < body_n:
-            raise ConfigError(f"CachePlan.head_index={plan.head_index} is out of range for the {body_n} message(s) "
-                              "rendered before the tail; use an index before the message breakpoint or None")
+        for name, at_index in (("head_index", plan.head_index), ("carry_index", plan.carry_index)):
+            if at_index is not None and not 0 <= at_index < body_n:
+                raise ConfigError(f"CachePlan.{name}={at_index} is out of range for the {body_n} message(s) "
+                                  "rendered before the tail; use an index before the message breakpoint or None")
         if plan.message_index is not None:
             if plan.message_index >= body_n:
                 raise ConfigError("the message breakpoint cannot be on the message the tail is prepended to")
@@ -264,11 +265,13 @@ class UnitRenderer(Renderer):
         n_body = len(messages) - len(lead)
         mark_at = _shift(self._mark(body, origin_at, n_body, plan.message_index, from_end=True), len(lead))
         head_at = _shift(self._mark(body, origin_at, n_body, plan.head_index, from_end=False), len(lead))
+        carry_at = _shift(self._mark(body, origin_at, n_body, plan.carry_index, from_end=False), len(lead))
 
-        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at, "head": head_at}
+        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at, "head": head_at,
+                 "carry": carry_at}
         request = self.build(req, tools, system, messages, marks)
         if _RECYCLE:
-            marked = tuple(at[0] for at in (mark_at, head_at) if at is not None)
+            marked = tuple(at[0] for at in (mark_at, head_at, carry_at) if at is not None)
             self._spares.append(_Spare(messages, body.out, tuple(lead), marked))
             del self._spares[:-_SPARES]
         rest = {
@@ -276,7 +279,8 @@ class UnitRenderer(Renderer):
             "fields": {k: v for k, v in request.items() if k not in ("tools", "system", "messages", "input", "contents", "config")},
             "config": {k: v for k, v in request.get("config", {}).items() if k not in ("tools", "system_instruction")},
             "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index,
-                      **({"head": plan.head_index} if plan.head_index is not None else {})},
+                      **({"head": plan.head_index} if plan.head_index is not None else {}),
+                      **({"carry": plan.carry_index} if plan.carry_index is not None else {})},
             "tail_mode": mode,
         }
         ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
