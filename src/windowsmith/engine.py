@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,29 +32,26 @@ from .compaction.pipeline import Compactor
 from .compaction.references import reconstruct
 from .errors import ConfigError, InvalidMessageError, ModelRetiredWarning, UnmatchedToolResultError, UsageError
 from .guidance.repair import repair_message
-from .ingest.messages import redact_message, redact_spec
+from .ingest.messages import redact_message
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
 from .ingest.redact import has_candidate, redact
-from .instructions import InstructionFile
 from .knowledge import Knowledge
 from .layers.base import Layer
 from .layers.builtin import default_layers
 from .layers.evidence import StepTracker
 from .log import SessionLog
 from .manifest import Manifest
-from .memory import Memory, MemoryConfig, MemoryItem
+from .memory import Memory, MemoryConfig
 from .model import (
     Block,
     Message,
     Text,
     ToolCall,
     ToolResult,
-    ToolSpec,
     Usage,
     block_from_dict,
     blocks_from_content,
     check_json_value,
-    clean_text,
 )
 from .registry import ModelSpec, Registry, load_registry
 from .render import get_renderer, is_context_overflow
@@ -63,6 +60,7 @@ from .render.stream import resolve
 from .resume import FREEZE_EVENTS, paused_gc
 from .retrieval.search import Embedder
 from .session_async import AsyncSessionMixin, check_sync, is_async_callable, overflow_reason
+from .session_layers import LayersMixin
 from .session_load import LoadMixin, LoadResult
 from .session_tools import ToolHandlersMixin
 from .state import SessionState
@@ -224,7 +222,7 @@ def _without_blank_text(msg: Message) -> Message:
     return msg if len(blocks) == len(msg.content) else Message(msg.role, blocks)
 
 
-class Session(LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
+class Session(LayersMixin, LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
     """One agent conversation: an append-only log plus the state folded from it."""
 
     def __init__(self, engine: Engine, session_id: str) -> None:
@@ -259,117 +257,6 @@ class Session(LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
 
     def _append(self, kind: str, data: Mapping[str, Any]) -> None:
         self.log.append_event(kind, data)
-
-    def system(self, text: str, *, name: str = "system") -> None:
-        """Set a system instruction block (``name`` lets several coexist; same name replaces)."""
-        text, _ = clean_text(text, "system text")
-        text = self._redact_text(text)
-        if self.state.system.get(name) != text:
-            self._append("system", {"name": name, "text": text})
-
-    def context(self, text: str, *, name: str = "instructions") -> None:
-        """Set stable session context (instruction files, project notes), placed after the system prompt."""
-        text, _ = clean_text(text, "context text")
-        text = self._redact_text(text)
-        if self.state.context.get(name) != text:
-            self._append("system", {"name": name, "text": text, "slot": "session"})
-
-    def tools(self, tools: Iterable[Mapping[str, Any] | ToolSpec]) -> None:
-        """Declare the tool definitions (neutral, OpenAI, Anthropic or Gemini form). Validated as JSON Schema;
-        secrets in descriptions and schema strings (descriptions, defaults, enums, examples) are redacted."""
-        if isinstance(tools, Mapping | str):
-            raise InvalidMessageError("tools(...) takes a list of tool definitions")
-        specs = [t if isinstance(t, ToolSpec) else ToolSpec.from_dict(t, f"tools[{i}]") for i, t in enumerate(tools)]
-        names = [t.name for t in specs]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise InvalidMessageError(f"duplicate tool name(s) {dup}; each tool needs a unique name")
-        if self.engine.ingest.redact:
-            specs = [redact_spec(t) for t in specs]
-        if tuple(specs) != self.state.tools:
-            self._append("tools", {"tools": [t.to_dict() for t in specs]})
-
-    def task(
-        self,
-        goal: str | None = None,
-        *,
-        step: str | None = None,
-        acceptance: Sequence[str] | None = None,
-        required: bool | None = None,
-    ) -> None:
-        """Set the task: goal, current step, acceptance checklist. Omitted fields keep their value.
-        Secrets in any of them are redacted before they are stored."""
-        cur = self.state.task
-        for field_name, value in (("goal", goal), ("step", step)):
-            if value is not None and not isinstance(value, str):
-                raise InvalidMessageError(f"the task {field_name} must be a string, got {type(value).__name__}")
-        if acceptance is not None and (isinstance(acceptance, str) or not all(isinstance(a, str) for a in acceptance)):
-            raise InvalidMessageError("acceptance must be a list of strings, e.g. ['refund issued', 'customer told']")
-        goal = None if goal is None else self._redact_text(goal)
-        step = None if step is None else self._redact_text(step)
-        if acceptance is not None:
-            acceptance = [self._redact_text(a) for a in acceptance]
-        new_acc = cur.acceptance if acceptance is None else tuple(
-            (a, dict(cur.acceptance).get(a, False)) for a in acceptance
-        )
-        data = {
-            "goal": cur.goal if goal is None else goal,
-            "step": cur.step if step is None else step,
-            "acceptance": [{"item": a, "done": d} for a, d in new_acc],
-            "required": cur.required if required is None else bool(required),
-        }
-        if data != cur.to_dict():
-            self._append("task", data)
-
-    def check(self, item: str | int, done: bool = True) -> None:
-        """Mark an acceptance item (by text or index) done or not done."""
-        acc = list(self.state.task.acceptance)
-        if isinstance(item, str):
-            item = self._redact_text(item)  # the checklist is stored redacted
-        idx = item if isinstance(item, int) else next((i for i, (a, _) in enumerate(acc) if a == item), None)
-        if idx is None or not 0 <= idx < len(acc):
-            raise UsageError(f"no acceptance item {item!r}; the checklist is {[a for a, _ in acc]}")
-        acc[idx] = (acc[idx][0], done)
-        data = self.state.task.to_dict()
-        data["acceptance"] = [{"item": a, "done": d} for a, d in acc]
-        if data != self.state.task.to_dict():
-            self._append("task", data)
-
-    def note(self, layer: str, text: str, *, source: str | None = None, ref: str | None = None) -> None:
-        """Add a note to a tail layer: ``memory``, ``evidence`` or ``knowledge``."""
-        if layer not in ("memory", "evidence", "knowledge"):
-            raise UsageError(f"unknown note layer {layer!r}; use 'memory', 'evidence' or 'knowledge'")
-        text, _ = clean_text(text, "note text")
-        text = self._redact_text(text)
-        data: dict[str, Any] = {"type": "note", "layer": layer, "text": text}
-        if source:
-            data["source"] = source
-        if ref:
-            data["ref"] = ref
-        self._append("meta", data)
-
-    def remember(self, text: str, *, scope: str = "session", source: str = "user") -> MemoryItem | None:
-        """Remember ``text`` as a memory item (``scope``: session, project or user; ``source``: user,
-        assistant, tool (untrusted) or lesson). Redacted, deduplicated; the MEMORY section picks items
-        by relevance to the task and the newest turn. See :class:`windowsmith.memory.Memory`."""
-        return self.memory.add(text, scope=scope, source=source, seq=self.state.seq)
-
-    def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None) -> list[InstructionFile]:
-        """Load the instruction files (``AGENTS.md``, ``CLAUDE.md``, ``.windowsmith/instructions/*.md``) of
-        the project ``root`` and the user-global ``user_dir`` into the session: root and user files as
-        cached session context, subfolder files once the session touches a path under them. Redacted,
-        deduplicated, capped (see :mod:`windowsmith.instructions`); recorded in the log only when the set
-        changed. Returns the files in load order (duplicates listed, not loaded)."""
-        from .instructions import discover
-
-        files = discover(root, user_dir)
-        loaded = [{**f.to_dict(), "text": self._redact_text(f.text)} for f in files if f.duplicate_of is None]
-        root_s = str(Path(root).resolve()) if root is not None else ""
-        prev = self.state.notes_for("instruction-files")
-        if not prev or prev[-1].get("files") != loaded or prev[-1].get("root") != root_s:
-            self._append("meta", {"type": "note", "layer": "instruction-files", "text": "", "root": root_s,
-                                  "files": loaded})
-        return files
 
     def add(self, message: Message | Mapping[str, Any]) -> Message:
         """Append a neutral message (or its dict form) after validating it against the session.
