@@ -77,8 +77,9 @@ def test_long_word_runs_and_error_lines_scan_in_linear_steps() -> None:
     """A 640-character hex run is stepped over in one match of the skipping branch, not one failed
     attempt per character per branch; error lines are tested by substring before any pattern runs."""
     run = "0123456789abcdef" * 40
-    skips = [m for m in R._key_pattern(run).finditer(run) if m.lastgroup == "_skip"]
+    skips = [m for m in R._key_pattern(run).finditer(run) if m.group(1) is None]
     assert [m.span() for m in skips] == [(0, len(run))]
+    assert list(R._found(R._key_pattern(run), run)) == []
     calls = []
     pattern = R._ERROR_WORD_RE
     try:
@@ -144,3 +145,12 @@ def test_query_terms_of_a_long_word_run_take_linear_steps() -> None:
     assert [m.group(0) for m in terms._PATH.finditer(text)] == [m.group(0) for m in PATH_PLAIN.finditer(text[:60])] + [
         "docs/guide.md"]
     assert terms.identifiers(text)[:3] == ["src/pkg/mod_a.py", "https://example.com/x/y", "docs/guide.md"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=400))
+def test_keys_found_in_pieces_of_lines_equal_one_scan_of_the_whole_text(lines: list[str]) -> None:
+    """``_found`` scans a long text a few KB of lines at a time: the matches are those of one scan."""
+    text = "\n".join(lines)
+    pattern = R._key_pattern(text)
+    assert list(R._found(pattern, text)) == [m.group(1) for m in pattern.finditer(text) if m.group(1)]

@@ -58,18 +58,30 @@ _WORD_RE = re.compile(r"[a-z0-9]{3,}")
 
 
 def _skipping(pattern: re.Pattern[str]) -> re.Pattern[str]:
-    r"""``pattern`` plus a last branch that consumes the rest of a word run where nothing matched.
+    r"""``pattern`` as group 1, plus a last branch that consumes the rest of a word run where nothing matched.
 
     For a pattern none of whose branches can start right after a word character (each begins with
     ``\b``, a lookbehind excluding ``\w``, or a non-word character), the matches are exactly the same,
     but the engine steps over a run's characters in one go instead of failing every branch at each (a
-    640-character hex digest cost 640 times the branches). Matches of the extra branch have ``lastgroup``
-    ``"_skip"`` and are dropped by :func:`_found`."""
-    return re.compile(f"(?:{pattern.pattern})|(?P<_skip>\\w+)", pattern.flags)
+    640-character hex digest cost 640 times the branches). ``pattern`` must have no group of its own:
+    ``findall`` then returns group 1 for each match, empty for the extra branch's (dropped by
+    :func:`_found`), and builds no match object per word."""
+    assert pattern.groups == 0, pattern.pattern
+    return re.compile(f"({pattern.pattern})|\\w+", pattern.flags)
 
 
-def _found(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    return (m for m in pattern.finditer(text) if m.lastgroup != "_skip")
+def _found(pattern: re.Pattern[str], text: str) -> Iterator[str]:
+    """The matches of a :func:`_skipping` pattern in ``text``, in order, a few KB of lines at a time (a
+    caller that stops early does not scan the rest). Split at newlines only: no pattern using this
+    matches across one, and its lookbehinds and ``\b`` treat a newline like the text's ends."""
+    n = len(text)
+    pos = 0
+    while pos < n:
+        end = text.find("\n", pos + 4096)
+        end = n if end < 0 else end + 1
+        yield from filter(None, pattern.findall(text, pos, end))
+        pos = end
+
 
 #: How much each kind of reference matters, before goal overlap and recency.
 KIND_WEIGHTS: dict[str, float] = {
@@ -245,7 +257,7 @@ def _id_matches(text: str) -> Iterator[str]:
     pattern = _ID_SKIP if "#" in text else _ID_PLAIN
     for line in text.split("\n"):
         if _DIGITS3_RE.search(line):
-            yield from (m.group(0) for m in _found(pattern, line))
+            yield from filter(None, pattern.findall(line))
 
 
 def _result_errors(text: str) -> list[str]:
@@ -255,6 +267,16 @@ def _result_errors(text: str) -> list[str]:
         hit = _ERRORS.put(text, tuple(_clip(e, 200) for e in error_lines(text, 3)))
     return list(hit)
 _FUNC_HINT_RE = re.compile(r"(?:def|class|function|func|fn)\s")
+_FUNC_DEF, _FUNC_PAREN = _FUNC_RE.pattern.split("|\\b([A-Za-z_]")
+_FUNC_DEF_RE = re.compile(_FUNC_DEF)
+_FUNC_PAREN_RE = re.compile("\\b([A-Za-z_]" + _FUNC_PAREN)
+assert _FUNC_DEF_RE.groups == _FUNC_PAREN_RE.groups == 1
+
+
+def _func_names(pattern: re.Pattern[str], text: str) -> Iterator[str]:
+    if pattern is _FUNC_RE:
+        return (a or b for a, b in pattern.findall(text))
+    return iter(pattern.findall(text))
 
 
 def _file_matches(text: str) -> Iterator[str]:
@@ -279,9 +301,13 @@ def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any]
         items.append(("url", u.rstrip(".:"), None))
     for f in islice(_file_matches(text), 30):
         items.append(("file", f, None))
-    if "()" in text or _FUNC_HINT_RE.search(text):  # every match holds one or the other
-        for a, b in islice(_FUNC_RE.findall(text), 20):
-            items.append(("function", a or b, None))
+    # every match of _FUNC_RE holds a hint (its first branch) or "()" (its second): a text with one
+    # alone is scanned by that branch alone (the same matches, without trying the other at each word)
+    paren, hint = "()" in text, _FUNC_HINT_RE.search(text) is not None
+    if paren or hint:
+        pattern = _FUNC_RE if paren and hint else _FUNC_PAREN_RE if paren else _FUNC_DEF_RE
+        for name in islice(_func_names(pattern, text), 20):
+            items.append(("function", name, None))
     for i in islice(_id_matches(text), 20):
         items.append(("id", i, None))
     if errors:
@@ -350,8 +376,7 @@ def _result_keys(text: str, limit: int) -> list[str]:
     text = text[:50_000]
     if "[windowsmith:" in text or "[binary output:" in text or "[REDACTED:" in text or "[image: " in text:
         text = BOILERPLATE_RE.sub(" ", text)
-    for m in _found(_key_pattern(text), text):
-        k = m.group(0)
+    for k in _found(_key_pattern(text), text):
         if len(k) <= 48 and k not in seen:
             seen[k] = None
             if len(seen) >= limit:
