@@ -323,3 +323,28 @@ def test_sessions_building_in_threads_share_the_engine_renderer_safely(tmp_path)
     for built in results:
         for pack in built:
             _scratch_render("openai-chat", pack)
+
+
+def test_a_build_under_the_cut_mark_never_sums_the_history(tmp_path, monkeypatch):
+    """The free cut's check (``cut_saves``: does a cut remove enough?) sums the whole compactable history; a
+    build whose request is under the high-water mark never asks it, so a long session's build does not grow
+    with the session."""
+    from windowsmith.compaction import emergency
+
+    asked: list[int] = []
+    real = emergency.cut_saves
+
+    def counting(p):
+        asked.append(1)
+        return real(p)
+
+    monkeypatch.setattr(emergency, "cut_saves", counting)
+    with ws.Engine("gpt-4.1", store=tmp_path / "ws.db") as e:  # a 1M window: far under the mark
+        s = e.session("grow", goal="work")
+        for i in range(200):
+            s.user(f"step {i}")
+            s.assistant(tool_calls=[ws.ToolCall(f"c{i}", "read", {"path": f"f{i}.py"})])
+            s.tool_result(f"c{i}", f"ok {i}")
+            s.build("openai-chat")
+        assert not s.state.compactions
+    assert asked == []

@@ -29,8 +29,9 @@ def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summari
         # no summary placed (its call does not pay): cut in one batch at the high-water mark, down to the low one
         # or no summary span was worth one: the free cut, if it removes enough to wait for the next one (else the
         # history layer's fit took the span at the block threshold, without a work log)
-        or ((p.summary_declined or ("summary" not in p.result.stages and cut_saves(p)))
-            and size >= max(cfg.cut_at, p.summarize_at) * avail)
+        # (the size first: cut_saves sums the compactable history, which under the mark may be the whole session)
+        or (size >= max(cfg.cut_at, p.summarize_at) * avail
+            and (p.summary_declined or ("summary" not in p.result.stages and cut_saves(p))))
         or (p.harder and summarized_before)  # the provider still refused after a summary
         or size > avail  # still does not fit
     )
