@@ -81,6 +81,18 @@ def _drop_counts(db: Path) -> None:
     con.close()
 
 
+
+def _grown_and_expected(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A 300-turn session's store (with its count rows), and the requests of 4 more turns built from a copy
+    without them: what a resume must reproduce whatever rows it finds."""
+    a = tmp_path / "a.db"
+    _grow(a, 300)
+    clean = tmp_path / "clean.db"
+    shutil.copy(a, clean)
+    _drop_counts(clean)
+    expected, _, _ = _packs(clean, 300, 4)
+    return a, expected
+
 def test_replay_builds_the_state_validation_builds(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     with ws.Engine(model=MODEL, store=db) as e:
@@ -217,12 +229,7 @@ def test_resume_with_persisted_counts_sends_the_same_bytes(tmp_path: Path) -> No
 
 
 def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
-    a = tmp_path / "a.db"
-    _grow(a, 300)
-    clean = tmp_path / "clean.db"
-    shutil.copy(a, clean)
-    _drop_counts(clean)
-    expected, _, _ = _packs(clean, 300, 4)
+    a, expected = _grown_and_expected(tmp_path)
 
     # edited: a count changed by hand (the row's checksum no longer matches)
     edited = tmp_path / "edited.db"
@@ -271,12 +278,7 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     from windowsmith.render.base import RENDER_SCHEME
     from windowsmith.resume import pack_digests, row_check, unpack_digests
 
-    a = tmp_path / "a.db"
-    _grow(a, 300)
-    clean = tmp_path / "clean.db"
-    shutil.copy(a, clean)
-    _drop_counts(clean)
-    expected, _, _ = _packs(clean, 300, 4)
+    a, expected = _grown_and_expected(tmp_path)
 
     def rewrite(db: Path, change: Any) -> None:
         con = sqlite3.connect(db)
@@ -340,12 +342,7 @@ def test_rows_of_the_first_version_are_ignored_and_written_again(tmp_path: Path)
     from windowsmith.store import SQLiteStore
     from windowsmith.unit_counts import VERSION
 
-    a = tmp_path / "a.db"
-    _grow(a, 300)
-    clean = tmp_path / "clean.db"
-    shutil.copy(a, clean)
-    _drop_counts(clean)
-    expected, _, _ = _packs(clean, 300, 4)
+    a, expected = _grown_and_expected(tmp_path)
 
     con = sqlite3.connect(a)
     rows = con.execute("SELECT key, value FROM kv WHERE scope = 'counts:long' AND key NOT LIKE 'body|%'").fetchall()
