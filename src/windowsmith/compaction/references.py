@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from ..ingest.compressors import OUTLINE_TITLE
 from ..model import Message, Text, ToolCall, ToolResult
 from ..refs import ARTIFACT_RE, OFFLOAD_RE
 from ..text import elide
@@ -384,7 +385,7 @@ def _result_keys(text: str, limit: int) -> list[str]:
     return list(seen)
 
 
-OUTLINE_HEAD = "\nOutline (lines: definition):\n"  # what the ingest's file-read view prints above its outline
+OUTLINE_HEAD = f"\n{OUTLINE_TITLE}\n"  # what the ingest's file-read view prints above its outline
 _OUTLINE_ENTRY_RE = re.compile(r" *(\d+(?:-\d+)?): +(\S.*)")
 _DEF_KEYWORD_RE = re.compile(r"\b(?:def|class|fn|func|function|struct|enum|trait|interface|module|mod|type)\s+([A-Za-z_]\w*)")
 _DEF_CALL_RE = re.compile(r"([A-Za-z_][\w.:]*)\s*\(")

@@ -15,6 +15,9 @@ from typing import Any
 
 from ..text import CountTokens
 
+#: the line a file-read view prints above its outline (``compaction.references.outline_keys`` reads what follows)
+OUTLINE_TITLE = "Outline (lines: definition):"
+
 __all__ = ["COMPRESSORS", "LINE_CAP", "SCAN_LIMIT", "Context", "cap_line", "fit_levels"]
 
 SCAN_LIMIT = 16_000_000  # chars of a file/HTML/table analysed for structure
@@ -358,7 +361,7 @@ def _file_read(text: str, ctx: Context) -> str | None:
         if chosen:
             labels = [f"{n}-{end}" if end > n else str(n) for n, _, _, end in chosen]
             width = max(map(len, labels))
-            parts.append("Outline (lines: definition):")
+            parts.append(OUTLINE_TITLE)
             parts.extend(f"{lab:>{width}}: {' ' * min(s[1], 16)}{s[2]}" for lab, s in zip(labels, chosen, strict=True))
         if cap < len(symbols):
             parts.append(f"[… {len(symbols) - cap:,} more definitions not shown …]")
