@@ -254,16 +254,15 @@ def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list
     to be replayed without parsing it (``Message.stored_text``: its blocks are built if something reads them);
     else None. The digest comes from a row whose chain hash proves the log's messages (persisted_digests)."""
     out: list[tuple[Role, str, str] | None] = [None] * len(rows)
-    match = _PLAIN_MESSAGE.fullmatch
     n = n_before
     for i, r in enumerate(rows):
         if r[1] == "message":
             d = known.get(n)
             n += 1
             if d is not None:
-                m = match(r[2])
+                m = plain_message(r[2])
                 if m is not None:
-                    out[i] = ("user" if m[2] == "user" else "assistant", m[1], d)
+                    out[i] = (*m, d)
     return out
 
 
