@@ -143,8 +143,8 @@ class EmergencyRecord:
     seq: int = field(default=-1, compare=False)
     index: tuple[str, ...] = ()  # the whole new index of identifiers the dropped history lost, best first
     # True: the cut left the summary message (work log, index, transcript reference) as it was, so its cached prefix
-    # holds; the span waits for the next cut that refreshes it (``SessionState.pending_seq``); work_log and index
-    # are the carried ones, unchanged, and transcript is None
+    # holds; the span waits for the next cut that refreshes it (``SessionState.pending_seq``); work_log is empty,
+    # index is the pending message's (what the deferred spans lost) and transcript is this span's
     deferred: bool = False
 
     def to_dict(self) -> dict[str, Any]:
