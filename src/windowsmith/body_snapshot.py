@@ -105,8 +105,8 @@ class BodySnapshots:
             return 0
         msgs = req.messages
         segments = _body_n(req) // SEGMENT
-        with renderer._lock:
-            cached = renderer._body_cache
+        with renderer.lock:
+            cached = renderer.body_cache
             if segments == 0 or (cached is not None and (cached.source is msgs
                                                          or extends(req, cached.lineage, cached.n))):
                 return 0
@@ -141,7 +141,7 @@ class BodySnapshots:
             body.msg_end = list(accumulate(map(len, values)))
             body.flat_last = [v[-1] if v else {} for v in values]
             if renderer.merge_same_role:
-                renderer._merge_from(body.out, body.origin, flat, 0, -1, "none")  # the renderer's own merge
+                renderer.merge_from(body.out, body.origin, flat, 0, -1, "none")  # the renderer's own merge
             else:  # what _merge_from does when nothing merges, in two comprehensions
                 key = renderer.content_key
                 sizes = [len(b) if isinstance(b, list) else 0 for b in [m.get(key) for m in flat]]
@@ -151,7 +151,7 @@ class BodySnapshots:
             n_flat = len(flat)
             body.parts = parts
             body.n_flat = n_flat
-            renderer._body_cache = body
+            renderer.body_cache = body
         self._stored[fmt] = (req.lineage, chain[1:], -1, known)
         self.restored = n
         self.refs = (refs, marks)
@@ -189,7 +189,7 @@ class BodySnapshots:
         fmt = renderer.format
         if not isinstance(renderer, UnitRenderer) or req.lineage is None:
             return 0
-        body = renderer._body_cache
+        body = renderer.body_cache
         if body is None or body.source is not req.messages:
             return 0
         lineage, chain, first_write, known = self._stored.get(fmt, (None, [], -1, 0))
@@ -256,10 +256,10 @@ def _values(renderer: UnitRenderer, body: RenderedBody, msgs: Any, lo: int, hi: 
         start = ends[lo - 1] if lo else 0
         return json.dumps([out[start if i == lo else ends[i - 1]:ends[i]] for i in range(lo, hi)],
                           separators=(",", ":"))
-    table = renderer.memo._d
+    peek = renderer.memo.peek
     items = []
     for m in msgs[lo:hi]:  # from the memo, else rendered again (the same rendering), one message at a time
-        hit = table.get(("msg", m.digest, ()))
+        hit = peek(("msg", m.digest, ()))
         items.append(json.dumps(hit[0] if hit is not None else renderer.render_message(m, ()), separators=(",", ":")))
     return "[" + ",".join(items) + "]"
 

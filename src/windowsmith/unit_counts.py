@@ -228,12 +228,12 @@ def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
     if not isinstance(renderer, UnitRenderer) or type(renderer).message_extra is not UnitRenderer.message_extra:
         return None
     r = renderer
-    table = r.memo._d
+    peek = r.memo.peek
 
     def digest(m: Message) -> str:
         # from the memo if it holds the message; else rendered and hashed without being kept (a full memo would
         # drop what the session's recent messages share with the body, and keep a second copy of old ones)
-        hit = table.get(("msg", m.digest, ()))
+        hit = peek(("msg", m.digest, ()))
         return hit[1] if hit is not None else sha256_hex(canonical_json(r.render_message(m, ())))
 
     return digest

@@ -95,10 +95,12 @@ class UnitRenderer(Renderer):
 
     def __init__(self) -> None:
         super().__init__()
-        self._body_cache: RenderedBody | None = None
+        #: the rendered body of the last request, extended in place by the next one that extends it (under ``lock``);
+        #: ``body_snapshot.py`` installs one restored from the store
+        self.body_cache: RenderedBody | None = None
         self._parts_line: tuple[object, tuple[str, ...]] | None = None  # (parts token, head parts) of the last render
         self._hashers = (PartsHasher(), PartsHasher())
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # one render (or body install) at a time: the body and hash states are shared
         self._spares: list[_Spare] = []  # message lists of earlier requests (see _message_list)
         self.lists_reused = 0  # requests whose message list was an earlier request's, brought up to date in place
     #: Key of the message field holding the block list ("content" or "parts").
@@ -163,7 +165,7 @@ class UnitRenderer(Renderer):
     def render(self, req: NeutralRequest) -> Rendered:
         # the body cache and the hash states are extended in place and an engine's renderer is shared by its
         # sessions, which may build in different threads at once (the async API): one render at a time
-        with self._lock:
+        with self.lock:
             return self._render(req)
 
     def _render(self, req: NeutralRequest) -> Rendered:
@@ -251,7 +253,7 @@ class UnitRenderer(Renderer):
         base = max(0, len(body.out) - 1)
         if flat_extra:
             last_out, last_origin = list(body.out[base:]), list(body.origin[base:])
-            self._merge_from(last_out, last_origin, flat_extra, body.n_flat, total_flat, mode)
+            self.merge_from(last_out, last_origin, flat_extra, body.n_flat, total_flat, mode)
         else:
             last_out, last_origin = [], []
             base = len(body.out)
@@ -361,7 +363,7 @@ class UnitRenderer(Renderer):
         body (then the cached body was extended in place with the new messages only). The extension is proven by
         the request's lineage (O(1)), else checked by comparing the messages."""
         msgs = req.messages
-        cached = self._body_cache
+        cached = self.body_cache
         k = cached.n if cached is not None else 0
         extended = cached is not None and body_n >= k and (
             extends(req, cached.lineage, k) or cached.source is msgs or msgs[:k] == cached.source[:k])
@@ -395,16 +397,16 @@ class UnitRenderer(Renderer):
             new_parts.append(digest)
             new_ends.append(n_flat)
             new_last.append(value[-1] if value else {})
-        self._merge_from(cached.out, cached.origin, new_flat, cached.n_flat, -1, "none")
+        self.merge_from(cached.out, cached.origin, new_flat, cached.n_flat, -1, "none")
         cached.parts.extend(new_parts)
         cached.msg_end.extend(new_ends)
         cached.flat_last.extend(new_last)
         cached.n_flat = n_flat
         cached.source, cached.n, cached.lineage = msgs, body_n, req.lineage
-        self._body_cache = cached
+        self.body_cache = cached
         return cached, extended
 
-    def _merge_from(self, out: list[dict[str, Any]], origin: list[list[tuple[int, int]]], new: list[dict[str, Any]],
+    def merge_from(self, out: list[dict[str, Any]], origin: list[list[tuple[int, int]]], new: list[dict[str, Any]],
                     first_idx: int, total: int, mode: str) -> None:
         """Continue merging ``new`` flat items (global indices from ``first_idx``) onto ``out`` (in place).
 

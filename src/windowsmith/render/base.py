@@ -121,6 +121,10 @@ class MemoCache:
         #: ``unit_counts.py``): a miss on such a key renders the value but does not serialize and hash it
         self.hints: dict[Any, str] = {}
 
+    def peek(self, key: Any) -> tuple[Any, str] | None:
+        """The entry for ``key`` if there is one, without making it or moving it up the LRU order."""
+        return self._d.get(key)
+
     def get(self, key: Any, make: Callable[[], Any]) -> tuple[Any, str]:
         hit = self._d.get(key)
         if hit is not None:
