@@ -265,8 +265,9 @@ def _values(renderer: UnitRenderer, body: RenderedBody, msgs: Any, lo: int, hi: 
 
 
 def _sampled_ok(renderer: UnitRenderer, msgs: Any, values: list[Any], parts: list[str]) -> bool:
-    """One message of each shape among the first :data:`SAMPLE` of each segment rendered now and compared with its
-    stored rendering and part digest (a renderer changed without a new ``RENDER_SCHEME`` drops the rows)."""
+    """One message of each shape, once for the whole body (looked for among the first :data:`SAMPLE` messages of
+    each segment), rendered now and compared with its stored rendering and part digest (a renderer changed without
+    a new ``RENDER_SCHEME`` drops the rows)."""
     seen = set()
     m: Message
     for i in (i for lo in range(0, len(values), SEGMENT) for i in range(lo, lo + SAMPLE)):
