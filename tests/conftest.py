@@ -93,3 +93,21 @@ def model_for(fmt: str) -> str:
 
 #: skip a test that reads the shared traces when they are not next to the checkout
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
+
+
+def item_lookup_session(e: Any, session_id: str, system: str, turns: int, *, price: bool = False) -> tuple[Any, list[Any]]:
+    """A customer-service-like session (goal: refund order #W2378156) whose every turn looks up an item whose result
+    names new ids (``HAT1nn``, ``SKU5nnnX``, ``wh_n_east``), with a build after each; at a small window the emergency
+    stage cuts it every few calls. ``price``: the results also name a price."""
+    s = e.session(session_id, goal="refund the damaged items of order #W2378156")
+    s.system(system)
+    s.user("Hi, my hat arrived damaged; order #W2378156.")
+    packs = []
+    for i in range(turns):
+        s.assistant(f"Let me look up item {i}.", tool_calls=[{"id": f"c{i}", "name": "get_item",
+                                                              "arguments": {"item_id": f"HAT{100 + i}"}}])
+        cost = f'"price": {1000 + i}.5, ' if price else ""
+        s.tool_result(f"c{i}", f'{{"item_id": "HAT{100 + i}", "sku": "SKU{5000 + i}X", {cost}'
+                               f'"note": "{"in stock " * 30}", "warehouse": "wh_{i}_east"}}')
+        packs.append(s.build())
+    return s, packs

@@ -13,6 +13,7 @@ import re
 import pytest
 
 import windowsmith as ws
+from conftest import item_lookup_session
 from windowsmith.cache import plan_cache
 from windowsmith.compaction import CompactionConfig
 from windowsmith.costs import call_cost
@@ -30,17 +31,7 @@ POLICY = "Policy rule: always verify the order id and the customer's identity be
 
 def _session(e: ws.Engine, turns: int = 40) -> tuple[ws.Session, list[ws.Pack]]:
     """A long policy leaves little room at 8K: emergency cuts come every few calls."""
-    s = e.session("deferred", goal="refund the damaged items of order #W2378156")
-    s.system(POLICY)
-    s.user("Hi, my hat arrived damaged; order #W2378156.")
-    packs = []
-    for i in range(turns):
-        s.assistant(f"Let me look up item {i}.", tool_calls=[{"id": f"c{i}", "name": "get_item",
-                                                              "arguments": {"item_id": f"HAT{100 + i}"}}])
-        s.tool_result(f"c{i}", f'{{"item_id": "HAT{100 + i}", "sku": "SKU{5000 + i}X", '
-                               f'"note": "{"in stock " * 30}", "warehouse": "wh_{i}_east"}}')
-        packs.append(s.build())
-    return s, packs
+    return item_lookup_session(e, "deferred", POLICY, turns)
 
 
 def _emergencies(s: ws.Session) -> list[EmergencyRecord]:

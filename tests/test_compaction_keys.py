@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
+from conftest import item_lookup_session
 from windowsmith.cli import main
 from windowsmith.compaction import CompactionConfig
 from windowsmith.compaction.keys import Mention, fit_index, present, rank_lost
@@ -81,17 +82,7 @@ def test_record_round_trips_and_older_logs_have_no_index():
 
 def _cut_session(e: ws.Engine, turns: int = 60) -> tuple[ws.Session, list[ws.Pack]]:
     """A customer-service-like session whose results each name new ids; a small window cuts it in emergencies."""
-    s = e.session("keys", goal="refund the damaged items of order #W2378156")
-    s.system("You are a support agent.")
-    s.user("Hi, my hat arrived damaged; order #W2378156.")
-    packs = []
-    for i in range(turns):
-        s.assistant(f"Let me look up item {i}.", tool_calls=[{"id": f"c{i}", "name": "get_item",
-                                                              "arguments": {"item_id": f"HAT{100 + i}"}}])
-        s.tool_result(f"c{i}", f'{{"item_id": "HAT{100 + i}", "sku": "SKU{5000 + i}X", "price": {1000 + i}.5, '
-                               f'"note": "{"in stock " * 30}", "warehouse": "wh_{i}_east"}}')
-        packs.append(s.build())
-    return s, packs
+    return item_lookup_session(e, "keys", "You are a support agent.", turns, price=True)
 
 
 def test_an_emergency_cut_indexes_what_it_lost_and_every_view_shows_it(tmp_path):
