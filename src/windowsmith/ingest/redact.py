@@ -22,7 +22,8 @@ keyword and entropy plugins; no code is taken from either):
   ``Authorization: Token|Api-Token|<raw value>``, ``PRIVATE-TOKEN: ...``, ``curl -u user:password``.
 
 The judgement calls behind the rules (no unkeyed entropy scan, which keys and values are kept, the
-AWS example key) are documented with the rule data, in :mod:`windowsmith.ingest.redact_rules`.
+AWS example key) are documented with the rule data, in :mod:`windowsmith.ingest.redact_rules`; judging one
+candidate value (entropy, placeholders, whether a key names a secret) is :mod:`windowsmith.ingest.redact_values`.
 
 Guarantees: idempotent (markers never match a rule), linear time (every pattern that scans the text has
 bounded repetitions, none nested, so one match attempt reads at most the pattern's width; token
@@ -32,38 +33,19 @@ costs a few substring checks.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import math
 import re
 from bisect import bisect_left, bisect_right
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from .redact_rules import (
     ASSIGN,
-    AUTH_MIN_LENGTH,
-    AUTH_SCHEMES,
-    CAMEL_SEG,
-    CODE_SEGMENT,
     COMPARISONS,
     CONTEXT_RULES,
-    DOTTED_IDENT,
-    FILL_IN_BEFORE,
-    FILL_IN_BETWEEN,
-    FILL_IN_CHARS,
-    FILL_IN_NOUNS,
-    FILL_IN_WORDS,
     FLAG,
     FORMAT_RULES,
     GCP_KEY_CONTEXT,
-    GENERIC_MIN_LENGTH,
-    HEX,
-    HEX_MIN_ENTROPY,
-    HEX_MIN_LENGTH,
     IDENT_NO_DIGIT,
     KEY_CHARS,
     KEY_MAX,
@@ -73,32 +55,19 @@ from .redact_rules import (
     KEYWORD_I,
     MARKER,
     MARKER_RX,
-    META_SPLIT,
-    META_SUFFIXES,
-    MIN_ENTROPY,
-    MYSQL_CLIENT,
-    NON_SECRET_TOKEN_QUALIFIERS,
-    NUMBER,
     P_KEY_BLOCK,
     P_KEYED,
-    PASSWORD_KEY,
-    PATH,
     PEM_BEGIN,
     PEM_BODY,
     PEM_END,
     PEM_MAX,
-    PLACEHOLDER_RX,
-    PLACEHOLDER_WORDS,
     REST_OF_LINE,
-    SECRET_KEY,
     SECRET_TYPES,
-    TYPE_WORDS,
     VALUE_KEYWORDS,
-    VERSION,
-    WORDS_LOWER,
     XML,
     RegexRule,
 )
+from .redact_values import CHECKS, classify, key_kind, looks_like_words, shannon_entropy
 
 __all__ = ["SECRET_TYPES", "Redaction", "has_candidate", "redact", "redact_obj", "redact_schema", "shannon_entropy"]
 
@@ -113,14 +82,6 @@ class Redaction:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
-
-
-def shannon_entropy(value: str) -> float:
-    """Shannon entropy of ``value`` in bits per character."""
-    if not value:
-        return 0.0
-    n = len(value)
-    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -156,123 +117,8 @@ def _regex_rule(spec: RegexRule) -> _Rule:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Placeholders and value shapes
+# Keyed values: KEY=value, "key": "value", key: value, --key value (judged by redact_values.classify)
 # ---------------------------------------------------------------------------------------------------
-
-
-def _is_placeholder(value: str) -> bool:
-    v = value.strip()
-    if not v or "REDACTED" in v:
-        return True
-    if v.lower() in PLACEHOLDER_WORDS:
-        return True
-    return len(v) <= 300 and (PLACEHOLDER_RX.match(v) is not None or _asks_to_fill_in(v))
-
-
-def _asks_to_fill_in(v: str) -> bool:
-    """``your-api-key-here``, ``insert token``, ``my secret key`` (see ``redact_rules.FILL_IN_WORDS``): one
-    ``find`` per occurrence of a fill-in word among the first characters, linear in the value."""
-    if not FILL_IN_CHARS.fullmatch(v):
-        return False
-    low = v.lower()
-    nouns = [len(low) - len(n) - plural for n in FILL_IN_NOUNS for plural in (0, 1) if low.endswith(n + "s" * plural)]
-    for word in FILL_IN_WORDS:
-        limit = FILL_IN_BEFORE + len(word)
-        at = low.find(word, 0, limit)
-        while at != -1:
-            end = at + len(word)
-            for start in nouns:
-                gap = start - end
-                if 0 <= gap <= FILL_IN_BETWEEN or (gap == FILL_IN_BETWEEN + 1 and low[end] in "-_ "):
-                    return True
-            at = low.find(word, at + 1, limit)
-    return False
-
-
-def _looks_like_words(v: str) -> bool:
-    """Ordinary words (``my-app-db-credentials``, ``SessionTokenName``), not a random string."""
-    if WORDS_LOWER.fullmatch(v):
-        return True
-    if v.isalpha():
-        segs = CAMEL_SEG.findall(v)
-        return bool(segs) and sum(map(len, segs)) == len(v) and len(v) / len(segs) >= 3.5
-    return False
-
-
-# ---------------------------------------------------------------------------------------------------
-# Keyed values: KEY=value, "key": "value", key: value, --key value
-# ---------------------------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=4096)
-def _key_kind(key: str) -> str | None:
-    """``password_assignment`` / ``generic_secret_assignment`` if the key names a secret, else None."""
-    k = key.strip("\"'").lower()
-    if not k or len(k) > 64:
-        return None
-    parts = [p for p in META_SPLIT.split(key.strip("\"'")) if p]
-    if parts and parts[-1].lower() in META_SUFFIXES and len(parts) > 1:
-        return None
-    low = [p.lower() for p in parts]
-    if len(low) >= 2 and low[-1] == "token" and low[-2] in NON_SECRET_TOKEN_QUALIFIERS:
-        return None  # nextPageToken, eos_token, page_token
-    if PASSWORD_KEY.search(k):
-        return "password_assignment"
-    if SECRET_KEY.search(k):
-        return "generic_secret_assignment"
-    return None
-
-
-def _classify(key: str, value: str, *, quoted: bool, sep: str, line_start: bool) -> str | None:
-    """The secret type of ``value`` assigned to ``key``, or None when it is not a secret."""
-    kind = _key_kind(key)
-    if kind is None:
-        return None
-    v = value.strip()
-    if kind == "generic_secret_assignment" and len(v) < GENERIC_MIN_LENGTH:
-        return None
-    if _is_placeholder(v):
-        return None
-    if v.startswith(("data:", "artifact://", "file://")) or v.endswith("("):
-        return None
-    if kind == "password_assignment":
-        if "pwd" in key.lower() and PATH.fullmatch(v):
-            return None  # PWD=/home/user is the working directory
-        bare_key = key.strip("\"'")
-        if bare_key == "PASS" and sep == ":":
-            return None  # test runners: "--- PASS: TestX (0.00s)", "PASS: test_name"
-        if bare_key.lower() in ("pass", "pw") and not quoted and IDENT_NO_DIGIT.fullmatch(v):
-            return None  # "pass: done", "pw: Piecewise": a short key needs a value that is not a word
-        if quoted:
-            return kind
-        if "(" in v or DOTTED_IDENT.fullmatch(v) or v.lower() in TYPE_WORDS:
-            return None  # code: password=get_password(), self.password, password: str
-        if IDENT_NO_DIGIT.fullmatch(v):
-            # A bare identifier is a variable in code (password=password) unless the key is an
-            # environment variable (DB_PASSWORD=letmein) or a YAML key at the start of a line.
-            env_key = key.strip("\"'").upper() == key.strip("\"'") and sep == "="
-            yaml_key = sep == ":" and line_start
-            if not (env_key or yaml_key) or v.lower() in key.lower():
-                return None
-        return kind
-    # generic: the value must look random.
-    if len(v) < GENERIC_MIN_LENGTH or any(c.isspace() for c in v):
-        return None
-    if NUMBER.fullmatch(v) or VERSION.fullmatch(v) or PATH.fullmatch(v) or "://" in v:
-        return None
-    if not quoted and ("(" in v or _is_attribute_path(v)):
-        return None
-    if _looks_like_words(v) or (DOTTED_IDENT.fullmatch(v) and all(map(_looks_like_words, v.split(".")))):
-        return None  # AUTH_USER_MODEL = "accounts.CustomUser"
-    limit = HEX_MIN_ENTROPY if HEX.fullmatch(v) else MIN_ENTROPY
-    if HEX.fullmatch(v) and len(v) < HEX_MIN_LENGTH:
-        return None
-    return kind if shannon_entropy(v) >= limit else None
-
-
-def _is_attribute_path(v: str) -> bool:
-    """``self.config.api_key``, ``settings.SECRET_KEY2``: code, not a value (random segments are a value)."""
-    return DOTTED_IDENT.fullmatch(v) is not None and all(CODE_SEGMENT.fullmatch(p) for p in v.split("."))
 
 
 def _line_start(text: str, pos: int) -> bool:
@@ -328,7 +174,7 @@ def _find_keyed(text: str) -> Iterator[Span]:
 
 def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
     key = m.group("key")
-    if _key_kind(key) is None:
+    if key_kind(key) is None:
         return None
     vg = _value_group(m)
     if vg is None:
@@ -340,11 +186,11 @@ def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
         return None  # private_key "v"; (a directive and its quoted value) needs the closing semicolon
     if sep in COMPARISONS and (not quoted or (sep == "," and not m.group("kq"))):
         return None  # password == other, f(token, x): a comparison or an argument list needs a literal
-    if sep == "," and (len(value) < 6 or IDENT_NO_DIGIT.fullmatch(value) or _looks_like_words(value)):
+    if sep == "," and (len(value) < 6 or IDENT_NO_DIGIT.fullmatch(value) or looks_like_words(value)):
         return None  # ("pass", "raise"), ["password", "email"]: a list of words, not a key and its value
     if sep == ":" and not m.group("kq") and text.startswith("//", m.end("sep")):
         return None  # a URL scheme, not a key
-    kind = _classify(key, value, quoted=quoted, sep=sep, line_start=_line_start(text, m.start()))
+    kind = classify(key, value, quoted=quoted, sep=sep, line_start=_line_start(text, m.start()))
     if kind is None:
         return None
     if not quoted and sep == ":" and IDENT_NO_DIGIT.fullmatch(value):
@@ -356,53 +202,6 @@ def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
         while end > start and text[end - 1] in ".:":
             end -= 1
     return start, end, kind, P_KEYED
-
-
-def _check_bearer(m: re.Match[str]) -> bool:
-    v = m.group("v")
-    if _is_placeholder(v) or _looks_like_words(v):
-        return False
-    return not v.isalpha() or shannon_entropy(v) >= MIN_ENTROPY
-
-
-def _check_basic(m: re.Match[str]) -> bool:
-    v = m.group("v")
-    try:
-        raw = base64.b64decode(v + "=" * (-len(v) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    return b":" in raw and all(32 <= b < 127 for b in raw)
-
-
-def _check_url_password(m: re.Match[str]) -> bool:
-    v = m.group("v")
-    if v[:1] in "<[" and v[-1:] in ">]":
-        return False  # <password>, [PASSWORD]
-    return not _is_placeholder(v) and not _is_placeholder(v.strip("<>[]"))
-
-
-def _check_mysql_password(m: re.Match[str]) -> bool:
-    """``-pSECRET`` glued to the flag is a password only on a MySQL client's command line."""
-    text = m.string
-    line_start = max(text.rfind("\n", max(0, m.start() - 300), m.start()) + 1, m.start() - 300)
-    return MYSQL_CLIENT.search(text, line_start, m.start()) is not None and _check_url_password(m)
-
-
-def _check_authorization(m: re.Match[str]) -> bool:
-    v = m.group("v").rstrip(".,:;")
-    if _is_placeholder(v) or _looks_like_words(v) or v.lower() in AUTH_SCHEMES:
-        return False
-    return any(c.isdigit() for c in v) or (len(v) >= AUTH_MIN_LENGTH and shannon_entropy(v) >= MIN_ENTROPY)
-
-
-#: The checks a :class:`RegexRule` names: a match is a secret only if its check accepts it.
-CHECKS: dict[str, Callable[[re.Match[str]], bool]] = {
-    "authorization": _check_authorization,
-    "basic": _check_basic,
-    "bearer": _check_bearer,
-    "mysql_password": _check_mysql_password,
-    "url_password": _check_url_password,
-}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -555,7 +354,7 @@ def redact_obj(value: Any) -> tuple[Any, dict[str, int]]:
             out = {}
             for k, item in v.items():
                 if isinstance(k, str) and isinstance(item, str) and "\n" not in item:
-                    kind = _classify(k, item, quoted=True, sep=":", line_start=True)
+                    kind = classify(k, item, quoted=True, sep=":", line_start=True)
                     if kind is not None:
                         inner = redact(item)  # a known format inside wins (github_token, ...)
                         if inner.total:

@@ -4,7 +4,7 @@ The secret types, the token formats and credential contexts (one pattern each, a
 the keyed-value patterns and key vocabularies, the placeholder and value-shape patterns, the entropy
 and length limits, and the PEM markers. The code that applies them (finding spans, judging a keyed
 value, choosing among overlapping spans, replacing) is :mod:`windowsmith.ingest.redact`, whose docstring
-says how secrets are found.
+says how secrets are found, and :mod:`windowsmith.ingest.redact_values` (judging one value).
 
 Decisions (documented because they are judgement calls):
 
@@ -77,7 +77,7 @@ class RegexRule:
     """A rule that is one pattern scanned over the text: the secret type it finds (``kind``), how it wins
     an overlap (``priority``), when it runs (``triggers``: case-sensitive substrings of the text,
     ``itriggers``: substrings of the lower-cased text), the group that is the secret, and the name of the
-    check a match must pass (a key of ``redact.CHECKS``)."""
+    check a match must pass (a key of ``redact_values.CHECKS``)."""
 
     name: str
     kind: str
@@ -301,7 +301,7 @@ PLACEHOLDER_RX = re.compile(
 )
 # "your-api-key-here", "insert token", "my secret key": up to FILL_IN_BEFORE characters, a fill-in word, an
 # optional separator, up to FILL_IN_BETWEEN characters, a noun (or its plural); letters, "_", "-" and spaces
-# only. Found by a scan over the words' positions (redact._asks_to_fill_in), not a regex: two adjacent
+# only. Found by a scan over the words' positions (redact_values.asks_to_fill_in), not a regex: two adjacent
 # bounded runs of one class made a regex try every split of the value.
 FILL_IN_WORDS = ("your", "my", "insert", "enter", "replace")
 FILL_IN_NOUNS = ("here", "key", "token", "secret", "password")
