@@ -118,7 +118,8 @@ class Builder:
         self._parts_cache: tuple[Sequence[str], int, object, str] = ((), 0, None, "")
         self._parts_hint: tuple[str, int] = ("", 0)  # (the last manifest's parts, characters this one shares)
         self._compactor: Compactor | None = None
-        self.counts = PersistedCounts(engine.store, self.session_id)  # token counts kept for the next process
+        # token counts kept for the next process (the digest rows the log's replay found valid are not read again)
+        self.counts = PersistedCounts(engine.store, self.session_id, log.digest_rows)
         self.bodies = BodySnapshots(engine.store, self.session_id)  # rendered bodies kept for the next process
         self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
 

@@ -199,6 +199,12 @@ class SessionState:
     version: int = 0  # bumps on every change of the history view
     message_seqs: list[int] = field(default_factory=list)  # log seq of each entry of ``messages``
     chunk_hashes: list[str] = field(default_factory=list)  # chain hash of every COUNTS_CHUNK-th message's event
+    # indices of the units that open with an assistant message or were folded (each starts a turn), of those that
+    # are exchanges (open with tool calls) or folds, and of those a message holding an image was added to (whether
+    # a stub replaced it since or not): kept as the log is folded, so the mask planner walks no unit to find them
+    turn_units: list[int] = field(default_factory=list)
+    exchange_units: list[int] = field(default_factory=list)
+    image_units: list[int] = field(default_factory=list)
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
     index: list[str] = field(default_factory=list)  # identifiers the dropped history named and the view lost, best first
@@ -293,6 +299,10 @@ class SessionState:
                     continue  # a fold of a fold is not possible; nor of the pinned request or an open call
                 fold = Message("assistant", (Text(f.text),))
                 self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
+                for at in (self.turn_units, self.exchange_units):  # a fold is both
+                    k = bisect.bisect_left(at, i)
+                    if k == len(at) or at[k] != i:
+                        at.insert(k, i)
                 first_changed = i if first_changed is None else min(first_changed, i)
             for i in self._apply_block_edits(rec.images, stub_images):
                 first_changed = i if first_changed is None else min(first_changed, i)
@@ -397,13 +407,17 @@ class SessionState:
             self._close_open_unit(seq)
         opened = _NO_CALLS
         # (only an assistant message holds calls; ``plain`` first: a message replayed lazily is not built)
-        if role == "assistant" and not msg.plain:
-            calls = msg.tool_calls
-            if calls:
-                names = self.call_names
-                for c in calls:
-                    names[c.id] = c.name
-                opened = frozenset(c.id for c in calls)
+        n = len(units)
+        if role == "assistant":
+            self.turn_units.append(n)
+            if not msg.plain:
+                calls = msg.call_pairs  # (read without building a tool message replayed lazily)
+                if calls:
+                    self.call_names.update(calls)
+                    opened = frozenset([c[0] for c in calls])
+                    self.exchange_units.append(n)
+        if not msg.image_free:
+            self.image_units.append(n)
         view = self.view
         self.unit_start.append(len(view))
         view.append(msg)
@@ -411,12 +425,14 @@ class SessionState:
 
     def _apply_tool_message(self, msg: Message, seq: int) -> None:
         last = self.units[-1] if self.units else None
-        ids = [r.call_id for r in msg.tool_results]
+        ids = msg.result_ids  # (read without building a message replayed lazily)
         if last is None or not last.open_calls.issuperset(ids):
             # validated at the API edge; a log written by an older version may still hold one
             raise InvalidMessageError(f"tool result(s) {ids} at seq {seq} answer no open tool call")
         self.answered.update(ids)
         self.view.append(msg)
+        if not msg.image_free and (not self.image_units or self.image_units[-1] != len(self.units) - 1):
+            self.image_units.append(len(self.units) - 1)
         self.units[-1] = _unit((*last.messages, msg), last.first_seq, seq, last.open_calls.difference(ids), last.pinned)
 
     def _close_open_unit(self, seq: int) -> None:
