@@ -224,10 +224,7 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
             z = lazy[i] if lazy is not None else None
             if z is not None:
                 if parent == state.head:
-                    role, text, known_digest, tools = z
-                    msg = Message.stored_text(role, text, known_digest) if tools is None else \
-                        Message.stored_tools(role, text, known_digest, tools)
-                    state.apply_message(msg, seq, hash_, parent)
+                    state.apply_message(z, seq, hash_, parent)
                     continue
                 data = json.loads(data_json)
             else:
@@ -341,17 +338,15 @@ def stored_shape(m: Message) -> tuple[Any, ...] | None:
                      for r in _RESULT_IDS.finditer(stored))
 
 
-_Lazy = tuple[Role, str, str, "tuple[tuple[str, str], ...] | tuple[str, ...] | None"]
-
-
-def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list[_Lazy | None]:
-    """For each row: (role, message JSON, digest, the calls or results) if it is a message of text blocks only (no
-    calls or results: None) or a tool message of the shapes above, whose digest is known, to be replayed without
-    parsing it (``Message.stored_text`` / ``stored_tools``: its blocks are built if something reads them); else
-    None. The digest comes from a row whose chain hash proves the log's messages (persisted_digests)."""
-    out: list[_Lazy | None] = [None] * len(rows)
+def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list[Message | None]:
+    """For each row: the message, replayed without parsing it (``Message.stored_text`` / ``stored_tools``: its
+    blocks are built if something reads them), if it is a message of text blocks only or a tool message of the
+    shapes above whose digest is known; else None. The digest comes from a row whose chain hash proves the log's
+    messages (persisted_digests)."""
+    out: list[Message | None] = [None] * len(rows)
     n = n_before
     match = _ONE.fullmatch
+    text, tools = Message.stored_text, Message.stored_tools
     for i, r in enumerate(rows):
         if r[1] == "message":
             d = known.get(n)
@@ -359,11 +354,11 @@ def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list
             if d is not None:
                 m = match(r[2])
                 if m is not None and m[1] is not None:
-                    out[i] = ("user" if m[2] == "user" else "assistant", m[1], d, None)
+                    out[i] = text("user" if m[2] == "user" else "assistant", m[1], d)
                     continue
                 t = _one(m) if m is not None else tool_message(r[2])
                 if t is not None:
-                    out[i] = (t[0], t[1], d, t[2])
+                    out[i] = tools(t[0], t[1], d, t[2])
     return out
 
 

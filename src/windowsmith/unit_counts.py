@@ -106,7 +106,7 @@ class PersistedCounts:
                     or not isinstance(counts, list) or len(counts) != CHUNK \
                     or not all(type(n) is int and n >= 0 for n in counts):
                 continue
-            counter.seed(zip(state.messages[lo_i:hi_i], counts, strict=True), thinking=row.get("thinking") is True)
+            counter.seed(state.messages[lo_i:hi_i], counts, thinking=row.get("thinking") is True)
             taken += CHUNK
             p = row.get("parts")
             digests = p.get("digests") if isinstance(p, Mapping) and p.get("render") == RENDER_SCHEME else None
