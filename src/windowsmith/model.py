@@ -403,7 +403,10 @@ class Message:
         ``message_json``: its canonical JSON, whose shape the caller proved (``resume.py``; nothing is checked
         here). ``digest`` is its content digest."""
         m: Message = object.__new__(cls)
-        m.__dict__.update(role=role, digest=digest, _stored=message_json)
+        d = m.__dict__  # (item by item: cheaper than update() with keywords, once per message of a resume)
+        d["role"] = role
+        d["digest"] = digest
+        d["_stored"] = message_json
         return m
 
     @classmethod
@@ -414,7 +417,11 @@ class Message:
         call id of each result), its shape proved by the caller (``resume.py``, which builds its blocks when
         ``content`` is first read)."""
         m: Message = object.__new__(cls)
-        m.__dict__.update(role=role, digest=digest, _stored=message_json, _tools=tools)
+        d = m.__dict__
+        d["role"] = role
+        d["digest"] = digest
+        d["_stored"] = message_json
+        d["_tools"] = tools
         return m
 
     if not TYPE_CHECKING:  # (hidden from the type checker: it would take any misspelt attribute for this one)

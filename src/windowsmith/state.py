@@ -141,8 +141,13 @@ def _unit(messages: tuple[Message, ...], first_seq: int, last_seq: int, open_cal
     """``Unit(messages, first_seq, last_seq, open_calls, pinned)`` without the frozen dataclass's per-field
     ``object.__setattr__`` (a replay makes one or two per message)."""
     u: Unit = object.__new__(Unit)
-    u.__dict__.update(messages=messages, first_seq=first_seq, last_seq=last_seq, open_calls=open_calls,
-                      pinned=pinned, folded=False)
+    d = u.__dict__  # (item by item: cheaper than update() with keywords)
+    d["messages"] = messages
+    d["first_seq"] = first_seq
+    d["last_seq"] = last_seq
+    d["open_calls"] = open_calls
+    d["pinned"] = pinned
+    d["folded"] = False
     return u
 
 
@@ -251,9 +256,9 @@ class SessionState:
                 required=bool(d.get("required", False)),
             )
         elif kind == "message":
-            self._apply_message(message if message is not None else Message.from_dict(d["message"]), event.seq)
-            if len(self.messages) % COUNTS_CHUNK == 0:
-                self.chunk_hashes.append(event.hash)
+            self.apply_message(message if message is not None else Message.from_dict(d["message"]), event.seq,
+                               event.hash, event.parent)
+            return
         elif kind == "usage":
             self.usages.append((event.seq, Usage.from_dict(d["usage"]), d.get("pack_id")))
         elif kind == "compaction":
@@ -275,14 +280,49 @@ class SessionState:
         self.seq = event.seq
 
     def apply_message(self, message: Message, seq: int, hash_: str, parent: str | None) -> None:
-        """``apply`` of a ``message`` event whose message is built already (a replay; see resume.py)."""
+        """``apply`` of a ``message`` event whose message is built already (a replay; see resume.py). (One method,
+        not several: it runs for every message of a resumed session.)"""
         if parent != self.head:
             raise StoreError(
                 f"session {self.session_id!r}: event seq {seq} has parent {parent!r}, "
                 f"expected {self.head!r}; the log is corrupt (run `windowsmith verify`)"
             )
-        self._apply_message(message, seq)
-        if len(self.messages) % COUNTS_CHUNK == 0:
+        self.version += 1
+        messages = self.messages
+        messages.append(message)
+        self.message_seqs.append(seq)
+        role = message.role
+        if role == "tool":
+            self._apply_tool_message(message, seq)
+        else:
+            units = self.units
+            if units and units[-1].open_calls:
+                self._close_open_unit(seq)
+            opened = _NO_CALLS
+            n = len(units)
+            # (only an assistant message holds calls; ``plain`` first: a message replayed lazily is not built)
+            if role == "assistant":
+                self.turn_units.append(n)
+                if not message.plain:
+                    calls = message.call_pairs  # (read without building a tool message replayed lazily)
+                    if calls:
+                        self.call_names.update(calls)
+                        opened = frozenset([c[0] for c in calls])
+                        self.exchange_units.append(n)
+            if not message.image_free:
+                self.image_units.append(n)
+            view = self.view
+            self.unit_start.append(len(view))
+            view.append(message)
+            u: Unit = object.__new__(Unit)  # (what _unit does, inlined)
+            d = u.__dict__
+            d["messages"] = (message,)
+            d["first_seq"] = d["last_seq"] = seq
+            d["open_calls"] = opened
+            d["pinned"] = not units and role == "user"
+            d["folded"] = False
+            units.append(u)
+        if len(messages) % COUNTS_CHUNK == 0:
             self.chunk_hashes.append(hash_)
         self.head = hash_
         self.seq = seq
@@ -393,35 +433,6 @@ class SessionState:
         for u in self.units[from_unit:]:
             self.unit_start.append(len(self.view))
             self.view.extend(u.messages)
-
-    def _apply_message(self, msg: Message, seq: int) -> None:
-        self.version += 1
-        self.messages.append(msg)
-        self.message_seqs.append(seq)
-        role = msg.role
-        if role == "tool":
-            self._apply_tool_message(msg, seq)
-            return
-        units = self.units
-        if units and units[-1].open_calls:
-            self._close_open_unit(seq)
-        opened = _NO_CALLS
-        # (only an assistant message holds calls; ``plain`` first: a message replayed lazily is not built)
-        n = len(units)
-        if role == "assistant":
-            self.turn_units.append(n)
-            if not msg.plain:
-                calls = msg.call_pairs  # (read without building a tool message replayed lazily)
-                if calls:
-                    self.call_names.update(calls)
-                    opened = frozenset([c[0] for c in calls])
-                    self.exchange_units.append(n)
-        if not msg.image_free:
-            self.image_units.append(n)
-        view = self.view
-        self.unit_start.append(len(view))
-        view.append(msg)
-        units.append(_unit((msg,), seq, seq, opened, not units and role == "user"))
 
     def _apply_tool_message(self, msg: Message, seq: int) -> None:
         last = self.units[-1] if self.units else None

@@ -322,7 +322,7 @@ class MaskPlanner:
         for j in range(bisect.bisect_left(ex, start), bisect.bisect_left(ex, end)):
             i = ex[j]
             u = units[i]
-            if u.folded or u.pinned or u.is_open or not is_exchange(u):
+            if u.folded or u.pinned or u.open_calls:  # (every other unit listed is an exchange: SessionState)
                 continue
             new = known.get(u.first_seq) if known is not None else None
             if new is not None:  # counted by an earlier process: the line is written only if the fold is applied
