@@ -279,15 +279,15 @@ _TOOL_MESSAGE = re.compile(r'\{(?:"ingest":(?:' + _FLAT + r'|\[(?:' + _FLAT + '(
 _CALL_IDS = re.compile(r'\},"id":(' + _ID + '),"name":(' + _ID + r'),"type":"tool_call"\}')
 _RESULT_IDS = re.compile(r'\{"call_id":(' + _ID + r'),"content":\[((?:' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK
                          + r')*)?)\],"is_error":(true|false),("name":)?')
-# the common cases at once (one pattern, one call per row): a plain message (its JSON, role: groups 1, 2), an assistant
-# message of one call (its JSON, the call's id and name: 3, 4, 5), a tool message of one result (its JSON, call id: 6, 7)
-_ONE = re.compile(r'\{"message":(\{"content":\[' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK + r')*\],"role":"(user|assistant)"\})\}'
-                  r'|\{"message":(\{"content":\[(?:' + _TEXT_BLOCK + r',)*\{"arguments":' + _FLAT + ',"id":(' + _ID
-                  + '),"name":(' + _ID + r'),"type":"tool_call"\}\],"role":"assistant"\})\}'
-                  r'|\{(?:"ingest":(?:' + _FLAT + r'|\[(?:' + _FLAT + '(?:,' + _FLAT + r')*)?\]),)?"message":'
-                  r'(\{"content":\[\{"call_id":(' + _ID + r'),"content":\[(?:' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK
-                  + r')*)?\],"is_error":(?:true|false),(?:"name":' + _STR + r',)?"type":"tool_result"\}\],'
-                  r'"role":"tool"\})\}')
+# the common cases, one call or one result, whose id (and name) the match gives at once; the ends of a plain
+# message's row (the only shapes _PLAIN_MESSAGE matches end so; no other message does)
+_ONE_CALL = re.compile(r'\{"message":(\{"content":\[(?:' + _TEXT_BLOCK + r',)*\{"arguments":' + _FLAT + ',"id":('
+                       + _ID + '),"name":(' + _ID + r'),"type":"tool_call"\}\],"role":"assistant"\})\}')
+_ONE_RESULT = re.compile(r'\{(?:"ingest":(?:' + _FLAT + r'|\[(?:' + _FLAT + '(?:,' + _FLAT + r')*)?\]),)?"message":'
+                         r'(\{"content":\[\{"call_id":(' + _ID + r'),"content":\[(?:' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK
+                         + r')*)?\],"is_error":(?:true|false),(?:"name":' + _STR + r',)?"type":"tool_result"\}\],'
+                         r'"role":"tool"\})\}')
+_TEXT_END = ('"type":"text"}],"role":"user"}}', '"type":"text"}],"role":"assistant"}}')
 
 
 def _string(s: str) -> str:
@@ -299,29 +299,23 @@ def tool_message(data_json: str) -> tuple[Role, str, tuple[tuple[str, str], ...]
     """(role, the message's canonical JSON, the (id, name) of each call or the call id of each result) if
     ``data_json`` (a ``message`` event's canonical JSON) holds a tool message a replay may leave unbuilt (see
     above); else None."""
-    m = _ONE.fullmatch(data_json)
-    if m is not None:
-        return _one(m)
-    if data_json.endswith('"type":"tool_call"}],"role":"assistant"}}'):  # several calls
-        m = _CALL_MESSAGE.fullmatch(data_json)
+    if data_json.endswith('"type":"tool_call"}],"role":"assistant"}}'):
+        m = _ONE_CALL.fullmatch(data_json)
+        if m is not None:
+            cid, name = m[2], m[3]
+            return "assistant", m[1], ((_string(cid) if "\\" in cid else cid[1:-1],
+                                        _string(name) if "\\" in name else name[1:-1]),)
+        m = _CALL_MESSAGE.fullmatch(data_json)  # several calls
         if m is not None:
             return "assistant", m[1], tuple((_string(c), _string(n)) for c, n in _CALL_IDS.findall(m[1]))
-    elif data_json.endswith('"role":"tool"}}'):  # several results
-        m = _TOOL_MESSAGE.fullmatch(data_json)
+    elif data_json.endswith('"role":"tool"}}'):
+        m = _ONE_RESULT.fullmatch(data_json)
+        if m is not None:
+            cid = m[2]
+            return "tool", m[1], (_string(cid) if "\\" in cid else cid[1:-1],)
+        m = _TOOL_MESSAGE.fullmatch(data_json)  # several results
         if m is not None:
             return "tool", m[1], tuple(_string(r[0]) for r in _RESULT_IDS.findall(m[1]))
-    return None
-
-
-def _one(m: re.Match[str]) -> tuple[Role, str, tuple[tuple[str, str], ...] | tuple[str, ...]] | None:
-    """What :func:`tool_message` returns for a match of ``_ONE`` (None for a plain message)."""
-    if m[3] is not None:
-        cid, name = m[4], m[5]
-        return "assistant", m[3], ((_string(cid) if "\\" in cid else cid[1:-1],
-                                    _string(name) if "\\" in name else name[1:-1]),)
-    if m[6] is not None:
-        cid = m[7]
-        return "tool", m[6], (_string(cid) if "\\" in cid else cid[1:-1],)
     return None
 
 
@@ -345,18 +339,20 @@ def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list
     messages (persisted_digests)."""
     out: list[Message | None] = [None] * len(rows)
     n = n_before
-    match = _ONE.fullmatch
+    plain = _PLAIN_MESSAGE.fullmatch
     text, tools = Message.stored_text, Message.stored_tools
     for i, r in enumerate(rows):
         if r[1] == "message":
             d = known.get(n)
             n += 1
             if d is not None:
-                m = match(r[2])
-                if m is not None and m[1] is not None:
-                    out[i] = text("user" if m[2] == "user" else "assistant", m[1], d)
+                data = r[2]
+                if data.endswith(_TEXT_END):  # (one pattern per shape, chosen by the row's end: cheaper than one)
+                    m = plain(data)
+                    if m is not None:
+                        out[i] = text("user" if m[2] == "user" else "assistant", m[1], d)
                     continue
-                t = _one(m) if m is not None else tool_message(r[2])
+                t = tool_message(data)
                 if t is not None:
                     out[i] = tools(t[0], t[1], d, t[2])
     return out

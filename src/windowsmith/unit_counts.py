@@ -104,7 +104,7 @@ class PersistedCounts:
             counts = row.get("counts")
             if row.get("hash") != state.chunk_hashes[k] or row.get("check") != row_check(row) or row.get("seq") != state.message_seqs[hi_i - 1] \
                     or not isinstance(counts, list) or len(counts) != CHUNK \
-                    or not all(type(n) is int and n >= 0 for n in counts):
+                    or set(map(type, counts)) != {int} or min(counts) < 0:  # (C-level passes, not a generator)
                 continue
             counter.seed(state.messages[lo_i:hi_i], counts, thinking=row.get("thinking") is True)
             taken += CHUNK
