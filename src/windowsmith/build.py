@@ -387,10 +387,10 @@ class Builder:
         if k and len(parts) >= k and ((stable is not None and stable[0] is token and stable[1] >= k)
                                       or parts[:k] == prev[:k]):
             shared = k * PART_LEN
-            out = last[:shared] + "".join(p[:PART_LEN] for p in parts[k:])
+            out = last[:shared] + "".join([p[:PART_LEN] for p in parts[k:]])
         else:
             shared = 0
-            out = "".join(p[:PART_LEN] for p in parts)
+            out = "".join([p[:PART_LEN] for p in parts])  # (a list, not a generator: cheaper to join)
         self._parts_hint = (last, shared)
         # keep only the stable prefix (the last parts — tail, final message — change every turn)
         keep = max(0, len(parts) - 3)
