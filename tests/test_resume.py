@@ -201,10 +201,10 @@ def test_a_tool_message_is_recognised_in_its_stored_json_and_rebuilt_exactly(
             continue
         assert got is not None and got[0] == m.role and got[1] == canonical_json(m.to_dict())
         lazy = Message.stored_tools(got[0], got[1], m.digest, got[2])
-        facts = (lazy.plain, lazy.image_free, lazy.has_tool_calls, lazy.call_pairs, lazy.result_ids, lazy.n_blocks,
+        facts = (lazy.plain, lazy.image_free, lazy.call_pairs, lazy.result_ids, lazy.n_blocks,
                  message_shape(lazy))
         assert "content" not in lazy.__dict__
-        assert facts == (m.plain, m.image_free, m.has_tool_calls, m.call_pairs, m.result_ids, m.n_blocks,
+        assert facts == (m.plain, m.image_free, m.call_pairs, m.result_ids, m.n_blocks,
                          message_shape(m))
         assert lazy == m and lazy.to_dict() == m.to_dict() and "_stored" not in lazy.__dict__
 
@@ -239,7 +239,7 @@ def _lazy_state_matches(store: Any) -> tuple[int, int]:
         s = e.session("lazy")
         msgs = s.state.messages
         lazy = [i for i, m in enumerate(msgs) if "content" not in m.__dict__]
-        facts = [(m.plain, m.image_free, m.has_tool_calls, m.call_pairs if m.role == "assistant" else (),
+        facts = [(m.plain, m.image_free, m.call_pairs if m.role == "assistant" else (),
                   m.result_ids if m.role == "tool" else (), m.n_blocks, message_shape(m)) for m in msgs]
         assert all("content" not in msgs[i].__dict__ for i in lazy)  # answered without building them
         unbuilt = (sum(msgs[i].plain for i in lazy), sum(not msgs[i].plain for i in lazy))
@@ -251,7 +251,7 @@ def _lazy_state_matches(store: Any) -> tuple[int, int]:
             slow.apply(ev)
         assert all(m.digest == content_digest(m.to_dict()) for m in slow.messages)
         assert [m.digest for m in msgs] == [m.digest for m in slow.messages]
-        assert facts == [(m.plain, m.image_free, m.has_tool_calls, m.call_pairs if m.role == "assistant" else (),
+        assert facts == [(m.plain, m.image_free, m.call_pairs if m.role == "assistant" else (),
                           m.result_ids if m.role == "tool" else (), m.n_blocks, message_shape(m)) for m in slow.messages]
         st = s.state
         assert msgs == slow.messages and st.view == slow.view and st.units == slow.units

@@ -354,18 +354,6 @@ class Message:
         return True
 
     @property
-    def has_tool_calls(self) -> bool:
-        """Whether the message holds a tool call (a message replayed lazily is not built to answer)."""
-        d = self.__dict__
-        content = d.get("content")
-        if content is None:
-            return self.role == "assistant" and "_tools" in d
-        for b in content:  # noqa: SIM110  (a loop: this runs for every unit of a resumed session)
-            if type(b) is ToolCall:
-                return True
-        return False
-
-    @property
     def call_pairs(self) -> tuple[tuple[str, str], ...]:
         """(id, name) of each tool call, in order (a message replayed lazily is not built to answer)."""
         d = self.__dict__
@@ -416,12 +404,8 @@ class Message:
         (id, name) of each call) or a ``tool`` message of tool results holding text blocks only (``tools``: the
         call id of each result), its shape proved by the caller (``resume.py``, which builds its blocks when
         ``content`` is first read)."""
-        m: Message = object.__new__(cls)
-        d = m.__dict__
-        d["role"] = role
-        d["digest"] = digest
-        d["_stored"] = message_json
-        d["_tools"] = tools
+        m = cls.stored_text(role, message_json, digest)
+        m.__dict__["_tools"] = tools
         return m
 
     if not TYPE_CHECKING:  # (hidden from the type checker: it would take any misspelt attribute for this one)

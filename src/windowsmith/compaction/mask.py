@@ -210,7 +210,7 @@ def is_exchange(u: Unit) -> bool:
     if not u.messages:
         return False
     m = u.messages[0]
-    return m.role == "assistant" and m.has_tool_calls  # (a message replayed lazily is not built to answer)
+    return m.role == "assistant" and bool(m.call_pairs)  # (a message replayed lazily is not built to answer)
 
 
 class TurnNumbers:
