@@ -270,15 +270,15 @@ def _sampled_ok(renderer: UnitRenderer, msgs: Any, values: list[Any], parts: lis
     a new ``RENDER_SCHEME`` drops the rows)."""
     seen = set()
     m: Message
-    for i in (i for lo in range(0, len(values), SEGMENT) for i in range(lo, lo + SAMPLE)):
-        m = msgs[i]
-        shape = message_shape(m)
-        if shape in seen:
-            continue
-        seen.add(shape)
-        if sha256_hex(canonical_json(renderer.render_message(m, ()))) != parts[i] \
-                or sha256_hex(canonical_json(values[i])) != parts[i]:
-            return False
+    for lo in range(0, len(values), SEGMENT):
+        for i, m in enumerate(msgs[lo:lo + SAMPLE], lo):  # (a slice: one copy per segment, not a lookup per message)
+            shape = message_shape(m)
+            if shape in seen:
+                continue
+            seen.add(shape)
+            if sha256_hex(canonical_json(renderer.render_message(m, ()))) != parts[i] \
+                    or sha256_hex(canonical_json(values[i])) != parts[i]:
+                return False
     return True
 
 

@@ -118,7 +118,8 @@ class Builder:
         self._parts_cache: tuple[Sequence[str], int, object, str] = ((), 0, None, "")
         self._parts_hint: tuple[str, int] = ("", 0)  # (the last manifest's parts, characters this one shares)
         self._compactor: Compactor | None = None
-        self.counts = PersistedCounts(engine.store, self.session_id)  # token counts kept for the next process
+        # token counts kept for the next process (the digest rows the log's replay found valid are not read again)
+        self.counts = PersistedCounts(engine.store, self.session_id, log.digest_rows)
         self.bodies = BodySnapshots(engine.store, self.session_id)  # rendered bodies kept for the next process
         self.cache_key = "ws-" + hashlib.sha256(self.session_id.encode()).hexdigest()[:24]
 
@@ -386,10 +387,10 @@ class Builder:
         if k and len(parts) >= k and ((stable is not None and stable[0] is token and stable[1] >= k)
                                       or parts[:k] == prev[:k]):
             shared = k * PART_LEN
-            out = last[:shared] + "".join(p[:PART_LEN] for p in parts[k:])
+            out = last[:shared] + "".join([p[:PART_LEN] for p in parts[k:]])
         else:
             shared = 0
-            out = "".join(p[:PART_LEN] for p in parts)
+            out = "".join([p[:PART_LEN] for p in parts])  # (a list, not a generator: cheaper to join)
         self._parts_hint = (last, shared)
         # keep only the stable prefix (the last parts — tail, final message — change every turn)
         keep = max(0, len(parts) - 3)

@@ -20,7 +20,9 @@ class SessionLog:
         self.artifacts = artifacts
         self.session_id = session_id
         self._state = SessionState(session_id)
-        replay(store, session_id, self._state)
+        #: the chunks whose message digest rows the replays found valid (unit_counts.py need not read them again)
+        self.digest_rows: set[int] = set()
+        replay(store, session_id, self._state, found=self.digest_rows)
 
     @property
     def state(self) -> SessionState:
@@ -28,7 +30,7 @@ class SessionLog:
 
     def refresh(self) -> int:
         """Fold the events other writers appended after this state's seq; returns how many."""
-        return replay(self.store, self.session_id, self._state, self._state.seq + 1)
+        return replay(self.store, self.session_id, self._state, self._state.seq + 1, self.digest_rows)
 
     def append_event(self, kind: str, data: Mapping[str, Any]) -> None:
         """Append one event (optimistically, after the state's head) and fold it into the state."""

@@ -327,21 +327,62 @@ class Message:
     def plain(self) -> bool:
         """Whether every block is :class:`Text` (no image, tool call, tool result or thinking block): passes over
         a whole session ask this first, so a message replayed lazily (:meth:`stored_text`) is not built."""
-        content = self.__dict__.get("content")
-        if content is None:  # made by stored_text, not built yet: text blocks only
-            return True
+        d = self.__dict__
+        content = d.get("content")
+        if content is None:  # made by stored_text (text blocks only) or stored_tools, not built yet
+            return "_tools" not in d
         for b in content:  # noqa: SIM110  (a loop, not all() over a generator: this runs for most messages of a resume)
             if type(b) is not Text:
                 return False
         return True
 
     @property
+    def image_free(self) -> bool:
+        """Whether the message surely holds no image, in its blocks or its tool results' (a message replayed
+        lazily holds none: :meth:`stored_text` and :meth:`stored_tools` take only messages without images, and
+        are not built to answer)."""
+        content = self.__dict__.get("content")
+        if content is None:
+            return True
+        for b in content:
+            if type(b) is Image:
+                return False
+            if type(b) is ToolResult:
+                for c in b.content:
+                    if type(c) is Image:
+                        return False
+        return True
+
+    @property
+    def call_pairs(self) -> tuple[tuple[str, str], ...]:
+        """(id, name) of each tool call, in order (a message replayed lazily is not built to answer)."""
+        d = self.__dict__
+        if "content" not in d and "_stored" in d:  # (text blocks only, or one of stored_tools)
+            return d.get("_tools", ()) if self.role == "assistant" else ()  # type: ignore[no-any-return]
+        return tuple((b.id, b.name) for b in self.content if isinstance(b, ToolCall))
+
+    @property
+    def result_ids(self) -> tuple[str, ...]:
+        """The call id of each tool result, in order (a message replayed lazily is not built to answer)."""
+        d = self.__dict__
+        if "content" not in d and "_stored" in d:
+            return d.get("_tools", ()) if self.role == "tool" else ()  # type: ignore[no-any-return]
+        return tuple(b.call_id for b in self.content if isinstance(b, ToolResult))
+
+    @property
     def n_blocks(self) -> int:
         """How many content blocks the message holds (a message replayed lazily is not built: in its canonical
-        JSON a text block ends with ``"type":"text"}``, which no escaped string holds)."""
-        stored = self.__dict__.get("_stored")
-        if stored is not None and "content" not in self.__dict__:
-            return stored.count('"type":"text"}')  # type: ignore[no-any-return]
+        JSON a text block ends with ``"type":"text"}``, which no escaped string holds, and the text blocks of
+        one of :meth:`stored_tools` come before its first tool call, whose JSON starts ``{"arguments":``)."""
+        d = self.__dict__
+        stored = d.get("_stored")
+        if stored is not None and "content" not in d:
+            tools = d.get("_tools")
+            if tools is None:
+                return stored.count('"type":"text"}')  # type: ignore[no-any-return]
+            if self.role == "tool":
+                return len(tools)
+            return stored.count('"type":"text"}', 0, stored.find('{"arguments":')) + len(tools)  # type: ignore[no-any-return]
         return len(self.content)
 
     @classmethod
@@ -350,7 +391,21 @@ class Message:
         ``message_json``: its canonical JSON, whose shape the caller proved (``resume.py``; nothing is checked
         here). ``digest`` is its content digest."""
         m: Message = object.__new__(cls)
-        m.__dict__.update(role=role, digest=digest, _stored=message_json)
+        d = m.__dict__  # (item by item: cheaper than update() with keywords, once per message of a resume)
+        d["role"] = role
+        d["digest"] = digest
+        d["_stored"] = message_json
+        return m
+
+    @classmethod
+    def stored_tools(cls, role: Role, message_json: str, digest: str,
+                     tools: tuple[tuple[str, str], ...] | tuple[str, ...]) -> Message:
+        """Like :meth:`stored_text`, for an ``assistant`` message of text blocks then tool calls (``tools``: the
+        (id, name) of each call) or a ``tool`` message of tool results holding text blocks only (``tools``: the
+        call id of each result), its shape proved by the caller (``resume.py``, which builds its blocks when
+        ``content`` is first read)."""
+        m = cls.stored_text(role, message_json, digest)
+        m.__dict__["_tools"] = tools
         return m
 
     if not TYPE_CHECKING:  # (hidden from the type checker: it would take any misspelt attribute for this one)
@@ -360,7 +415,12 @@ class Message:
             if name == "content":
                 stored = d.get("_stored")
                 if stored is not None:  # (two threads may both build it: the same blocks)
-                    d["content"] = tuple(Text(b["text"]) for b in json.loads(stored)["content"])
+                    if "_tools" in d:
+                        from .resume import stored_blocks  # (the builder of the shapes resume.py proved)
+
+                        d["content"] = stored_blocks(json.loads(stored))
+                    else:
+                        d["content"] = tuple(Text(b["text"]) for b in json.loads(stored)["content"])
                     d.pop("_stored", None)
                 if "content" in d:
                     return d["content"]

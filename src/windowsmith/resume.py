@@ -151,6 +151,13 @@ def _trusted(d: Any) -> Message | None:
     return _new(Message, {"role": role, "content": tuple(blocks)})  # type: ignore[no-any-return]
 
 
+def stored_blocks(d: Any) -> tuple[Any, ...]:
+    """The blocks of a message dict whose shape a replay proved (:func:`tool_message`): a lazily replayed message's
+    ``content``, built as the eager replay builds it."""
+    msg = _trusted(d)
+    return (msg if msg is not None else Message.from_dict(d)).content
+
+
 def message_from_stored(data: Any, data_json: str | None = None, hash_: str | None = None,
                         parent: str | None = None) -> Message:
     """The message of a stored ``message`` event's ``data`` (as ``Message.from_dict(data["message"])`` builds
@@ -195,14 +202,15 @@ def _message_json(data: dict[str, Any], data_json: str, role: str) -> str | None
     return data_json[len(prefix):-1] if data_json.startswith(prefix) else None
 
 
-def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 0) -> int:
+def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 0,
+           found: set[int] | None = None) -> int:
     """Fold the session's events from ``since_seq`` into ``state`` (a trusted replay, see the module
-    docstring); returns how many."""
+    docstring); returns how many. ``found`` gets the chunks whose stored digest rows were valid."""
     rows = store.event_rows(session_id, since_seq)
     if not rows:
         return 0
     with paused_gc(freeze=len(rows) >= FREEZE_EVENTS):
-        known = persisted_digests(store, session_id, len(state.messages), rows)
+        known = persisted_digests(store, session_id, len(state.messages), rows, found)
         lazy = _lazy_rows(rows, known, len(state.messages)) if known else None
         texts = [r[2] for r, z in zip(rows, lazy, strict=True) if z is None] if lazy is not None else \
             [r[2] for r in rows]
@@ -216,7 +224,7 @@ def replay(store: Store, session_id: str, state: SessionState, since_seq: int = 
             z = lazy[i] if lazy is not None else None
             if z is not None:
                 if parent == state.head:
-                    state.apply_message(Message.stored_text(*z), seq, hash_, parent)
+                    state.apply_message(z, seq, hash_, parent)
                     continue
                 data = json.loads(data_json)
             else:
@@ -249,20 +257,104 @@ def plain_message(data_json: str) -> tuple[Role, str] | None:
     return None if m is None else ("user" if m[2] == "user" else "assistant", m[1])
 
 
-def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list[tuple[Role, str, str] | None]:
-    """For each row: (role, message JSON, digest) if it is a message of text blocks only whose digest is known,
-    to be replayed without parsing it (``Message.stored_text``: its blocks are built if something reads them);
-    else None. The digest comes from a row whose chain hash proves the log's messages (persisted_digests)."""
-    out: list[tuple[Role, str, str] | None] = [None] * len(rows)
+# The tool messages a replay leaves unbuilt, in canonical JSON (sorted keys): an assistant message of text blocks
+# then tool calls whose arguments are flat (string, number, true, false or null values: no object or list inside),
+# and a tool message (with or without its ingest record, a flat object or a list of them) of tool results holding
+# text blocks only. Ids and names are non-empty (as a replay requires). Strings are matched as above; every
+# repetition starts with a different literal, so no pattern backtracks.
+_STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_ID = r'"(?:[^"\\]|\\.)[^"\\]*(?:\\.[^"\\]*)*"'  # a non-empty string
+_SCALAR = _STR + r'|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|true|false|null'
+_FLAT = r'\{(?:' + _STR + ':(?:' + _SCALAR + ')(?:,' + _STR + ':(?:' + _SCALAR + r'))*)?\}'
+_CALL = r'\{"arguments":' + _FLAT + ',"id":' + _ID + ',"name":' + _ID + r',"type":"tool_call"\}'
+_RESULT = (r'\{"call_id":' + _ID + r',"content":\[(?:' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK + r')*)?\],"is_error":'
+           r'(?:true|false),(?:"name":' + _STR + r',)?"type":"tool_result"\}')
+_CALL_MESSAGE = re.compile(r'\{"message":(\{"content":\[(?:' + _TEXT_BLOCK + ',)*' + _CALL + '(?:,' + _CALL
+                           + r')*\],"role":"assistant"\})\}')
+_TOOL_MESSAGE = re.compile(r'\{(?:"ingest":(?:' + _FLAT + r'|\[(?:' + _FLAT + '(?:,' + _FLAT + r')*)?\]),)?"message":'
+                           r'(\{"content":\[' + _RESULT + '(?:,' + _RESULT + r')*\],"role":"tool"\})\}')
+# Within a message matched above: each call's id and name (an object's close followed by the key "id" is only ever
+# a call's arguments closing: no string holds `},"` unescaped, and the arguments hold no object), and each result's
+# call id, error flag, the text blocks it holds and whether it has a name (`{"call_id":` opens only a result there).
+_CALL_IDS = re.compile(r'\},"id":(' + _ID + '),"name":(' + _ID + r'),"type":"tool_call"\}')
+_RESULT_IDS = re.compile(r'\{"call_id":(' + _ID + r'),"content":\[((?:' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK
+                         + r')*)?)\],"is_error":(true|false),("name":)?')
+# the common cases, one call or one result, whose id (and name) the match gives at once; the ends of a plain
+# message's row (the only shapes _PLAIN_MESSAGE matches end so; no other message does)
+_ONE_CALL = re.compile(r'\{"message":(\{"content":\[(?:' + _TEXT_BLOCK + r',)*\{"arguments":' + _FLAT + ',"id":('
+                       + _ID + '),"name":(' + _ID + r'),"type":"tool_call"\}\],"role":"assistant"\})\}')
+_ONE_RESULT = re.compile(r'\{(?:"ingest":(?:' + _FLAT + r'|\[(?:' + _FLAT + '(?:,' + _FLAT + r')*)?\]),)?"message":'
+                         r'(\{"content":\[\{"call_id":(' + _ID + r'),"content":\[(?:' + _TEXT_BLOCK + '(?:,' + _TEXT_BLOCK
+                         + r')*)?\],"is_error":(?:true|false),(?:"name":' + _STR + r',)?"type":"tool_result"\}\],'
+                         r'"role":"tool"\})\}')
+_TEXT_END = ('"type":"text"}],"role":"user"}}', '"type":"text"}],"role":"assistant"}}')
+
+
+def _string(s: str) -> str:
+    """The value of a JSON string literal."""
+    return s[1:-1] if "\\" not in s else json.loads(s)  # type: ignore[no-any-return]
+
+
+def tool_message(data_json: str) -> tuple[Role, str, tuple[tuple[str, str], ...] | tuple[str, ...]] | None:
+    """(role, the message's canonical JSON, the (id, name) of each call or the call id of each result) if
+    ``data_json`` (a ``message`` event's canonical JSON) holds a tool message a replay may leave unbuilt (see
+    above); else None."""
+    if data_json.endswith('"type":"tool_call"}],"role":"assistant"}}'):
+        m = _ONE_CALL.fullmatch(data_json)
+        if m is not None:
+            cid, name = m[2], m[3]
+            return "assistant", m[1], ((_string(cid) if "\\" in cid else cid[1:-1],
+                                        _string(name) if "\\" in name else name[1:-1]),)
+        m = _CALL_MESSAGE.fullmatch(data_json)  # several calls
+        if m is not None:
+            return "assistant", m[1], tuple((_string(c), _string(n)) for c, n in _CALL_IDS.findall(m[1]))
+    elif data_json.endswith('"role":"tool"}}'):
+        m = _ONE_RESULT.fullmatch(data_json)
+        if m is not None:
+            cid = m[2]
+            return "tool", m[1], (_string(cid) if "\\" in cid else cid[1:-1],)
+        m = _TOOL_MESSAGE.fullmatch(data_json)  # several results
+        if m is not None:
+            return "tool", m[1], tuple(_string(r[0]) for r in _RESULT_IDS.findall(m[1]))
+    return None
+
+
+def stored_shape(m: Message) -> tuple[Any, ...] | None:
+    """``unit_counts.message_shape`` of a tool message replayed lazily, read from its stored JSON; None if it is
+    not one (or was built since)."""
+    d = m.__dict__
+    stored, tools = d.get("_stored"), d.get("_tools")
+    if stored is None or tools is None:
+        return None
+    if m.role == "assistant":
+        return m.role, *(Text,) * (m.n_blocks - len(tools)), *(ToolCall,) * len(tools)
+    return m.role, *(("tool_result", r[3] == "true", r[4] is None, ("text",) * r[2].count('"type":"text"}'))
+                     for r in _RESULT_IDS.finditer(stored))
+
+
+def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list[Message | None]:
+    """For each row: the message, replayed without parsing it (``Message.stored_text`` / ``stored_tools``: its
+    blocks are built if something reads them), if it is a message of text blocks only or a tool message of the
+    shapes above whose digest is known; else None. The digest comes from a row whose chain hash proves the log's
+    messages (persisted_digests)."""
+    out: list[Message | None] = [None] * len(rows)
     n = n_before
+    plain = _PLAIN_MESSAGE.fullmatch
+    text, tools = Message.stored_text, Message.stored_tools
     for i, r in enumerate(rows):
         if r[1] == "message":
             d = known.get(n)
             n += 1
             if d is not None:
-                m = plain_message(r[2])
-                if m is not None:
-                    out[i] = (*m, d)
+                data = r[2]
+                if data.endswith(_TEXT_END):  # (one pattern per shape, chosen by the row's end: cheaper than one)
+                    m = plain(data)
+                    if m is not None:
+                        out[i] = text("user" if m[2] == "user" else "assistant", m[1], d)
+                    continue
+                t = tool_message(data)
+                if t is not None:
+                    out[i] = tools(t[0], t[1], d, t[2])
     return out
 
 
@@ -325,9 +417,10 @@ def unpack_digests(text: Any, n: int, size: int) -> list[str] | None:
     return [hexed[i:i + w] for i in range(0, n * w, w)]
 
 
-def persisted_digests(store: Store, session_id: str, n_before: int, rows: list[Any]) -> dict[int, str]:
+def persisted_digests(store: Store, session_id: str, n_before: int, rows: list[Any],
+                      found: set[int] | None = None) -> dict[int, str]:
     """Message index → digest, from the rows of the full chunks that ``rows`` (after ``n_before`` messages)
-    complete."""
+    complete. ``found`` gets the chunks whose rows were valid."""
     from .state import COUNTS_CHUNK
 
     if len(rows) < COUNTS_CHUNK:
@@ -346,8 +439,11 @@ def persisted_digests(store: Store, session_id: str, n_before: int, rows: list[A
                 digests = valid_digests(row, r[3])
                 if digests is not None:
                     out.update(zip(range(k * COUNTS_CHUNK, n), digests, strict=True))
+                    if found is not None:
+                        found.add(k)
     return out
 
 
 __all__ = ["DIGESTS_VERSION", "DIGEST_BYTES", "FREEZE_EVENTS", "digests_key", "message_from_stored", "pack_digests",
-           "paused_gc", "persisted_digests", "plain_message", "replay", "row_check", "unpack_digests", "valid_digests"]
+           "paused_gc", "persisted_digests", "plain_message", "replay", "row_check", "stored_blocks", "stored_shape",
+           "tool_message", "unpack_digests", "valid_digests"]

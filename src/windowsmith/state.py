@@ -141,8 +141,13 @@ def _unit(messages: tuple[Message, ...], first_seq: int, last_seq: int, open_cal
     """``Unit(messages, first_seq, last_seq, open_calls, pinned)`` without the frozen dataclass's per-field
     ``object.__setattr__`` (a replay makes one or two per message)."""
     u: Unit = object.__new__(Unit)
-    u.__dict__.update(messages=messages, first_seq=first_seq, last_seq=last_seq, open_calls=open_calls,
-                      pinned=pinned, folded=False)
+    d = u.__dict__  # (item by item: cheaper than update() with keywords)
+    d["messages"] = messages
+    d["first_seq"] = first_seq
+    d["last_seq"] = last_seq
+    d["open_calls"] = open_calls
+    d["pinned"] = pinned
+    d["folded"] = False
     return u
 
 
@@ -199,6 +204,12 @@ class SessionState:
     version: int = 0  # bumps on every change of the history view
     message_seqs: list[int] = field(default_factory=list)  # log seq of each entry of ``messages``
     chunk_hashes: list[str] = field(default_factory=list)  # chain hash of every COUNTS_CHUNK-th message's event
+    # indices of the units that open with an assistant message or were folded (each starts a turn), of those that
+    # are exchanges (open with tool calls) or folds, and of those a message holding an image was added to (whether
+    # a stub replaced it since or not): kept as the log is folded, so the mask planner walks no unit to find them
+    turn_units: list[int] = field(default_factory=list)
+    exchange_units: list[int] = field(default_factory=list)
+    image_units: list[int] = field(default_factory=list)
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
     index: list[str] = field(default_factory=list)  # identifiers the dropped history named and the view lost, best first
@@ -245,9 +256,9 @@ class SessionState:
                 required=bool(d.get("required", False)),
             )
         elif kind == "message":
-            self._apply_message(message if message is not None else Message.from_dict(d["message"]), event.seq)
-            if len(self.messages) % COUNTS_CHUNK == 0:
-                self.chunk_hashes.append(event.hash)
+            self.apply_message(message if message is not None else Message.from_dict(d["message"]), event.seq,
+                               event.hash, event.parent)
+            return
         elif kind == "usage":
             self.usages.append((event.seq, Usage.from_dict(d["usage"]), d.get("pack_id")))
         elif kind == "compaction":
@@ -269,14 +280,49 @@ class SessionState:
         self.seq = event.seq
 
     def apply_message(self, message: Message, seq: int, hash_: str, parent: str | None) -> None:
-        """``apply`` of a ``message`` event whose message is built already (a replay; see resume.py)."""
+        """``apply`` of a ``message`` event whose message is built already (a replay; see resume.py). (One method,
+        not several: it runs for every message of a resumed session.)"""
         if parent != self.head:
             raise StoreError(
                 f"session {self.session_id!r}: event seq {seq} has parent {parent!r}, "
                 f"expected {self.head!r}; the log is corrupt (run `windowsmith verify`)"
             )
-        self._apply_message(message, seq)
-        if len(self.messages) % COUNTS_CHUNK == 0:
+        self.version += 1
+        messages = self.messages
+        messages.append(message)
+        self.message_seqs.append(seq)
+        role = message.role
+        if role == "tool":
+            self._apply_tool_message(message, seq)
+        else:
+            units = self.units
+            if units and units[-1].open_calls:
+                self._close_open_unit(seq)
+            opened = _NO_CALLS
+            n = len(units)
+            # (only an assistant message holds calls; ``plain`` first: a message replayed lazily is not built)
+            if role == "assistant":
+                self.turn_units.append(n)
+                if not message.plain:
+                    calls = message.call_pairs  # (read without building a tool message replayed lazily)
+                    if calls:
+                        self.call_names.update(calls)
+                        opened = frozenset([c[0] for c in calls])
+                        self.exchange_units.append(n)
+            if not message.image_free:
+                self.image_units.append(n)
+            view = self.view
+            self.unit_start.append(len(view))
+            view.append(message)
+            u: Unit = object.__new__(Unit)  # (what _unit does, inlined)
+            d = u.__dict__
+            d["messages"] = (message,)
+            d["first_seq"] = d["last_seq"] = seq
+            d["open_calls"] = opened
+            d["pinned"] = not units and role == "user"
+            d["folded"] = False
+            units.append(u)
+        if len(messages) % COUNTS_CHUNK == 0:
             self.chunk_hashes.append(hash_)
         self.head = hash_
         self.seq = seq
@@ -293,6 +339,10 @@ class SessionState:
                     continue  # a fold of a fold is not possible; nor of the pinned request or an open call
                 fold = Message("assistant", (Text(f.text),))
                 self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
+                for at in (self.turn_units, self.exchange_units):  # a fold is both
+                    k = bisect.bisect_left(at, i)
+                    if k == len(at) or at[k] != i:
+                        at.insert(k, i)
                 first_changed = i if first_changed is None else min(first_changed, i)
             for i in self._apply_block_edits(rec.images, stub_images):
                 first_changed = i if first_changed is None else min(first_changed, i)
@@ -384,39 +434,16 @@ class SessionState:
             self.unit_start.append(len(self.view))
             self.view.extend(u.messages)
 
-    def _apply_message(self, msg: Message, seq: int) -> None:
-        self.version += 1
-        self.messages.append(msg)
-        self.message_seqs.append(seq)
-        role = msg.role
-        if role == "tool":
-            self._apply_tool_message(msg, seq)
-            return
-        units = self.units
-        if units and units[-1].open_calls:
-            self._close_open_unit(seq)
-        opened = _NO_CALLS
-        # (only an assistant message holds calls; ``plain`` first: a message replayed lazily is not built)
-        if role == "assistant" and not msg.plain:
-            calls = msg.tool_calls
-            if calls:
-                names = self.call_names
-                for c in calls:
-                    names[c.id] = c.name
-                opened = frozenset(c.id for c in calls)
-        view = self.view
-        self.unit_start.append(len(view))
-        view.append(msg)
-        units.append(_unit((msg,), seq, seq, opened, not units and role == "user"))
-
     def _apply_tool_message(self, msg: Message, seq: int) -> None:
         last = self.units[-1] if self.units else None
-        ids = [r.call_id for r in msg.tool_results]
+        ids = msg.result_ids  # (read without building a message replayed lazily)
         if last is None or not last.open_calls.issuperset(ids):
             # validated at the API edge; a log written by an older version may still hold one
             raise InvalidMessageError(f"tool result(s) {ids} at seq {seq} answer no open tool call")
         self.answered.update(ids)
         self.view.append(msg)
+        if not msg.image_free and (not self.image_units or self.image_units[-1] != len(self.units) - 1):
+            self.image_units.append(len(self.units) - 1)
         self.units[-1] = _unit((*last.messages, msg), last.first_seq, seq, last.open_calls.difference(ids), last.pinned)
 
     def _close_open_unit(self, seq: int) -> None:

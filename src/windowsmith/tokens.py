@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import tiktoken
@@ -69,6 +70,9 @@ ENCODINGS: tuple[str, ...] = tuple(_SPECS)
 
 _enc_lock = threading.Lock()
 _encodings: dict[str, tiktoken.Encoding] = {}
+
+
+_DIGEST = attrgetter("digest")
 
 
 def get_encoding(name: str) -> tiktoken.Encoding:
@@ -394,11 +398,10 @@ class TokenCounter:
         return (f"{self.encoding}|{self.format}|{o.per_message}.{o.per_tool_call}.{o.per_tool_result}.{o.image}"
                 f"|{self._thinking_provider or '-'}")
 
-    def seed(self, counts: Iterable[tuple[Message, int]], *, thinking: bool = False) -> None:
-        """Take raw message counts counted before (by a counter of the same :attr:`scheme`), so they are not
-        tokenized again. ``thinking``: whether any of them holds a thinking block this format sends."""
-        for m, n in counts:
-            self._messages[m.digest] = n
+    def seed(self, messages: Iterable[Message], counts: Iterable[int], *, thinking: bool = False) -> None:
+        """Take the raw counts of ``messages`` counted before (by a counter of the same :attr:`scheme`), so they are
+        not tokenized again. ``thinking``: whether any of them holds a thinking block this format sends."""
+        self._messages.update(zip(map(_DIGEST, messages), counts, strict=True))
         if thinking:
             self._saw_thinking = True
 

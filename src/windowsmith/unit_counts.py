@@ -33,7 +33,7 @@ without them and compares the bytes).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from .compaction.mask import FOLD_SCHEME, MaskPlanner
@@ -41,7 +41,15 @@ from .errors import StoreError
 from .hashing import canonical_json, sha256_hex
 from .model import Message, Text
 from .render.base import RENDER_SCHEME, Renderer
-from .resume import DIGESTS_VERSION, digests_key, pack_digests, row_check, unpack_digests, valid_digests
+from .resume import (
+    DIGESTS_VERSION,
+    digests_key,
+    pack_digests,
+    row_check,
+    stored_shape,
+    unpack_digests,
+    valid_digests,
+)
 from .state import COUNTS_CHUNK as CHUNK
 from .state import SessionState
 from .store.base import session_kv_scopes
@@ -63,9 +71,11 @@ class PersistedCounts:
     """The persisted counts of one session (see the module docstring): :meth:`seed` a new counter and the
     mask planner from them, :meth:`save` the chunks that filled (or whose fold counts are out of date)."""
 
-    def __init__(self, store: Store, session_id: str) -> None:
+    def __init__(self, store: Store, session_id: str, digest_rows: Set[int] = frozenset()) -> None:
+        """``digest_rows``: the chunks whose message digest rows are known to be stored and valid (a replay's)."""
         self.store = store
         self.session_id = session_id
+        self._digest_rows = digest_rows
         self._saved: dict[tuple[str, int], Any] = {}  # (scheme, chunk) → (lo, records) of its fold counts, or None
         self.seeded = 0  # messages whose counts the last seed() took (for tests and the benchmark)
         self.hinted = 0  # part digests handed to a renderer (for tests)
@@ -94,9 +104,9 @@ class PersistedCounts:
             counts = row.get("counts")
             if row.get("hash") != state.chunk_hashes[k] or row.get("check") != row_check(row) or row.get("seq") != state.message_seqs[hi_i - 1] \
                     or not isinstance(counts, list) or len(counts) != CHUNK \
-                    or not all(type(n) is int and n >= 0 for n in counts):
+                    or set(map(type, counts)) != {int} or min(counts) < 0:  # (C-level passes, not a generator)
                 continue
-            counter.seed(zip(state.messages[lo_i:hi_i], counts, strict=True), thinking=row.get("thinking") is True)
+            counter.seed(state.messages[lo_i:hi_i], counts, thinking=row.get("thinking") is True)
             taken += CHUNK
             p = row.get("parts")
             digests = p.get("digests") if isinstance(p, Mapping) and p.get("render") == RENDER_SCHEME else None
@@ -160,7 +170,8 @@ class PersistedCounts:
         written = 0
         for k in range(self._digests_done, len(state.chunk_hashes)):
             msgs = state.messages[k * CHUNK:(k + 1) * CHUNK]
-            if valid_digests(_read(self.store, scope(self.session_id), digests_key(k)), state.chunk_hashes[k]) is None:
+            if k not in self._digest_rows and valid_digests(_read(self.store, scope(self.session_id), digests_key(k)),
+                                                            state.chunk_hashes[k]) is None:
                 value: dict[str, Any] = {"v": DIGESTS_VERSION, "hash": state.chunk_hashes[k],
                                          "digests": pack_digests(m.digest for m in msgs)}
                 value["check"] = row_check(value)
@@ -244,6 +255,9 @@ def message_shape(m: Message) -> tuple[Any, ...]:
     tool result's blocks, and whether it is an error)."""
     if m.plain:  # (a message replayed lazily is not built for it)
         return m.role, *(Text,) * m.n_blocks
+    lazy = stored_shape(m)
+    if lazy is not None:
+        return lazy
     if m.role != "tool":  # (the block types, a C-level pass: this runs for every message of a resumed session)
         return m.role, *map(type, m.content)
     return m.role, *map(_block_shape, m.content)

@@ -12,13 +12,13 @@ from ..assemble import Action
 from ..records import EmergencyRecord
 from ..text import identifiers
 from .keys import fit_index, mention, message_text, rank_lost
-from .mask import fold_line, is_exchange, logged_results
+from .mask import TurnNumbers, fold_line, is_exchange, logged_results
 from .port import Pass
 from .summary import fixed_raw
 from .transcript import store_transcript
 
 
-def run_emergency(p: Pass, turns: list[int], size: int, *, failed: bool, summarized_before: bool) -> int:
+def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summarized_before: bool) -> int:
     """Truncate if the summary failed, the provider still refused after a summary, or the request does not
     fit; returns the request's new size."""
     cfg = p.config
@@ -144,7 +144,7 @@ def defers(p: Pass) -> bool:
             and state.summary_message is not None and bool(state.work_log or state.index))
 
 
-def emergency(p: Pass, turns: list[int], why: str, keep_raw: float | None = None) -> tuple[int, int, EmergencyRecord] | None:
+def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = None) -> tuple[int, int, EmergencyRecord] | None:
     """Keep the last ``emergency_keep`` messages (whole units, the newest always), and no more than
     ``keep_raw`` raw tokens of them; everything older becomes work-log lines."""
     state = p.state

@@ -104,16 +104,9 @@ def image_stub(image: Image) -> ImageStub:
 
 
 def has_images(u: Unit) -> bool:
-    for m in u.messages:  # (loops, not generators: this runs for every unit of a resumed session)
-        if m.plain:  # (a message replayed lazily is not built)
-            continue
-        for b in m.content:
-            if isinstance(b, Image):
-                return True
-            if isinstance(b, ToolResult):
-                for c in b.content:
-                    if isinstance(c, Image):
-                        return True
+    for m in u.messages:  # noqa: SIM110  (a loop, not a generator: this runs for every unit of a resumed session)
+        if not m.image_free:  # (a message replayed lazily is not built to answer)
+            return True
     return False
 
 
@@ -217,12 +210,24 @@ def is_exchange(u: Unit) -> bool:
     if not u.messages:
         return False
     m = u.messages[0]
-    if m.role != "assistant" or m.plain:  # (plain first: a message replayed lazily is not built)
-        return False
-    for b in m.content:  # noqa: SIM110  (a loop, not any() over a generator: it runs for every unit of a resume)
-        if isinstance(b, ToolCall):
-            return True
-    return False
+    return m.role == "assistant" and bool(m.call_pairs)  # (a message replayed lazily is not built to answer)
+
+
+class TurnNumbers:
+    """The turn number of each unit of a state (how many units up to it open with an assistant message or are folds;
+    ``SessionState.turn_units``), found by bisection: no list of every unit's is built."""
+
+    def __init__(self, state: SessionState) -> None:
+        self._at = state.turn_units
+        self._n = len(state.units)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> int:
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        return bisect.bisect_right(self._at, i % self._n)
 
 
 class MaskPlanner:
@@ -230,12 +235,7 @@ class MaskPlanner:
 
     def __init__(self, config: CompactionConfig) -> None:
         self.config = config
-        self._scan_next = 0
-        self._scan_turn = 0
-        self._turns: list[int] = []  # turn number of each scanned unit
-        self._exchanges: list[int] = []  # indices of the scanned units that are exchanges (or folded ones)
-        self._exchanges_epoch = 0  # SessionState.rewrites when _exchanges was last checked
-        self._image_next = 0
+        self._image_next = 0  # entries of SessionState.image_units looked at
         self._image_units: set[int] = set()  # units that may still hold an image
         self._plan_key: tuple[int, int, int] | None = None  # (first visible unit, compaction records, counter)
         self._planned: list[PlannedFold] = []  # folds planned for the units before _planned_upto
@@ -277,19 +277,8 @@ class MaskPlanner:
             out.append(f)
         return out
 
-    def turn_numbers(self, state: SessionState) -> list[int]:
-        # units only grow, and a fold keeps its unit's place and role: the scan is incremental
-        units, turns, exchanges, turn = state.units, self._turns, self._exchanges, self._scan_turn
-        for i in range(self._scan_next, len(units)):
-            u = units[i]
-            if u.messages and (u.folded or u.messages[0].role == "assistant"):
-                turn += 1
-            turns.append(turn)
-            if u.folded or is_exchange(u):  # fixed by the unit's first message; a fold keeps its place
-                exchanges.append(i)
-        self._scan_turn = turn
-        self._scan_next = len(units)
-        return self._turns
+    def turn_numbers(self, state: SessionState) -> TurnNumbers:
+        return TurnNumbers(state)
 
     def plan_mask(self, state: SessionState, counter: TokenCounter, counts: Sequence[int],
                   keep_raw: float | None = None, *, copy: bool = True) -> list[PlannedFold]:
@@ -299,12 +288,10 @@ class MaskPlanner:
         its total saving), so a build that folds nothing does not copy it."""
         units = state.units
         turns = self.turn_numbers(state)
-        if state.rewrites != self._exchanges_epoch:  # a mask record may fold any closed unit: look again, once
-            self._exchanges = [i for i in range(len(units)) if is_exchange(units[i]) or units[i].folded]
-            self._exchanges_epoch = state.rewrites
+        exchanges = state.exchange_units  # (the state keeps them, folds included)
         kept = 0
         limit = None
-        for seen, i in enumerate(reversed(self._exchanges), 1):  # the newest exchanges only, not every unit
+        for seen, i in enumerate(reversed(exchanges), 1):  # the newest exchanges only, not every unit
             kept += counts[i] if i < len(counts) else 0
             if seen >= self.config.keep_turns or (keep_raw is not None and seen >= 2 and kept > keep_raw):
                 limit = i
@@ -330,12 +317,12 @@ class MaskPlanner:
         end = min(limit, len(counts))  # a unit the history layer did not count yet is planned next time
         # only the exchanges among units [start, end) (every other unit is skipped below): a resumed session's
         # first plan walks a third of its units, not all of them
-        ex = self._exchanges
+        ex = exchanges
         start = max(self._planned_upto, lo)  # never a unit before the view
         for j in range(bisect.bisect_left(ex, start), bisect.bisect_left(ex, end)):
             i = ex[j]
             u = units[i]
-            if u.folded or u.pinned or u.is_open or not is_exchange(u):
+            if u.folded or u.pinned or u.open_calls:  # (every other unit listed is an exchange: SessionState)
                 continue
             new = known.get(u.first_seq) if known is not None else None
             if new is not None:  # counted by an earlier process: the line is written only if the fold is applied
@@ -366,12 +353,13 @@ class MaskPlanner:
             return []
         units = state.units
         turns = self.turn_numbers(state)
-        for i in range(max(0, self._image_next - 1), len(units)):  # the last unit may have grown since
+        added = state.image_units  # (the state keeps the units an image was added to)
+        for i in added[max(0, self._image_next - 1):]:  # the last one may have grown since
             if has_images(units[i]):
                 self._image_units.add(i)
-        self._image_next = len(units)
+        self._image_next = len(added)
         lo = state.first_visible_unit()
-        now = turns[-1] if turns else 0
+        now = turns[-1] if len(turns) else 0
         out = []
         for i in sorted(self._image_units):
             u = units[i]
@@ -541,5 +529,5 @@ def fold_artifacts(state: SessionState, first_seq: int) -> dict[str, str]:
     return {}
 
 
-__all__ = ["Folded", "ImageStub", "MaskPlanner", "PlannedFold", "UnitImages", "fold_artifacts", "fold_line", "has_images",
+__all__ = ["Folded", "ImageStub", "MaskPlanner", "PlannedFold", "TurnNumbers", "UnitImages", "fold_artifacts", "fold_line", "has_images",
            "image_stub", "is_exchange", "logged_results", "mask_pays", "run_mask"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import partial
+from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
 from ..errors import BudgetBlockedError, TaskRequiredError
@@ -149,20 +150,17 @@ class HistoryLayer(Layer):
         while users and users[-1] >= start:
             users.pop()
         raw, thinking = counter.raw_message, counter.raw_thinking
-        sends_thinking = counter.may_send_thinking
-        total, ttotal = prefix[-1], tprefix[-1]
-        for k, u in enumerate(units[start:], start):
-            msgs = u.messages
-            first = msgs[0]
-            n = raw(first) if len(msgs) == 1 else sum(map(raw, msgs))
-            counts.append(n)
-            total += n
-            prefix.append(total)
-            if sends_thinking:
-                ttotal += sum(map(thinking, msgs))
-            tprefix.append(ttotal)
-            if first.role == "user" and (first.plain or not first.tool_results):
-                users.append(k)
+        new = units[start:]
+        # (comprehensions and accumulate, not one loop of appends: a resumed session counts every unit here once)
+        added = [raw(u.messages[0]) if len(u.messages) == 1 else sum(map(raw, u.messages)) for u in new]
+        counts += added
+        prefix += islice(accumulate(added, initial=prefix[-1]), 1, None)  # (accumulate yields its initial value first)
+        if counter.may_send_thinking:
+            tprefix += islice(accumulate((sum(map(thinking, u.messages)) for u in new), initial=tprefix[-1]), 1, None)
+        else:
+            tprefix += [tprefix[-1]] * len(new)
+        users += [k for k, u in enumerate(new, start)
+                  if u.messages[0].role == "user" and (u.messages[0].plain or not u.messages[0].tool_results)]
         return counts, prefix
 
     def unbilled(self, counter: TokenCounter, first_unit: int, pinned: bool) -> int:

@@ -24,10 +24,15 @@ recall, while on OpenHands at 8K they were 240 tokens of every call at the full 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import compress
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..refs import message_refs
 from .base import BuildContext, Item, Layer, shrink_text
+
+_ROLE = attrgetter("role")
+_IS_USER = "user".__eq__
 
 if TYPE_CHECKING:
     from ..model import Message
@@ -45,8 +50,10 @@ class StepTracker:
         msgs = state.messages
         if len(msgs) < self._seen:  # a different state object
             self._seen = self._users = 0
-        for m in msgs[self._seen:]:
-            if m.role == "user" and (m.plain or not m.tool_results):  # (plain first: a lazy message is not built)
+        new = msgs[self._seen:]
+        # the user messages picked at C level (a resumed session's first build passes every message here)
+        for m in compress(new, map(_IS_USER, map(_ROLE, new))):
+            if m.plain or not m.tool_results:  # (plain first: a lazy message is not built)
                 self._users += 1
         self._seen = len(msgs)
         return f"{self._users}:{state.task.step or ''}"
