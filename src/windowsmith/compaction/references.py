@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from itertools import islice
-from typing import Any
+from itertools import islice, repeat
+from typing import Any, NamedTuple
 
 from ..ingest.compressors import OUTLINE_TITLE
 from ..model import Message, Text, ToolCall, ToolResult
@@ -92,17 +92,44 @@ KIND_WEIGHTS: dict[str, float] = {
 _COMMAND_KEYS = ("command", "cmd", "script", "bash", "shell")
 
 
+class _Memo:
+    """What a pure scan found in a text, kept per text (bounded, oldest out first): one compaction reads
+    the same tool result in its fold line, the summarizer and the summary's references."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.items: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        return self.items.get(key)
+
+    def put(self, key: Any, value: Any) -> Any:
+        items = self.items
+        if len(items) >= self.size:
+            with suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
+                del items[next(iter(items))]
+        items[key] = value
+        return value
+
+
 def _words(text: str) -> set[str]:
     return set(_WORD_RE.findall(text.lower()))
 
 
 def score_ref(kind: str, value: str, *, goal_words: set[str], recency: float) -> float:
     """Score in [0, 1]: 0.4 type + 0.35 goal overlap + 0.25 recency (0 = oldest, 1 = newest)."""
-    overlap = 0.0
+    words = None
     if goal_words:
         words = _VALUE_WORDS.get(value)
         if words is None:
             words = _VALUE_WORDS.put(value, frozenset(_words(value)))
+    return _score(kind, words, goal_words, recency)
+
+
+def _score(kind: str, words: frozenset[str] | None, goal_words: set[str], recency: float) -> float:
+    """:func:`score_ref` of a value whose ``words`` are known (None without goal words)."""
+    overlap = 0.0
+    if goal_words and words is not None:
         overlap = len(words & goal_words) / max(1, min(len(words), 6))
     return round(0.4 * KIND_WEIGHTS.get(kind, 0.5) + 0.35 * min(1.0, overlap) + 0.25 * max(0.0, min(1.0, recency)), 4)
 
@@ -124,58 +151,120 @@ def extract_refs(
 
     ``seqs``: log seq of each message (for provenance and recency). ``artifacts``: call id → sha256 of
     a stored copy of that call's result, so a command or error reference can be rebuilt byte for byte.
+
+    Each message is scanned once (:func:`message_scan`, kept per message digest): a summary's two readers of
+    its span (the summarizer and the record's references) and a later summary share the scans, and this only
+    merges them: the last position of every (kind, value) by one dict update per message, the details of the
+    few sightings that carry one in order, then a score for each.
     """
     goal_words = _words(goal or "")
     artifacts = artifacts or {}
-    found: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
-    n = len(messages)
-
-    def add(kind: str, value: str, pos: int, detail: dict[str, Any] | None = None) -> None:
-        value = value.strip()
-        if not value or len(value) < 2:
-            return
-        key = (kind, value)
-        prev = found.get(key)
-        if prev is None:
-            found[key] = (pos, dict(detail) if detail else {})
-        else:
-            found[key] = (pos, {**prev[1], **detail} if detail else prev[1])
-
+    last: dict[tuple[str, str], int] = {}
+    details: dict[tuple[str, str], dict[str, Any]] = {}
+    words: dict[tuple[str, str], frozenset[str]] = {}
     call_args: dict[str, str] = {}
     for pos, m in enumerate(messages):
-        for b in m.content:
-            if isinstance(b, ToolCall):
-                cmd = next((str(b.arguments[k]) for k in _COMMAND_KEYS if isinstance(b.arguments.get(k), str)), None)
-                value = _clip(cmd, 200) if cmd else f"{b.name}({_clip(format_args(b.arguments), 160)})"
-                call_args[b.id] = value
-                detail = {"call_id": b.id, "tool": b.name}
-                if b.id in artifacts:
-                    detail["artifact"] = artifacts[b.id]
-                add("command", value, pos, detail)
-                _scan_text(b.arguments_json, pos, add, errors=False)
-            elif isinstance(b, ToolResult):
-                text = b.text
-                detail = {"call_id": b.call_id}
-                if b.call_id in artifacts:
-                    detail["artifact"] = artifacts[b.call_id]
-                errs = _result_errors(text)
-                if b.is_error and not errs and text.strip():
-                    errs = [_clip(text.strip().splitlines()[0], 200)]
-                for e in errs:
-                    add("error", e, pos, {**detail, "tool": b.name or "", "call": call_args.get(b.call_id, "")})
-                _scan_text(text, pos, add, errors=False)
-            elif isinstance(b, Text):
-                _scan_text(b.text, pos, add, errors=m.role != "user")
-                if m.role == "assistant":
-                    for d in decisions(b.text[:20_000])[:4]:
-                        add("decision", _clip(d, 200), pos)
-    refs = []
-    for (kind, value), (pos, detail) in found.items():
-        seq = seqs[pos] if seqs is not None and pos < len(seqs) else None
-        recency = (pos + 1) / n if n else 1.0
-        refs.append(Reference(kind, value, score_ref(kind, value, goal_words=goal_words, recency=recency), seq, detail))
-    refs.sort(key=lambda r: (-r.score, r.kind, r.value))
-    return refs[:limit]
+        scan = message_scan(m)
+        last.update(zip(scan.keys, repeat(pos)))
+        if goal_words:
+            words.update(zip(scan.keys, scan.words, strict=True))
+        for op in scan.sightings:
+            key, detail = op[0], op[1]
+            if op[2] is not None:  # a tool call (its command) or a tool result (its error lines)
+                call_id = op[2]
+                detail = dict(detail)
+                if call_id in artifacts:
+                    detail["artifact"] = artifacts[call_id]
+                if op[3] is not None:  # a call: what a later result's error names as its call
+                    call_args[call_id] = op[3]
+                else:
+                    detail["tool"], detail["call"] = op[4], call_args.get(call_id, "")
+            if key is None:
+                continue
+            prev = details.get(key)
+            details[key] = dict(detail) if prev is None else {**prev, **detail}
+    n = len(messages)
+    n_seqs = len(seqs) if seqs is not None else 0
+    ranked = []
+    for key, pos in last.items():
+        kind = key[0]
+        ranked.append((-_score(kind, words.get(key) if goal_words else None, goal_words, (pos + 1) / n), kind,
+                       key[1], pos))
+    ranked.sort()
+    return [Reference(kind, value, -neg, seqs[pos] if seqs is not None and pos < n_seqs else None,
+                      details.get((kind, value)) or {})
+            for neg, kind, value, pos in ranked[:limit]]
+
+
+class MessageScan(NamedTuple):
+    """What :func:`extract_refs` reads in one message, in the order it reads it.
+
+    ``keys``: every (kind, value) the message names, once each (values stripped, at least two characters);
+    ``words``: each key's value's words (for its goal overlap), aligned with ``keys``; ``sightings``: those
+    that carry a detail, in block order, each ``(key, detail, call_id, call_value, tool)``: ``key`` None for a
+    call whose command is no reference; ``call_id`` set for a tool call's command (``call_value`` its
+    one-line form, what a later error names as its call) and a tool result's error lines (``tool`` its tool's
+    name), whose details take the call's stored artifact and the call's line when the span is merged."""
+
+    keys: tuple[tuple[str, str], ...]
+    words: tuple[frozenset[str], ...]
+    sightings: tuple[tuple[Any, ...], ...]
+
+
+_MESSAGES = _Memo(16384)  # a message's references (MessageScan), per message digest
+
+
+def message_scan(m: Message) -> MessageScan:
+    """The references one message names (:class:`MessageScan`), scanned once per message digest."""
+    digest = m.digest
+    hit = _MESSAGES.get(digest)
+    if hit is None:
+        hit = _MESSAGES.put(digest, _message_scan(m))
+    return hit  # type: ignore[no-any-return]
+
+
+def _message_scan(m: Message) -> MessageScan:
+    keys: dict[tuple[str, str], None] = {}
+    sightings: list[tuple[Any, ...]] = []
+
+    def key_of(kind: str, value: str) -> tuple[str, str] | None:
+        value = value.strip()
+        if len(value) < 2:
+            return None
+        key = (kind, value)
+        keys[key] = None
+        return key
+
+    def scan(text: str, errors: bool) -> None:
+        if not text:
+            return
+        for kind, value, detail in _scan_items(text, errors):
+            key = key_of(kind, value)
+            if key is not None and detail:
+                sightings.append((key, detail, None, None, None))
+
+    for b in m.content:
+        if isinstance(b, ToolCall):
+            cmd = next((str(b.arguments[k]) for k in _COMMAND_KEYS if isinstance(b.arguments.get(k), str)), None)
+            value = _clip(cmd, 200) if cmd else f"{b.name}({_clip(format_args(b.arguments), 160)})"
+            sightings.append((key_of("command", value), {"call_id": b.id, "tool": b.name}, b.id, value, None))
+            scan(b.arguments_json, False)
+        elif isinstance(b, ToolResult):
+            text = b.text
+            errs = _result_errors(text)
+            if b.is_error and not errs and text.strip():
+                errs = [_clip(text.strip().splitlines()[0], 200)]
+            for e in errs:
+                key = key_of("error", e)
+                if key is not None:
+                    sightings.append((key, {"call_id": b.call_id}, b.call_id, None, b.name or ""))
+            scan(text, False)
+        elif isinstance(b, Text):
+            scan(b.text, m.role != "user")
+            if m.role == "assistant":
+                for d in decisions(b.text[:20_000])[:4]:
+                    key_of("decision", _clip(d, 200))
+    return MessageScan(tuple(keys), tuple(frozenset(_words(v)) for _, v in keys), tuple(sightings))
 
 
 def decisions(text: str) -> list[str]:
@@ -216,37 +305,20 @@ def error_lines(text: str, limit: int) -> list[str]:
     return out
 
 
-class _Memo:
-    """What a pure scan found in a text, kept per text (bounded, oldest out first): one compaction reads
-    the same tool result in its fold line, the summarizer and the summary's references."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self.items: dict[Any, Any] = {}
-
-    def get(self, key: Any) -> Any:
-        return self.items.get(key)
-
-    def put(self, key: Any, value: Any) -> Any:
-        items = self.items
-        if len(items) >= self.size:
-            with suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
-                del items[next(iter(items))]
-        items[key] = value
-        return value
-
-
 _SCANS = _Memo()
 _KEYS = _Memo()
-_VALUE_WORDS = _Memo()
-_DECISIONS = _Memo()  # a reference's words, for its goal overlap (both readers of a span score the same values)
+_VALUE_WORDS = _Memo()  # a reference's words, for its goal overlap (score_ref)
+_DECISIONS = _Memo()  # a text's decision sentences (the summarizer and the references read them both)
 
 
 # _ID_RE's first branch without its two lookaheads, which its body implies (it starts with a letter, and
-# its letters and separator are followed by digits): the same matches in fewer steps
-_ID_WORD = r"\b[A-Za-z]{1,8}[_-]?\d{3,}[A-Za-z0-9]*\b"
-assert _ID_RE.pattern == r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])" + _ID_WORD[2:] + r"|#\d{3,}\b"
-_ID_SKIP = _skipping(re.compile(_ID_WORD + r"|#\d{3,}\b"))
+# its letters and separator are followed by digits): the same matches in fewer steps. Its quantifiers are
+# possessive (no giving back): letters given back are followed by a letter, which neither [_-] nor a digit
+# matches, and digits or alphanumerics given back are followed by one, where \b fails; so the matches are the
+# same, but a run like 'ab' + 20,000 digits + '_' is one failed attempt, not a retry per digit (quadratic)
+_ID_WORD = r"\b[A-Za-z]{1,8}+[_-]?\d{3,}+[A-Za-z0-9]*+\b"
+assert _ID_RE.pattern == r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])" + _ID_WORD[2:].replace("+", "") + r"|#\d{3,}\b"
+_ID_SKIP = _skipping(re.compile(_ID_WORD + r"|#\d{3,}+\b"))
 _ID_PLAIN = _skipping(re.compile(_ID_WORD))  # without the '#123' branch, for a text without '#'
 _ERRORS = _Memo()
 _DIGITS3_RE = re.compile(r"\d\d\d")
@@ -267,7 +339,7 @@ def _result_errors(text: str) -> list[str]:
     if hit is None:
         hit = _ERRORS.put(text, tuple(_clip(e, 200) for e in error_lines(text, 3)))
     return list(hit)
-_FUNC_HINT_RE = re.compile(r"(?:def|class|function|func|fn)\s")
+_FUNC_HINT_RE = re.compile(r"(?:def|class|function|func|fn)\s++[A-Za-z_]")  # in every match of _FUNC_DEF_RE
 _FUNC_DEF, _FUNC_PAREN = _FUNC_RE.pattern.split("|\\b([A-Za-z_]")
 _FUNC_DEF_RE = re.compile(_FUNC_DEF)
 _FUNC_PAREN_RE = re.compile("\\b([A-Za-z_]" + _FUNC_PAREN)
@@ -302,8 +374,9 @@ def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any]
         items.append(("url", u.rstrip(".:"), None))
     for f in islice(_file_matches(text), 30):
         items.append(("file", f, None))
-    # every match of _FUNC_RE holds a hint (its first branch) or "()" (its second): a text with one
-    # alone is scanned by that branch alone (the same matches, without trying the other at each word)
+    # every match of _FUNC_RE holds a hint (its first branch: the keyword and the name's first letter) or "()"
+    # (its second): a text with one alone is scanned by that branch alone (the same matches, without trying the
+    # other at each word), a text with neither (a hex digest's "...def" at a line's end) by neither
     paren, hint = "()" in text, _FUNC_HINT_RE.search(text) is not None
     if paren or hint:
         pattern = _FUNC_RE if paren and hint else _FUNC_PAREN_RE if paren else _FUNC_DEF_RE
@@ -315,13 +388,6 @@ def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any]
         for e in error_lines(text, 2):
             items.append(("error", _clip(e, 200), None))
     return _SCANS.put(key, tuple(items))  # type: ignore[no-any-return]
-
-
-def _scan_text(text: str, pos: int, add: Callable[..., None], *, errors: bool) -> None:
-    if not text:
-        return
-    for kind, value, detail in _scan_items(text, errors):
-        add(kind, value, pos, detail)
 
 
 _KEY_RE = re.compile(
