@@ -118,18 +118,11 @@ def _words(text: str) -> set[str]:
 
 def score_ref(kind: str, value: str, *, goal_words: set[str], recency: float) -> float:
     """Score in [0, 1]: 0.4 type + 0.35 goal overlap + 0.25 recency (0 = oldest, 1 = newest)."""
-    words = None
+    overlap = 0.0
     if goal_words:
         words = _VALUE_WORDS.get(value)
         if words is None:
             words = _VALUE_WORDS.put(value, frozenset(_words(value)))
-    return _score(kind, words, goal_words, recency)
-
-
-def _score(kind: str, words: frozenset[str] | None, goal_words: set[str], recency: float) -> float:
-    """:func:`score_ref` of a value whose ``words`` are known (None without goal words)."""
-    overlap = 0.0
-    if goal_words and words is not None:
         overlap = len(words & goal_words) / max(1, min(len(words), 6))
     return round(0.4 * KIND_WEIGHTS.get(kind, 0.5) + 0.35 * min(1.0, overlap) + 0.25 * max(0.0, min(1.0, recency)), 4)
 
@@ -186,10 +179,18 @@ def extract_refs(
     n = len(messages)
     n_seqs = len(seqs) if seqs is not None else 0
     ranked = []
+    # score_ref inlined, its terms in the same order (the same floats): the kind's term once per kind, the
+    # goal overlap's only with goal words (else 0.35 * 0.0, which adds nothing), recency (pos + 1) / n in [0, 1]
+    kinds: dict[str, float] = {}
     for key, pos in last.items():
         kind = key[0]
-        ranked.append((-_score(kind, words.get(key) if goal_words else None, goal_words, (pos + 1) / n), kind,
-                       key[1], pos))
+        score = kinds.get(kind)
+        if score is None:
+            score = kinds[kind] = 0.4 * KIND_WEIGHTS.get(kind, 0.5)
+        if goal_words:
+            w = words[key]
+            score += 0.35 * min(1.0, len(w & goal_words) / max(1, min(len(w), 6)))
+        ranked.append((-round(score + 0.25 * ((pos + 1) / n), 4), kind, key[1], pos))
     ranked.sort()
     return [Reference(kind, value, -neg, seqs[pos] if seqs is not None and pos < n_seqs else None,
                       details.get((kind, value)) or {})
