@@ -58,6 +58,25 @@ def test_scanners_find_what_the_plain_patterns_find(text: str) -> None:
         assert R.result_keys(text, limit) == plain_keys(text, limit)
 
 
+# texts whose lines repeat (log and test output): the scanners read a repeated line once
+RICH_LINES = ["req-00123 ab_4567 #9012 user_id=8901", "FAILED src/a.py::t - KeyError at b/c.py:3 and x.py",
+              "call do_it() and x.y() then def handle_it(", "error: see https://x.com/i/42?q=1 HAT170 ZFA04Y",
+              "0123456789abcdef" * 4, ""]
+repeating = st.lists(st.one_of(texts, st.sampled_from(RICH_LINES)), min_size=1, max_size=4).flatmap(
+    lambda lines: st.lists(st.sampled_from(lines), min_size=1, max_size=12)).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(repeating)
+def test_scanners_reading_a_repeated_line_once_find_what_the_plain_patterns_find(text: str) -> None:
+    R._SCANS.items.clear()
+    for errors in (False, True):
+        assert [(k, v) for k, v, _ in R._scan_items(text, errors)] == plain_items(text, errors)
+    R._KEYS.items.clear()
+    for limit in (3, 12, 40):
+        assert R.result_keys(text, limit) == plain_keys(text, limit)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(texts, min_size=1, max_size=2), min_size=1, max_size=8),
        st.lists(st.sampled_from(["old_one", "snake_case", "HAT170", "two_x"]), max_size=4), st.integers(0, 12))

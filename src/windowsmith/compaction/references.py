@@ -329,9 +329,12 @@ def _id_matches(text: str) -> Iterator[str]:
     """``_ID_RE.findall(text)``, line by line, skipping lines without three digits in a row (every id has
     them; like a path, an id never spans lines)."""
     pattern = _ID_SKIP if "#" in text else _ID_PLAIN
+    seen: dict[str, list[str]] = {}  # a line's ids depend on the line alone: a repeated line's are replayed
     for line in text.split("\n"):
-        if _DIGITS3_RE.search(line):
-            yield from filter(None, pattern.findall(line))
+        ids = seen.get(line)
+        if ids is None:
+            ids = seen[line] = list(filter(None, pattern.findall(line))) if _DIGITS3_RE.search(line) else []
+        yield from ids
 
 
 def _result_errors(text: str) -> list[str]:
@@ -356,9 +359,12 @@ def _func_names(pattern: re.Pattern[str], text: str) -> Iterator[str]:
 def _file_matches(text: str) -> Iterator[str]:
     """``_FILE_RE.findall(text)``, line by line, skipping lines without a dot (a path never spans lines:
     its characters exclude the newline, which its lookbehind and lookahead treat as the text's ends)."""
+    seen: dict[str, list[str]] = {}  # a line's paths depend on the line alone: a repeated line's are replayed
     for line in text.split("\n"):
-        if "." in line:
-            yield from _FILE_RE.findall(line)
+        paths = seen.get(line)
+        if paths is None:
+            paths = seen[line] = _FILE_RE.findall(line) if "." in line else []
+        yield from paths
 
 
 def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any] | None], ...]:
@@ -444,6 +450,13 @@ def _result_keys(text: str, limit: int) -> list[str]:
     text = text[:50_000]
     if "[windowsmith:" in text or "[binary output:" in text or "[REDACTED:" in text or "[image: " in text:
         text = BOILERPLATE_RE.sub(" ", text)
+    # a line seen before adds no key (no key spans a newline, and what a line's matches depend on besides its
+    # own characters is a newline or the text's end on either side, alike for every line): each line once, in
+    # the order of its first sighting, finds the same keys in the same order (log and test output repeat lines)
+    lines = text.split("\n")
+    unique = dict.fromkeys(lines)
+    if len(unique) < len(lines):
+        text = "\n".join(unique)
     for k in _found(_key_pattern(text), text):
         if len(k) <= 48 and k not in seen:
             seen[k] = None
