@@ -180,7 +180,8 @@ def extract_refs(
     n_seqs = len(seqs) if seqs is not None else 0
     ranked = []
     # score_ref inlined, its terms in the same order (the same floats): the kind's term once per kind, the
-    # goal overlap's only with goal words (else 0.35 * 0.0, which adds nothing), recency (pos + 1) / n in [0, 1]
+    # goal overlap's only when a goal word is among the value's (else 0.35 * 0.0, which adds nothing), recency
+    # (pos + 1) / n in [0, 1]
     kinds: dict[str, float] = {}
     for key, pos in last.items():
         kind = key[0]
@@ -189,7 +190,8 @@ def extract_refs(
             score = kinds[kind] = 0.4 * KIND_WEIGHTS.get(kind, 0.5)
         if goal_words:
             w = words[key]
-            score += 0.35 * min(1.0, len(w & goal_words) / max(1, min(len(w), 6)))
+            if not w.isdisjoint(goal_words):
+                score += 0.35 * min(1.0, len(w & goal_words) / max(1, min(len(w), 6)))
         ranked.append((-round(score + 0.25 * ((pos + 1) / n), 4), kind, key[1], pos))
     ranked.sort()
     return [Reference(kind, value, -neg, seqs[pos] if seqs is not None and pos < n_seqs else None,
@@ -265,7 +267,7 @@ def _message_scan(m: Message) -> MessageScan:
             if m.role == "assistant":
                 for d in decisions(b.text[:20_000])[:4]:
                     key_of("decision", _clip(d, 200))
-    return MessageScan(tuple(keys), tuple(frozenset(_words(v)) for _, v in keys), tuple(sightings))
+    return MessageScan(tuple(keys), tuple(frozenset(_WORD_RE.findall(v.lower())) for _, v in keys), tuple(sightings))
 
 
 def decisions(text: str) -> list[str]:
@@ -375,22 +377,17 @@ def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any]
     items: list[tuple[str, str, dict[str, Any] | None]] = []
     if len(text) > 40_000:  # a huge result: its head and tail carry the references worth keeping
         text = text[:20_000] + "\n" + text[-20_000:]
-    for sha in ARTIFACT_RE.findall(text):
-        items.append(("artifact", f"artifact://{sha}", {"sha256": sha}))
-    for u in _URL_RE.findall(text)[:20]:
-        items.append(("url", u.rstrip(".:"), None))
-    for f in islice(_file_matches(text), 30):
-        items.append(("file", f, None))
+    items.extend(("artifact", f"artifact://{sha}", {"sha256": sha}) for sha in ARTIFACT_RE.findall(text))
+    items.extend(("url", u.rstrip(".:"), None) for u in _URL_RE.findall(text)[:20])
+    items.extend(("file", f, None) for f in islice(_file_matches(text), 30))
     # every match of _FUNC_RE holds a hint (its first branch: the keyword and the name's first letter) or "()"
     # (its second): a text with one alone is scanned by that branch alone (the same matches, without trying the
     # other at each word), a text with neither (a hex digest's "...def" at a line's end) by neither
     paren, hint = "()" in text, _FUNC_HINT_RE.search(text) is not None
     if paren or hint:
         pattern = _FUNC_RE if paren and hint else _FUNC_PAREN_RE if paren else _FUNC_DEF_RE
-        for name in islice(_func_names(pattern, text), 20):
-            items.append(("function", name, None))
-    for i in islice(_id_matches(text), 20):
-        items.append(("id", i, None))
+        items.extend(("function", name, None) for name in islice(_func_names(pattern, text), 20))
+    items.extend(("id", i, None) for i in islice(_id_matches(text), 20))
     if errors:
         for e in error_lines(text, 2):
             items.append(("error", _clip(e, 200), None))
