@@ -208,7 +208,7 @@ class MessageScan(NamedTuple):
     sightings: tuple[tuple[Any, ...], ...]
 
 
-_MESSAGES = _Memo(16384)  # a message's references (MessageScan), per message digest
+_MESSAGES = _Memo(4096)  # a message's references (MessageScan) per message digest: 4.8 MB for bench_scale's 1,800
 
 
 def message_scan(m: Message) -> MessageScan:
