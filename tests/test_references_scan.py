@@ -110,6 +110,20 @@ def test_long_word_runs_and_error_lines_scan_in_linear_steps() -> None:
     assert len(calls) == 1  # one line holds a hint: one search, not a scan of every line
 
 
+dotted = st.lists(st.sampled_from(["a", "b.", ".", "()", "(", ")", "def ", "fn\t", "class  ", "1", "_", " ", "x.def y",
+                                    ".def z", "a.b", "\n", "é", "func", "tion ", "Z9", ".5"]), max_size=16).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(dotted)
+def test_function_names_step_over_dotted_runs_and_find_what_the_plain_pattern_finds(text: str) -> None:
+    assert list(R._func_names(R._FUNC_RE, text)) == [a or b for a, b in R._FUNC_RE.findall(text)]
+    assert list(R._func_names(R._FUNC_PAREN_RE, text)) == R._FUNC_PAREN_RE.findall(text)
+    run = "ab" + "a." * 2000 + "a()"  # one match of the call branch, not a retry from each of 2,000 starts
+    assert [m.group(1) for m in R._FUNC_PAREN_SKIP.finditer(run)] == [run[:-2]]
+    assert [m.group(0) for m in R._FUNC_PAREN_SKIP.finditer(run[:-2] + " x")] == [run[:-2]]  # a dotted run skipped
+
+
 class _Counting:
     def __init__(self, pattern: re.Pattern[str], calls: list[str]) -> None:
         self.pattern, self.calls = pattern, calls

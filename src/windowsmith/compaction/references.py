@@ -344,11 +344,23 @@ _FUNC_DEF, _FUNC_PAREN = _FUNC_RE.pattern.split("|\\b([A-Za-z_]")
 _FUNC_DEF_RE = re.compile(_FUNC_DEF)
 _FUNC_PAREN_RE = re.compile("\\b([A-Za-z_]" + _FUNC_PAREN)
 assert _FUNC_DEF_RE.groups == _FUNC_PAREN_RE.groups == 1
+# The call branch's name ends where its run of [\w.] ends (a '(' follows it): from every start in a dotted run
+# it read to the run's end and back (quadratic in 'a.a.a…'). Where it fails from a start (a letter or '_' at a
+# word boundary), it fails from every later start in that run too (the run's end is the only end a name can
+# have, and the name from the earlier start is longer), so a last branch steps over the rest of a dotted run in
+# one match, its group empty (a run without a dot is left to the plain steps: a word has one start). Beside the
+# definition branch it stops before a '.' that a keyword and a space follow, where that branch can still start.
+_FUNC_PAREN_SKIP = re.compile(_FUNC_PAREN_RE.pattern + r"|\b[A-Za-z_]\w*+\.[\w.]*+")
+_FUNC_SKIP = re.compile(_FUNC_RE.pattern + r"|\b[A-Za-z_]\w*+(?:\.(?!(?:def|class|function|func|fn)\s)\w*+)++")
 
 
 def _func_names(pattern: re.Pattern[str], text: str) -> Iterator[str]:
+    """``pattern.findall(text)``'s names, for ``_FUNC_RE`` (either group) and its branches alone; the two with
+    a call branch are scanned by their skipping forms (the same names)."""
     if pattern is _FUNC_RE:
-        return (a or b for a, b in pattern.findall(text))
+        return filter(None, (a or b for a, b in _FUNC_SKIP.findall(text)))
+    if pattern is _FUNC_PAREN_RE:
+        return filter(None, _FUNC_PAREN_SKIP.findall(text))
     return iter(pattern.findall(text))
 
 
