@@ -14,13 +14,15 @@ inflate them; each is one process's own work (no I/O waits in these runs beyond 
 * **store bytes**: 1,000 agent turns (user, tool call, a 1 KB result, build per turn) in a fresh SQLite
   file: the file's size (after a WAL checkpoint) against the bytes of the events' JSON;
 * **summary at a 1M window**: a session of ~800K tokens of realistic tool output (paths, ids, errors,
-  hex digests) on a 1M window; the time of ``Session.compact()`` that writes the summary.
+  hex digests; each output is seven lines six times over, or with ``--unique-lines`` six copies with other
+  numbers) on a 1M window; the time of ``Session.compact()`` that writes the summary.
 
 Run:  .venv/bin/python benchmarks/bench_scale.py            (writes benchmarks/results/scale.json)
       .venv/bin/python benchmarks/bench_scale.py --small    (1,000 vs 5,000 messages; a quick check)
       .venv/bin/python benchmarks/bench_scale.py --only build   (the two build() rows only; prints, writes nothing)
       .venv/bin/python benchmarks/bench_scale.py --only store|summary [--before OTHER/src] [--rounds N]
-          (that row alone; with --before, each round runs another checkout's code first, then this one's)
+          (that row alone; with --before, each round runs another checkout's code first, then this one's;
+          summary with --unique-lines: tool output whose lines do not repeat)
       .venv/bin/python benchmarks/bench_scale.py --only resume [--before ../main] [--rounds N]
           (the resume row only, optionally side by side with another checkout's code; prints, writes nothing)
 """
@@ -175,9 +177,19 @@ def _tool_output(i: int) -> str:
     return "\n".join(lines * 6)
 
 
-def worker_summary(db: str) -> dict:
+def _tool_output_unique(i: int) -> str:
+    """``_tool_output``'s 42 lines without its repetition: each of the six copies of its seven lines takes the
+    numbers of another output (only the constant hex line repeats), so reading a repeated line once saves little."""
+    return "\n".join(_tool_output(i * 7 + k).split("\n")[j] for k in range(6) for j in range(7))
+
+
+def worker_summary(db: str, lines: str = "repeated") -> dict:
+    """``lines``: ``repeated`` (``_tool_output``: its seven lines six times, as command output often repeats
+    lines) or ``unique`` (``_tool_output_unique``)."""
     import windowsmith as ws
     from windowsmith.compaction import CompactionConfig
+
+    output = _tool_output_unique if lines == "unique" else _tool_output
 
     with ws.Engine(model=MODEL, store=db, compaction=CompactionConfig(enabled=False)) as e:
         s = e.session("summary", goal="Fix the failing tests")
@@ -187,7 +199,7 @@ def worker_summary(db: str) -> dict:
             for _ in range(50):
                 s.user(f"run test batch {i}")
                 s.assistant(tool_calls=[ws.ToolCall(f"q{i}", "run", {"cmd": f"pytest tests/test_mod_{i}.py"})])
-                s.tool_result(f"q{i}", _tool_output(i))
+                s.tool_result(f"q{i}", output(i))
                 s.assistant(f"Batch {i} fails in src/pkg/module_{i}.py; next batch.")
                 i += 1
             tokens = s.build(FMT).tokens
@@ -196,7 +208,7 @@ def worker_summary(db: str) -> dict:
         t0 = time.process_time()
         res = s.compact(FMT)
         dt = time.process_time() - t0
-        return {"tokens": tokens, "summary_s": dt, "stages": list(res.stages)}
+        return {"tokens": tokens, "summary_s": dt, "stages": list(res.stages), "lines": lines}
 
 
 def _run(*args: str, src: str | None = None) -> dict:
@@ -219,7 +231,8 @@ def _store_line(st: dict) -> str:
 
 
 def _summary_line(su: dict) -> str:
-    return (f"summary at a 1M window ({su['tokens']:,} tokens): {su['summary_s']:.2f} s (target < 0.5 s)  "
+    return (f"summary at a 1M window ({su['tokens']:,} tokens, {su.get('lines', 'repeated')} lines): "
+            f"{su['summary_s']:.2f} s (target < 0.5 s)  "
             f"{'yes' if su['summary_s'] < 0.5 else 'NO'}; stages {su['stages']}")
 
 
@@ -228,7 +241,8 @@ def only_side(part: str, before: str | None, rounds: int) -> int:
     ``store`` runs both kinds of results (synthetic, then real trace outputs)."""
     kind = {"store": "storage", "summary": "summary"}[part]
     line = _store_line if part == "store" else _summary_line
-    variants = [("synthetic",), ("traces",)] if part == "store" else [()]
+    variants = ([("synthetic",), ("traces",)] if part == "store" else [("unique",)] if "--unique-lines" in sys.argv
+                else [()])
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
@@ -322,7 +336,7 @@ def main() -> int:
         elif kind == "storage":
             r = worker_storage(rest[0], results=rest[1] if len(rest) > 1 else "synthetic")
         else:
-            r = worker_summary(rest[0])
+            r = worker_summary(*rest)
         print(json.dumps(r))
         return 0
     small, large = (1000, 5000) if "--small" in sys.argv else (1000, 50_000)

@@ -58,6 +58,25 @@ def test_scanners_find_what_the_plain_patterns_find(text: str) -> None:
         assert R.result_keys(text, limit) == plain_keys(text, limit)
 
 
+# texts whose lines repeat (log and test output): the scanners read a repeated line once
+RICH_LINES = ["req-00123 ab_4567 #9012 user_id=8901", "FAILED src/a.py::t - KeyError at b/c.py:3 and x.py",
+              "call do_it() and x.y() then def handle_it(", "error: see https://x.com/i/42?q=1 HAT170 ZFA04Y",
+              "0123456789abcdef" * 4, ""]
+repeating = st.lists(st.one_of(texts, st.sampled_from(RICH_LINES)), min_size=1, max_size=4).flatmap(
+    lambda lines: st.lists(st.sampled_from(lines), min_size=1, max_size=12)).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(repeating)
+def test_scanners_reading_a_repeated_line_once_find_what_the_plain_patterns_find(text: str) -> None:
+    R._SCANS.items.clear()
+    for errors in (False, True):
+        assert [(k, v) for k, v, _ in R._scan_items(text, errors)] == plain_items(text, errors)
+    R._KEYS.items.clear()
+    for limit in (3, 12, 40):
+        assert R.result_keys(text, limit) == plain_keys(text, limit)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(texts, min_size=1, max_size=2), min_size=1, max_size=8),
        st.lists(st.sampled_from(["old_one", "snake_case", "HAT170", "two_x"]), max_size=4), st.integers(0, 12))
@@ -89,6 +108,20 @@ def test_long_word_runs_and_error_lines_scan_in_linear_steps() -> None:
     finally:
         R._ERROR_WORD_RE = pattern
     assert len(calls) == 1  # one line holds a hint: one search, not a scan of every line
+
+
+dotted = st.lists(st.sampled_from(["a", "b.", ".", "()", "(", ")", "def ", "fn\t", "class  ", "1", "_", " ", "x.def y",
+                                    ".def z", "a.b", "\n", "é", "func", "tion ", "Z9", ".5"]), max_size=16).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(dotted)
+def test_function_names_step_over_dotted_runs_and_find_what_the_plain_pattern_finds(text: str) -> None:
+    assert list(R._func_names(R._FUNC_RE, text)) == [a or b for a, b in R._FUNC_RE.findall(text)]
+    assert list(R._func_names(R._FUNC_PAREN_RE, text)) == R._FUNC_PAREN_RE.findall(text)
+    run = "ab" + "a." * 2000 + "a()"  # one match of the call branch, not a retry from each of 2,000 starts
+    assert [m.group(1) for m in R._FUNC_PAREN_SKIP.finditer(run)] == [run[:-2]]
+    assert [m.group(0) for m in R._FUNC_PAREN_SKIP.finditer(run[:-2] + " x")] == [run[:-2]]  # a dotted run skipped
 
 
 class _Counting:

@@ -29,7 +29,7 @@ from .build import Builder, Pack, check_format
 from .compaction.base import Reference, Summarizer
 from .compaction.config import Breaker, CompactionConfig, CompactionResult
 from .compaction.pipeline import Compactor
-from .compaction.references import reconstruct
+from .compaction.reconstruct import reconstruct
 from .errors import ConfigError, InvalidMessageError, ModelRetiredWarning, UnmatchedToolResultError, UsageError
 from .guidance.repair import repair_message
 from .ingest.messages import redact_message

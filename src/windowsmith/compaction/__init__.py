@@ -20,7 +20,8 @@ from .config import STAGES, Breaker, CompactionConfig, CompactionResult
 from .mask import fold_line, image_stub
 from .pipeline import Compactor
 from .providers import AnthropicSummarizer, OpenAISummarizer
-from .references import Reconstruction, extract_refs, merge_refs, reconstruct, score_ref
+from .reconstruct import Reconstruction, reconstruct
+from .references import extract_refs, merge_refs, score_ref
 from .summarizer import FakeSummarizer, OfflineSummarizer, check_summary, render_summary, render_transcript
 
 #: The ``compact_context`` tool: declare it with ``session.tools([..., COMPACT_CONTEXT_TOOL])`` and answer

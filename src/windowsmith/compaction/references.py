@@ -1,30 +1,24 @@
-"""Reversible references: what a summary points at, scored, and rebuilt in detail on demand.
+"""Reversible references: what a summary points at, scored (rebuilt in detail on demand by ``reconstruct.py``).
 
     refs = extract_refs(messages, seqs=..., goal="fix the refund bug")    # files, URLs, functions, errors, ...
-    text = reconstruct(refs[:5], budget_tokens=2000, content_provider=read_file, store=store).text
 
 A reference is scored by its overlap with the goal, how recently it was seen and its type (an error
-or a file matters more than a URL). ``reconstruct`` rebuilds the detail of chosen references within
-a token budget: file contents through a caller-provided ``content_provider(path) -> str | None``,
-offloaded or folded tool results through the artifact store (``artifact://<sha256>``), and the rest
-(errors, commands, decisions) from the text the reference carries.
+or a file matters more than a URL). The scanners behind it (and the fold keys of ``result_keys``) are linear in
+the text and keep what they found per text and per message.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
-from itertools import islice
-from typing import Any
+from itertools import islice, repeat
+from typing import Any, NamedTuple
 
 from ..ingest.compressors import OUTLINE_TITLE
 from ..model import Message, Text, ToolCall, ToolResult
 from ..refs import ARTIFACT_RE, OFFLOAD_RE
-from ..text import elide
-from ..tokens import count_text
 from .base import Reference
 
 #: windowsmith's own text inside a result (offload footer, binary stub, redaction markers, image stubs):
@@ -92,6 +86,26 @@ KIND_WEIGHTS: dict[str, float] = {
 _COMMAND_KEYS = ("command", "cmd", "script", "bash", "shell")
 
 
+class _Memo:
+    """What a pure scan found, kept per text or per message digest (bounded, oldest out first): one compaction
+    reads the same tool result in its fold line, the summarizer and the summary's references."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.items: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        return self.items.get(key)
+
+    def put(self, key: Any, value: Any) -> Any:
+        items = self.items
+        if len(items) >= self.size:
+            with suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
+                del items[next(iter(items))]
+        items[key] = value
+        return value
+
+
 def _words(text: str) -> set[str]:
     return set(_WORD_RE.findall(text.lower()))
 
@@ -124,58 +138,130 @@ def extract_refs(
 
     ``seqs``: log seq of each message (for provenance and recency). ``artifacts``: call id → sha256 of
     a stored copy of that call's result, so a command or error reference can be rebuilt byte for byte.
+
+    Each message is scanned once (:func:`message_scan`, kept per message digest): a summary's two readers of
+    its span (the summarizer and the record's references) and a later summary share the scans, and this only
+    merges them: the last position of every (kind, value) by one dict update per message, the details of the
+    few sightings that carry one in order, then a score for each.
     """
     goal_words = _words(goal or "")
     artifacts = artifacts or {}
-    found: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
-    n = len(messages)
-
-    def add(kind: str, value: str, pos: int, detail: dict[str, Any] | None = None) -> None:
-        value = value.strip()
-        if not value or len(value) < 2:
-            return
-        key = (kind, value)
-        prev = found.get(key)
-        if prev is None:
-            found[key] = (pos, dict(detail) if detail else {})
-        else:
-            found[key] = (pos, {**prev[1], **detail} if detail else prev[1])
-
+    last: dict[tuple[str, str], int] = {}
+    details: dict[tuple[str, str], dict[str, Any]] = {}
+    words: dict[tuple[str, str], frozenset[str]] = {}
     call_args: dict[str, str] = {}
     for pos, m in enumerate(messages):
-        for b in m.content:
-            if isinstance(b, ToolCall):
-                cmd = next((str(b.arguments[k]) for k in _COMMAND_KEYS if isinstance(b.arguments.get(k), str)), None)
-                value = _clip(cmd, 200) if cmd else f"{b.name}({_clip(format_args(b.arguments), 160)})"
-                call_args[b.id] = value
-                detail = {"call_id": b.id, "tool": b.name}
-                if b.id in artifacts:
-                    detail["artifact"] = artifacts[b.id]
-                add("command", value, pos, detail)
-                _scan_text(b.arguments_json, pos, add, errors=False)
-            elif isinstance(b, ToolResult):
-                text = b.text
-                detail = {"call_id": b.call_id}
-                if b.call_id in artifacts:
-                    detail["artifact"] = artifacts[b.call_id]
-                errs = _result_errors(text)
-                if b.is_error and not errs and text.strip():
-                    errs = [_clip(text.strip().splitlines()[0], 200)]
-                for e in errs:
-                    add("error", e, pos, {**detail, "tool": b.name or "", "call": call_args.get(b.call_id, "")})
-                _scan_text(text, pos, add, errors=False)
-            elif isinstance(b, Text):
-                _scan_text(b.text, pos, add, errors=m.role != "user")
-                if m.role == "assistant":
-                    for d in decisions(b.text[:20_000])[:4]:
-                        add("decision", _clip(d, 200), pos)
-    refs = []
-    for (kind, value), (pos, detail) in found.items():
-        seq = seqs[pos] if seqs is not None and pos < len(seqs) else None
-        recency = (pos + 1) / n if n else 1.0
-        refs.append(Reference(kind, value, score_ref(kind, value, goal_words=goal_words, recency=recency), seq, detail))
-    refs.sort(key=lambda r: (-r.score, r.kind, r.value))
-    return refs[:limit]
+        scan = message_scan(m)
+        last.update(zip(scan.keys, repeat(pos)))
+        if goal_words:
+            words.update(zip(scan.keys, scan.words, strict=True))
+        for op in scan.sightings:
+            key, detail = op[0], op[1]
+            if op[2] is not None:  # a tool call (its command) or a tool result (its error lines)
+                call_id = op[2]
+                detail = dict(detail)
+                if call_id in artifacts:
+                    detail["artifact"] = artifacts[call_id]
+                if op[3] is not None:  # a call: what a later result's error names as its call
+                    call_args[call_id] = op[3]
+                else:
+                    detail["tool"], detail["call"] = op[4], call_args.get(call_id, "")
+            if key is None:
+                continue
+            prev = details.get(key)
+            details[key] = dict(detail) if prev is None else {**prev, **detail}
+    n = len(messages)
+    n_seqs = len(seqs) if seqs is not None else 0
+    ranked = []
+    # score_ref inlined, its terms in the same order (the same floats): the kind's term once per kind, the
+    # goal overlap's only when a goal word is among the value's (else 0.35 * 0.0, which adds nothing), recency
+    # (pos + 1) / n in [0, 1]
+    kinds: dict[str, float] = {}
+    for key, pos in last.items():
+        kind = key[0]
+        score = kinds.get(kind)
+        if score is None:
+            score = kinds[kind] = 0.4 * KIND_WEIGHTS.get(kind, 0.5)
+        if goal_words:
+            w = words[key]
+            if not w.isdisjoint(goal_words):
+                score += 0.35 * min(1.0, len(w & goal_words) / max(1, min(len(w), 6)))
+        ranked.append((-round(score + 0.25 * ((pos + 1) / n), 4), kind, key[1], pos))
+    ranked.sort()
+    return [Reference(kind, value, -neg, seqs[pos] if seqs is not None and pos < n_seqs else None,
+                      details.get((kind, value)) or {})
+            for neg, kind, value, pos in ranked[:limit]]
+
+
+class MessageScan(NamedTuple):
+    """What :func:`extract_refs` reads in one message, in the order it reads it.
+
+    ``keys``: every (kind, value) the message names, once each (values stripped, at least two characters);
+    ``words``: each key's value's words (for its goal overlap), aligned with ``keys``; ``sightings``: those
+    that carry a detail, in block order, each ``(key, detail, call_id, call_value, tool)``: ``key`` None for a
+    call whose command is no reference; ``call_id`` set for a tool call's command (``call_value`` its
+    one-line form, what a later error names as its call) and a tool result's error lines (``tool`` its tool's
+    name), whose details take the call's stored artifact and the call's line when the span is merged."""
+
+    keys: tuple[tuple[str, str], ...]
+    words: tuple[frozenset[str], ...]
+    sightings: tuple[tuple[Any, ...], ...]
+
+
+_MESSAGES = _Memo(4096)  # a message's references (MessageScan) per message digest: 4.8 MB for bench_scale's 1,800
+
+
+def message_scan(m: Message) -> MessageScan:
+    """The references one message names (:class:`MessageScan`), scanned once per message digest."""
+    digest = m.digest
+    hit = _MESSAGES.get(digest)
+    if hit is None:
+        hit = _MESSAGES.put(digest, _message_scan(m))
+    return hit  # type: ignore[no-any-return]
+
+
+def _message_scan(m: Message) -> MessageScan:
+    keys: dict[tuple[str, str], None] = {}
+    sightings: list[tuple[Any, ...]] = []
+
+    def key_of(kind: str, value: str) -> tuple[str, str] | None:
+        value = value.strip()
+        if len(value) < 2:
+            return None
+        key = (kind, value)
+        keys[key] = None
+        return key
+
+    def scan(text: str, errors: bool) -> None:
+        if not text:
+            return
+        for kind, value, detail in _scan_items(text, errors):
+            key = key_of(kind, value)
+            if key is not None and detail:
+                sightings.append((key, detail, None, None, None))
+
+    for b in m.content:
+        if isinstance(b, ToolCall):
+            cmd = next((str(b.arguments[k]) for k in _COMMAND_KEYS if isinstance(b.arguments.get(k), str)), None)
+            value = _clip(cmd, 200) if cmd else f"{b.name}({_clip(format_args(b.arguments), 160)})"
+            sightings.append((key_of("command", value), {"call_id": b.id, "tool": b.name}, b.id, value, None))
+            scan(b.arguments_json, False)
+        elif isinstance(b, ToolResult):
+            text = b.text
+            errs = _result_errors(text)
+            if b.is_error and not errs and text.strip():
+                errs = [_clip(text.strip().splitlines()[0], 200)]
+            for e in errs:
+                key = key_of("error", e)
+                if key is not None:
+                    sightings.append((key, {"call_id": b.call_id}, b.call_id, None, b.name or ""))
+            scan(text, False)
+        elif isinstance(b, Text):
+            scan(b.text, m.role != "user")
+            if m.role == "assistant":
+                for d in decisions(b.text[:20_000])[:4]:
+                    key_of("decision", _clip(d, 200))
+    return MessageScan(tuple(keys), tuple(frozenset(_WORD_RE.findall(v.lower())) for _, v in keys), tuple(sightings))
 
 
 def decisions(text: str) -> list[str]:
@@ -216,37 +302,20 @@ def error_lines(text: str, limit: int) -> list[str]:
     return out
 
 
-class _Memo:
-    """What a pure scan found in a text, kept per text (bounded, oldest out first): one compaction reads
-    the same tool result in its fold line, the summarizer and the summary's references."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self.items: dict[Any, Any] = {}
-
-    def get(self, key: Any) -> Any:
-        return self.items.get(key)
-
-    def put(self, key: Any, value: Any) -> Any:
-        items = self.items
-        if len(items) >= self.size:
-            with suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
-                del items[next(iter(items))]
-        items[key] = value
-        return value
-
-
 _SCANS = _Memo()
 _KEYS = _Memo()
-_VALUE_WORDS = _Memo()
-_DECISIONS = _Memo()  # a reference's words, for its goal overlap (both readers of a span score the same values)
+_VALUE_WORDS = _Memo()  # a reference's words, for its goal overlap (score_ref)
+_DECISIONS = _Memo()  # a text's decision sentences (the summarizer and the references read them both)
 
 
 # _ID_RE's first branch without its two lookaheads, which its body implies (it starts with a letter, and
-# its letters and separator are followed by digits): the same matches in fewer steps
-_ID_WORD = r"\b[A-Za-z]{1,8}[_-]?\d{3,}[A-Za-z0-9]*\b"
-assert _ID_RE.pattern == r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])" + _ID_WORD[2:] + r"|#\d{3,}\b"
-_ID_SKIP = _skipping(re.compile(_ID_WORD + r"|#\d{3,}\b"))
+# its letters and separator are followed by digits): the same matches in fewer steps. Its quantifiers are
+# possessive (no giving back): letters given back are followed by a letter, which neither [_-] nor a digit
+# matches, and digits or alphanumerics given back are followed by one, where \b fails; so the matches are the
+# same, but a run like 'ab' + 20,000 digits + '_' is one failed attempt, not a retry per digit (quadratic)
+_ID_WORD = r"\b[A-Za-z]{1,8}+[_-]?\d{3,}+[A-Za-z0-9]*+\b"
+assert _ID_RE.pattern == r"\b(?=[A-Za-z_-]*\d)(?=\w*[A-Za-z])" + _ID_WORD[2:].replace("+", "") + r"|#\d{3,}\b"
+_ID_SKIP = _skipping(re.compile(_ID_WORD + r"|#\d{3,}+\b"))
 _ID_PLAIN = _skipping(re.compile(_ID_WORD))  # without the '#123' branch, for a text without '#'
 _ERRORS = _Memo()
 _DIGITS3_RE = re.compile(r"\d\d\d")
@@ -256,9 +325,12 @@ def _id_matches(text: str) -> Iterator[str]:
     """``_ID_RE.findall(text)``, line by line, skipping lines without three digits in a row (every id has
     them; like a path, an id never spans lines)."""
     pattern = _ID_SKIP if "#" in text else _ID_PLAIN
+    seen: dict[str, list[str]] = {}  # a line's ids depend on the line alone: a repeated line's are replayed
     for line in text.split("\n"):
-        if _DIGITS3_RE.search(line):
-            yield from filter(None, pattern.findall(line))
+        ids = seen.get(line)
+        if ids is None:
+            ids = seen[line] = list(filter(None, pattern.findall(line))) if _DIGITS3_RE.search(line) else []
+        yield from ids
 
 
 def _result_errors(text: str) -> list[str]:
@@ -267,25 +339,40 @@ def _result_errors(text: str) -> list[str]:
     if hit is None:
         hit = _ERRORS.put(text, tuple(_clip(e, 200) for e in error_lines(text, 3)))
     return list(hit)
-_FUNC_HINT_RE = re.compile(r"(?:def|class|function|func|fn)\s")
+_FUNC_HINT_RE = re.compile(r"(?:def|class|function|func|fn)\s++[A-Za-z_]")  # in every match of _FUNC_DEF_RE
 _FUNC_DEF, _FUNC_PAREN = _FUNC_RE.pattern.split("|\\b([A-Za-z_]")
 _FUNC_DEF_RE = re.compile(_FUNC_DEF)
 _FUNC_PAREN_RE = re.compile("\\b([A-Za-z_]" + _FUNC_PAREN)
 assert _FUNC_DEF_RE.groups == _FUNC_PAREN_RE.groups == 1
+# The call branch's name ends where its run of [\w.] ends (a '(' follows it): from every start in a dotted run
+# it read to the run's end and back (quadratic in 'a.a.a…'). Where it fails from a start (a letter or '_' at a
+# word boundary), it fails from every later start in that run too (the run's end is the only end a name can
+# have, and the name from the earlier start is longer), so a last branch steps over the rest of a dotted run in
+# one match, its group empty (a run without a dot is left to the plain steps: a word has one start). Beside the
+# definition branch it stops before a '.' that a keyword and a space follow, where that branch can still start.
+_FUNC_PAREN_SKIP = re.compile(_FUNC_PAREN_RE.pattern + r"|\b[A-Za-z_]\w*+\.[\w.]*+")
+_FUNC_SKIP = re.compile(_FUNC_RE.pattern + r"|\b[A-Za-z_]\w*+(?:\.(?!(?:def|class|function|func|fn)\s)\w*+)++")
 
 
 def _func_names(pattern: re.Pattern[str], text: str) -> Iterator[str]:
+    """``pattern.findall(text)``'s names, for ``_FUNC_RE`` (either group) and its branches alone; the two with
+    a call branch are scanned by their skipping forms (the same names)."""
     if pattern is _FUNC_RE:
-        return (a or b for a, b in pattern.findall(text))
+        return filter(None, (a or b for a, b in _FUNC_SKIP.findall(text)))
+    if pattern is _FUNC_PAREN_RE:
+        return filter(None, _FUNC_PAREN_SKIP.findall(text))
     return iter(pattern.findall(text))
 
 
 def _file_matches(text: str) -> Iterator[str]:
     """``_FILE_RE.findall(text)``, line by line, skipping lines without a dot (a path never spans lines:
     its characters exclude the newline, which its lookbehind and lookahead treat as the text's ends)."""
+    seen: dict[str, list[str]] = {}  # a line's paths depend on the line alone: a repeated line's are replayed
     for line in text.split("\n"):
-        if "." in line:
-            yield from _FILE_RE.findall(line)
+        paths = seen.get(line)
+        if paths is None:
+            paths = seen[line] = _FILE_RE.findall(line) if "." in line else []
+        yield from paths
 
 
 def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any] | None], ...]:
@@ -296,32 +383,21 @@ def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any]
     items: list[tuple[str, str, dict[str, Any] | None]] = []
     if len(text) > 40_000:  # a huge result: its head and tail carry the references worth keeping
         text = text[:20_000] + "\n" + text[-20_000:]
-    for sha in ARTIFACT_RE.findall(text):
-        items.append(("artifact", f"artifact://{sha}", {"sha256": sha}))
-    for u in _URL_RE.findall(text)[:20]:
-        items.append(("url", u.rstrip(".:"), None))
-    for f in islice(_file_matches(text), 30):
-        items.append(("file", f, None))
-    # every match of _FUNC_RE holds a hint (its first branch) or "()" (its second): a text with one
-    # alone is scanned by that branch alone (the same matches, without trying the other at each word)
+    items.extend(("artifact", f"artifact://{sha}", {"sha256": sha}) for sha in ARTIFACT_RE.findall(text))
+    items.extend(("url", u.rstrip(".:"), None) for u in _URL_RE.findall(text)[:20])
+    items.extend(("file", f, None) for f in islice(_file_matches(text), 30))
+    # every match of _FUNC_RE holds a hint (its first branch: the keyword and the name's first letter) or "()"
+    # (its second): a text with one alone is scanned by that branch alone (the same matches, without trying the
+    # other at each word), a text with neither (a hex digest's "...def" at a line's end) by neither
     paren, hint = "()" in text, _FUNC_HINT_RE.search(text) is not None
     if paren or hint:
         pattern = _FUNC_RE if paren and hint else _FUNC_PAREN_RE if paren else _FUNC_DEF_RE
-        for name in islice(_func_names(pattern, text), 20):
-            items.append(("function", name, None))
-    for i in islice(_id_matches(text), 20):
-        items.append(("id", i, None))
+        items.extend(("function", name, None) for name in islice(_func_names(pattern, text), 20))
+    items.extend(("id", i, None) for i in islice(_id_matches(text), 20))
     if errors:
         for e in error_lines(text, 2):
             items.append(("error", _clip(e, 200), None))
     return _SCANS.put(key, tuple(items))  # type: ignore[no-any-return]
-
-
-def _scan_text(text: str, pos: int, add: Callable[..., None], *, errors: bool) -> None:
-    if not text:
-        return
-    for kind, value, detail in _scan_items(text, errors):
-        add(kind, value, pos, detail)
 
 
 _KEY_RE = re.compile(
@@ -377,6 +453,13 @@ def _result_keys(text: str, limit: int) -> list[str]:
     text = text[:50_000]
     if "[windowsmith:" in text or "[binary output:" in text or "[REDACTED:" in text or "[image: " in text:
         text = BOILERPLATE_RE.sub(" ", text)
+    # a line seen before adds no key (no key spans a newline, and what a line's matches depend on besides its
+    # own characters is a newline or the text's end on either side, alike for every line): each line once, in
+    # the order of its first sighting, finds the same keys in the same order (log and test output repeat lines)
+    lines = text.split("\n")
+    unique = dict.fromkeys(lines)
+    if len(unique) < len(lines):
+        text = "\n".join(unique)
     for k in _found(_key_pattern(text), text):
         if len(k) <= 48 and k not in seen:
             seen[k] = None
@@ -446,87 +529,5 @@ def merge_refs(*groups: Iterable[Reference], limit: int = 200) -> list[Reference
     return out[:limit]
 
 
-@dataclass(frozen=True)
-class Reconstruction:
-    """Detail rebuilt for chosen references, within a token budget."""
-
-    text: str
-    tokens: int
-    included: tuple[Reference, ...] = ()
-    skipped: tuple[Reference, ...] = ()
-    missing: tuple[Reference, ...] = field(default=())  # nothing could be fetched for these
-
-
-def reconstruct(
-    refs: Sequence[Reference],
-    budget_tokens: int,
-    content_provider: Callable[[str], str | None] | None = None,
-    store: Any = None,
-    *,
-    encoding: str = "o200k_base",
-) -> Reconstruction:
-    """Rebuild the detail behind ``refs`` (best score first) within ``budget_tokens``.
-
-    Files come from ``content_provider(path)``; artifacts (and commands/errors whose result was stored)
-    from ``store`` (an :class:`~windowsmith.artifacts.ArtifactStore` or a session store's blobs). A
-    section that does not fit whole is clipped head + tail if at least 64 tokens remain, else skipped. Nothing here raises for a missing file or blob: it is reported.
-    """
-    if budget_tokens < 0:
-        raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
-    parts: list[str] = []
-    used = 0
-    included: list[Reference] = []
-    skipped: list[Reference] = []
-    missing: list[Reference] = []
-    for r in sorted(refs, key=lambda r: -r.score):
-        body = _detail(r, content_provider, store)
-        if body is None:
-            missing.append(r)
-            body = ""
-        header = f"### {r.kind}: {_clip(r.value, 200)}" + (f" (log seq {r.seq})" if r.seq is not None else "")
-        section = header + ("\n" + body if body else "")
-        n = count_text(section, encoding) + 2
-        left = budget_tokens - used
-        if n > left:
-            if left < 64:
-                skipped.append(r)
-                continue
-            keep = max(64, int(len(section) * (left - 16) / n))
-            section = elide(section, keep)
-            n = count_text(section, encoding) + 2
-            if n > left:
-                skipped.append(r)
-                continue
-        parts.append(section)
-        used += n
-        included.append(r)
-    return Reconstruction("\n\n".join(parts), used, tuple(included), tuple(skipped), tuple(missing))
-
-
-def _detail(r: Reference, content_provider: Callable[[str], str | None] | None, store: Any) -> str | None:
-    sha = r.detail.get("artifact") or r.detail.get("sha256")
-    if r.kind == "artifact" and not sha:
-        m = ARTIFACT_RE.search(r.value)
-        sha = m.group(1) if m else None
-    if r.kind == "file":
-        if content_provider is None:
-            return None
-        try:
-            return content_provider(r.value)
-        except Exception as e:  # a provider failing must not break the build
-            return f"[could not read {r.value}: {type(e).__name__}: {e}]"
-    if sha:
-        if store is None:
-            return None
-        raw = store.get_blob(sha) if hasattr(store, "get_blob") else store.get(sha)
-        if raw is None:
-            return None
-        return bytes(raw).decode("utf-8", "replace")
-    if r.kind in ("error", "command"):
-        call = r.detail.get("call")
-        return f"(from {call})" if call else ""
-    return ""
-
-
-__all__ = ["ARTIFACT_RE", "BOILERPLATE_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "OUTLINE_HEAD", "Reconstruction", "extract_refs", "format_args",
-           "merge_refs", "outline_keys", "reconstruct", "result_keys", "score_ref"]
+__all__ = ["ARTIFACT_RE", "BOILERPLATE_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "OUTLINE_HEAD", "MessageScan", "extract_refs",
+           "format_args", "merge_refs", "message_scan", "outline_keys", "result_keys", "score_ref"]
