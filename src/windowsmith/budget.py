@@ -144,7 +144,25 @@ def share(total: int, wants: Mapping[str, int], weights: Mapping[str, float]) ->
     return alloc
 
 
-__all__ = ["COMPONENTS", "DROP_ORDER", "Budget", "BudgetConfig", "allocate", "share"]
+#: Below this share of the available budget, the room the fixed part (tools, system) leaves the history is *tiny*:
+#: what every request after a cut carries besides the kept messages (the pinned request's view, the work log and
+#: index) shrinks in proportion (:func:`room_factor`).
+TINY_ROOM = 0.5
+
+
+def room_factor(room: float, available: float, tiny: float = TINY_ROOM) -> float:
+    """How much of its usual share a carried part (the pinned request, the work log and index) keeps when the history
+    has ``room`` of the ``available`` budget: 1 from ``tiny`` of it up, else ``room / (tiny * available)``.
+
+    Those parts are read by every call, and in a tiny room what they take is also what the history's free cut has
+    left to wait on: the newest unit and the high-water margin do not shrink with the room, so at a fixed share of
+    it they left a band of a few hundred tokens and a cut (a cache rewrite) every two or three calls."""
+    if available <= 0 or tiny <= 0:
+        return 1.0
+    return max(0.0, min(1.0, room / (tiny * available)))
+
+
+__all__ = ["COMPONENTS", "DROP_ORDER", "TINY_ROOM", "Budget", "BudgetConfig", "allocate", "room_factor", "share"]
 
 
 #: Which optional layers give up tokens first when everything wanted does not fit.

@@ -9,6 +9,7 @@ import bisect
 from collections.abc import Sequence
 
 from ..assemble import Action
+from ..budget import room_factor
 from ..records import EmergencyRecord
 from ..text import identifiers
 from .keys import fit_index, mention, message_text, rank_lost
@@ -84,13 +85,15 @@ def carry_caps(p: Pass) -> tuple[int, int]:
     ``index_ratio`` of the available budget, scaled down together to ``carry_share`` of the room the fixed part
     leaves (:func:`room_raw`). Both are carried by every request after a cut, so they count against the room the
     next cut waits on: where tools and system leave little room, full-size caps filled most of it and the free cut
-    ran every other call, each one a cache rewrite."""
+    ran every other call, each one a cache rewrite. Where the room is tiny (under ``TINY_ROOM`` of the budget) the
+    share itself scales down with it (:func:`~windowsmith.budget.room_factor`)."""
     cfg = p.config
     scale = p.counter.scale
     log_cap = max(200, int(cfg.work_log_ratio * p.available / scale))
     index_cap = int(cfg.index_ratio * p.available / scale) if cfg.index_ratio > 0 else 0
     if cfg.carry_share is not None:
-        bound = cfg.carry_share * room_raw(p)
+        room = room_raw(p)
+        bound = cfg.carry_share * room * room_factor(room * scale, p.available)
         if log_cap + index_cap > bound:
             f = bound / (log_cap + index_cap)
             log_cap, index_cap = int(log_cap * f), int(index_cap * f)

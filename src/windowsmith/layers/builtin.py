@@ -8,6 +8,7 @@ from functools import partial
 from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
+from ..budget import room_factor
 from ..errors import BudgetBlockedError, TaskRequiredError
 from ..model import Message
 from ..text import clip_messages
@@ -123,6 +124,11 @@ class HistoryLayer(Layer):
     #: the pinned request's share of the history's budget when the history is full: above it, it is shrunk
     pinned_share = 0.2
 
+    def pinned_share_for(self, cap: int, available: int) -> float:
+        """The pinned request's share of a history given ``cap`` of the ``available`` budget: ``pinned_share``,
+        scaled down by :func:`~windowsmith.budget.room_factor` where that room is tiny (every call reads the view)."""
+        return self.pinned_share * (room_factor(cap, available) if available > 0 else 1.0)
+
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water
         self._cache: dict[int, tuple[TokenCounter, list[int], list[int], list[int]]] = {}
@@ -189,7 +195,7 @@ class HistoryLayer(Layer):
         messages, lineage = state.history_view(lo)
         yield Item(
             self.name, "history", "session", messages, priority=50, provenance="log",
-            shrink=partial(self._shrink, state), raw_tokens=raw, lineage=lineage,
+            shrink=partial(self._shrink, state, available=ctx.available), raw_tokens=raw, lineage=lineage,
             fit=HistoryFit(first_unit=lo, counts=counts, prefix=prefix, summary_raw=summary_raw, unbilled=unbilled),
             # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it; the
             # summary message after it (the carry) stays as it is through a cut that defers its refresh: another may
@@ -199,7 +205,8 @@ class HistoryLayer(Layer):
         if note is not None:
             yield Item("usage", "tail", "dynamic", note, priority=10, provenance="usage-note", header="NOTE", order=0)
 
-    def _shrink(self, state: SessionState, item: Item, cap: int, counter: TokenCounter) -> Item | None:
+    def _shrink(self, state: SessionState, item: Item, cap: int, counter: TokenCounter, *,
+                available: int = 0) -> Item | None:
         fit = item.fit
         assert fit is not None
         counts = fit.counts
@@ -213,6 +220,7 @@ class HistoryLayer(Layer):
         summary_raw = sum(counter.raw_message(m) for m in summary)
         cap_raw = cap / counter.scale
         target = cap_raw * self.low_water
+        share = self.pinned_share_for(cap, available)
 
         def total(i: int, first: int) -> int:
             """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
@@ -220,8 +228,8 @@ class HistoryLayer(Layer):
 
         shrinks: list[Shrink] = []
         # the pinned request larger than its share of a full history: shrink it (it is never dropped)
-        if pinned and n > 1 and first_raw > self.pinned_share * cap_raw and total(lo, first_raw) > cap_raw:
-            shrinks = plan_shrinks(state, [0], int(first_raw - self.pinned_share * cap_raw), counter)
+        if pinned and n > 1 and first_raw > share * cap_raw and total(lo, first_raw) > cap_raw:
+            shrinks = plan_shrinks(state, [0], int(first_raw - share * cap_raw), counter)
         first_now = _units_raw(state, [0], shrinks, counter) if shrinks else first_raw
         new_lo = lo
         # drop oldest units until under the low-water mark, always keeping the newest unit
