@@ -12,7 +12,8 @@ from click.testing import CliRunner
 import windowsmith as ws
 from windowsmith.cli import main
 from windowsmith.errors import InvalidMessageError, TraceFormatError
-from windowsmith.model import MAX_JSON_DEPTH, check_json_value, parse_arguments
+from windowsmith.jsonvalues import MAX_JSON_DEPTH, check_json_value
+from windowsmith.model import parse_arguments
 from windowsmith.traces import load_traces
 
 

@@ -128,7 +128,7 @@ def test_non_utf8_bytes_are_replaced_and_noted(tmp_path: Path) -> None:
 def test_lone_surrogate_escapes_are_replaced_and_noted(tmp_path: Path) -> None:
     p = write(tmp_path, "surrogate.json", '[{"role": "user", "content": "bad \\ud800 char"}]')
     [t] = load_traces(p)
-    # model.clean_text replaces a lone surrogate (it is not an escaped byte) with "?"
+    # jsonvalues.clean_text replaces a lone surrogate (it is not an escaped byte) with "?"
     assert "\ud800" not in t.messages[0].text and t.messages[0].text.startswith("bad ")
     t.messages[0].text.encode("utf-8")
     assert any("[0]" in r and "surrogate" in r for r in t.repairs)

@@ -35,6 +35,7 @@ from .guidance.repair import repair_message
 from .ingest.messages import redact_message
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
 from .ingest.redact import has_candidate, redact
+from .jsonvalues import check_json_value
 from .knowledge import Knowledge
 from .layers.base import Layer
 from .layers.builtin import default_layers
@@ -51,7 +52,6 @@ from .model import (
     Usage,
     block_from_dict,
     blocks_from_content,
-    check_json_value,
 )
 from .registry import ModelSpec, Registry, load_registry
 from .render import get_renderer, is_context_overflow

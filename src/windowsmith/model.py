@@ -24,88 +24,10 @@ import jsonschema
 
 from .errors import InvalidMessageError, InvalidToolSchemaError
 from .hashing import canonical_json, content_digest
+from .jsonvalues import check_json_value, clean_strings, clean_text
 
 Role = Literal["user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("user", "assistant", "tool")
-
-
-#: The deepest nesting of lists and objects accepted in tool arguments, tool output and trace files.
-#: Deeper values would overflow Python's recursion limit in JSON encoding and redaction; real tool
-#: output (ASTs, API responses) stays far below it.
-MAX_JSON_DEPTH = 200
-
-#: Python refuses to turn an int of more digits than this into text (``sys.get_int_max_str_digits``).
-_MAX_INT_BITS = 14_000  # ~4,214 decimal digits, under the 4,300-digit default
-
-
-def check_json_value(value: Any, where: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Raise :class:`InvalidMessageError` if ``value`` nests lists/dicts deeper than ``max_depth`` or
-    holds an integer too long to write as JSON text. Iterative, so it cannot overflow the stack itself."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, Mapping):
-            children: Any = v.values()
-        elif isinstance(v, list | tuple):
-            children = v
-        elif isinstance(v, int) and not isinstance(v, bool):
-            if v.bit_length() > _MAX_INT_BITS:
-                raise InvalidMessageError(
-                    f"{where} holds an integer of about {int(v.bit_length() * 0.30103):,} digits, more than "
-                    "JSON text can carry here (4,300); pass it as a string"
-                )
-            continue
-        else:
-            continue
-        if depth > max_depth:
-            raise InvalidMessageError(
-                f"{where} is nested more than {max_depth} levels deep (lists/objects inside each other); "
-                "flatten it or pass it as text (json.dumps) instead"
-            )
-        stack.extend((c, depth + 1) for c in children)
-
-
-def clean_text(value: Any, where: str) -> tuple[str, bool]:
-    """Return ``value`` as valid UTF-8 text and whether it had to be repaired.
-
-    Bytes are decoded as UTF-8 with invalid sequences replaced (U+FFFD); strings carrying lone
-    surrogates are repaired the same way: bytes smuggled by ``surrogateescape`` decoding are decoded
-    as UTF-8 with replacement, any other lone surrogate becomes U+FFFD. (One rule for every text the
-    session takes: messages, tool output, JSON values.)
-    """
-    if isinstance(value, bytes | bytearray | memoryview):
-        raw = bytes(value)
-        try:
-            return raw.decode("utf-8"), False
-        except UnicodeDecodeError:
-            return raw.decode("utf-8", "replace"), True
-    if not isinstance(value, str):
-        raise InvalidMessageError(f"{where} must be a string, got {type(value).__name__}; pass text (str) or bytes")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        if _only_escapes(value):
-            return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), True
-        return _LONE_SURROGATE.sub("\ufffd", value), True
-    return value, False
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _clean_strings(value: Any) -> Any:
-    """``value`` (a JSON value) with every string and key repaired by :func:`clean_text`."""
-    if isinstance(value, str):
-        return clean_text(value, "text")[0]
-    if isinstance(value, Mapping):
-        return {_clean_strings(k): _clean_strings(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean_strings(v) for v in value]
-    return value
-
-
-def _only_escapes(value: str) -> bool:
-    return all(not (0xD800 <= ord(c) <= 0xDFFF) or 0xDC80 <= ord(c) <= 0xDCFF for c in value)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -159,7 +81,7 @@ class ToolCall:
         try:
             self.arguments_json.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: repaired as in clean_text, like every other text
-            object.__setattr__(self, "arguments", _clean_strings(self.arguments))
+            object.__setattr__(self, "arguments", clean_strings(self.arguments))
             self.__dict__.pop("arguments_json", None)
 
     @cached_property
@@ -612,8 +534,6 @@ __all__ = [
     "Usage",
     "block_from_dict",
     "blocks_from_content",
-    "clean_text",
-    "check_json_value",
     "parse_arguments",
     "validate_tool_schema",
 ]

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidMessageError, UsageError
 from .ingest.messages import redact_spec
 from .instructions import InstructionFile
+from .jsonvalues import clean_text
 from .memory import Memory, MemoryItem
-from .model import ToolSpec, clean_text
+from .model import ToolSpec
 
 if TYPE_CHECKING:
     from .engine import Engine

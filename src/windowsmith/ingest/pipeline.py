@@ -28,7 +28,8 @@ from typing import Any
 
 from ..artifacts import ArtifactStore, artifact_uri
 from ..errors import ConfigError, InvalidMessageError
-from ..model import Image, Text, block_from_dict, clean_text
+from ..jsonvalues import clean_text
+from ..model import Image, Text, block_from_dict
 from ..refs import binary_stub, offload_footer
 from ..text import compact_json, identifier_index
 from .compress import compress, detect_kind

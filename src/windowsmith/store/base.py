@@ -126,7 +126,7 @@ def to_json(value: Any, what: str, error: type[UsageError] = UsageError) -> str:
     except UnicodeEncodeError:  # before ValueError, its base class
         raise error(
             f"{what} contains a lone surrogate and is not valid UTF-8; clean its text with "
-            "windowsmith.model.clean_text before storing it"
+            "windowsmith.jsonvalues.clean_text before storing it"
         ) from None
     except (TypeError, ValueError) as e:  # unserializable type, NaN/Infinity, circular reference
         raise error(

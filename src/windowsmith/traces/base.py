@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidMessageError, InvalidToolSchemaError, TraceFormatError
+from ..jsonvalues import MAX_JSON_DEPTH, check_json_value, clean_text
 from ..model import (
-    MAX_JSON_DEPTH,
     Image,
     Message,
     Text,
@@ -28,8 +28,6 @@ from ..model import (
     ToolResult,
     ToolSpec,
     Usage,
-    check_json_value,
-    clean_text,
     parse_arguments,
 )
 
