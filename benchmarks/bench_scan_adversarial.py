@@ -6,7 +6,8 @@ for paths...), or a short unit repeated. Each is timed at two lengths, a quarter
 (default 20,000; the references scan a result's first and last 20,000 characters, the fold keys its first
 50,000): a linear scanner takes about 4 times as long on the longer one, a quadratic one about 16 times.
 The scanners are timed through the public API on a tool result: ``extract_refs`` (references and error
-lines) and ``result_keys`` (fold keys). Prints a table; writes nothing.
+lines) and ``result_keys`` (fold keys); and the summarizer's sentence scans (``sentences_with``, ``QUESTION_RE``) on
+the same text as user or assistant text. Prints a table; writes nothing.
 
 Run:  .venv/bin/python benchmarks/bench_scan_adversarial.py [--chars N] [--all]
       (--all lists every input, not only those over a ratio of 6)
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from windowsmith.compaction.references import extract_refs, result_keys
+from windowsmith.compaction.summarizer import NEXT_STEP_WORDS, PREFERENCE_WORDS, QUESTION_RE, sentences_with
 from windowsmith.model import Message, Text, ToolResult
 
 PREFIXES = ["", "ab", "a_", "#", "A", "x/", "def ", "a.", "a@b."]
@@ -51,6 +53,8 @@ def _timed(scan: Callable[[str], object], text: str) -> float:
 SCANNERS: dict[str, Callable[[str], object]] = {
     "references": lambda t: extract_refs([Message("tool", (ToolResult("c1", (Text(t),), is_error=True),))]),
     "fold keys": lambda t: result_keys(t, 40),
+    # the summarizer's sentence scans (preferences in user text, questions, the next step in the assistant's last text)
+    "sentences": lambda t: (sentences_with(PREFERENCE_WORDS, t, 3), QUESTION_RE.findall(t), sentences_with(NEXT_STEP_WORDS, t)),
 }
 
 

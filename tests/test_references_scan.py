@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from windowsmith.compaction import references as R
+from windowsmith.compaction import summarizer as S
 from windowsmith.compaction.summarizer import _recent_identifiers
 from windowsmith.model import Message, Text
 
@@ -187,3 +188,36 @@ def test_keys_found_in_pieces_of_lines_equal_one_scan_of_the_whole_text(lines: l
     text = "\n".join(lines)
     pattern = R._key_pattern(text)
     assert list(R._found(pattern, text)) == [m.group(1) for m in pattern.finditer(text) if m.group(1)]
+
+
+# The summarizer's sentence patterns: the patterns they replaced, retried from every character of a long sentence
+# without a match, were quadratic (5 s on 8,000 characters); the one-pass forms must find exactly what they found.
+_SENT = r"(?:[^.!?\n]|[.!?](?=\S))"
+_OLD_PREF = re.compile(_SENT + r"*\b(?:I prefer|prefer|please always|always|never|don't|do not|make sure|I want|I need|must)\b"
+                       + _SENT + r"*[.!?]?", re.I)
+_OLD_NEXT = re.compile(_SENT + r"*\b(?:next|then I|I will|I'll|now I|going to)\b" + _SENT + r"*[.!?]?", re.I)
+_OLD_QUESTION = re.compile(r"[^.!?\n]{8,}\?")
+_sentence_text = st.lists(
+    st.sampled_from(["a", "b", "x1", " ", "  ", ".", "!", "?", "\n", "'", "-", "refund.py", "I", "prefer", "always",
+                     "never", "don't", "do not", "must", "NEXT", "next", "then I", "I'll", "going to", "alwaysx",
+                     "xnext", "I want", "make sure", "?!", ".."]),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_sentence_text)
+def test_summarizer_sentence_scans_find_what_the_backtracking_patterns_found(text: str) -> None:
+    assert S.sentences_with(S.PREFERENCE_WORDS, text) == _OLD_PREF.findall(text)
+    assert S.sentences_with(S.PREFERENCE_WORDS, text, 3) == _OLD_PREF.findall(text)[:3]
+    assert S.sentences_with(S.NEXT_STEP_WORDS, text) == _OLD_NEXT.findall(text)
+    assert S.QUESTION_RE.findall(text) == _OLD_QUESTION.findall(text)
+
+
+def test_summarizer_sentence_scan_reads_a_long_sentence_once() -> None:
+    """A long sentence without a keyword is one match of the sentence pattern (the old pattern started one match
+    attempt at each of its characters) and yields nothing."""
+    text = "a " * 10_000 + "and I prefer tabs. " + "b " * 10_000
+    assert [m.group() for m in S.SENTENCE_RE.finditer(text)] == ["a " * 10_000 + "and I prefer tabs.", " " + "b " * 10_000]
+    assert S.sentences_with(S.PREFERENCE_WORDS, text) == ["a " * 10_000 + "and I prefer tabs."]
+    assert S.sentences_with(S.NEXT_STEP_WORDS, text) == []
