@@ -314,14 +314,7 @@ class SessionState:
             view = self.view
             self.unit_start.append(len(view))
             view.append(message)
-            u: Unit = object.__new__(Unit)  # (what _unit does, inlined)
-            d = u.__dict__
-            d["messages"] = (message,)
-            d["first_seq"] = d["last_seq"] = seq
-            d["open_calls"] = opened
-            d["pinned"] = not units and role == "user"
-            d["folded"] = False
-            units.append(u)
+            units.append(_unit((message,), seq, seq, opened, not units and role == "user"))
         if len(messages) % COUNTS_CHUNK == 0:
             self.chunk_hashes.append(hash_)
         self.head = hash_

@@ -127,7 +127,7 @@ class HistoryLayer(Layer):
     def pinned_share_for(self, cap: int, available: int) -> float:
         """The pinned request's share of a history given ``cap`` of the ``available`` budget: ``pinned_share``,
         scaled down by :func:`~windowsmith.budget.room_factor` where that room is tiny (every call reads the view)."""
-        return self.pinned_share * (room_factor(cap, available) if available > 0 else 1.0)
+        return self.pinned_share * room_factor(cap, available)  # (1 where ``available`` is not positive)
 
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water
