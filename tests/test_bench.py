@@ -317,6 +317,32 @@ def test_recall_strict_and_recoverable_by_hand(cfg):
     assert recall(req, tg, resolve=lambda r: b"reservation ZFA04Y" if r == f"artifact://{sha}" else None) == (1, 2)
 
 
+def test_reads_recoverable_recall_assumes_are_priced_with_the_engines_own_tool(cfg):
+    """A target only in an offloaded result's artifact counts as recoverable through one read_result call;
+    the call is priced (its output, then the request with the tool's answer appended), outside cost_usd."""
+    log = "\n".join(f"tests/test_mod{i % 40}.py::test_case_{i} PASSED" for i in range(4000))
+    log = log.replace("test_case_3210 PASSED", "test_case_3210 PASSED ref_QZX42W")
+    msgs = (Message.user("run the tests"), call("c1", "bash", cmd="pytest -q"), result("c1", log),
+            call("c2", "bash", cmd="grep ref_QZX42W -r ."), result("c2", "nothing"), Message.assistant("done"))
+    run = prepare(Trace("reads", "openai-chat", "x", "You run commands.", (), msgs))
+    assert run.targets.get(3) == {"ref_QZX42W"}
+    s = make_strategy("windowsmith", cfg)
+    try:
+        rm = run_strategy(run, s)
+    finally:
+        s.close()
+    assert rm.strict_hits == 0 and rm.recoverable == pytest.approx(1.0) and rm.reads_needed == 1
+    # at least the tool's answer at the input price, at most a cold resend of the whole request and answer
+    lo = SONNET.cost(input_tokens=500, output_tokens=10)
+    hi = SONNET.cost(input_tokens=cfg.available + 2000, output_tokens=100) * 1.25
+    assert lo < rm.reads_cost_usd < hi, rm.reads_cost_usd
+    sticky = run_strategy(run, StickyCut(cfg))
+    assert sticky.reads_needed == 0 and sticky.reads_cost_usd == 0.0
+    no_reads = run_strategy(run, s := make_strategy("windowsmith", cfg))
+    s.close()
+    assert no_reads.cost_usd == pytest.approx(rm.cost_usd)  # the reads are not in cost_usd
+
+
 # ---------------------------------------------------------------------------------------------------
 # Identifiers
 # ---------------------------------------------------------------------------------------------------
@@ -427,7 +453,7 @@ def test_cli_bench_on_two_small_shared_files(tmp_path):
     assert res["runs"] == 2 and len(res["rows"]) == len(STRATEGIES) * 3 * (len(fams) + 1)
     assert {row["strategy"] for row in res["rows"]} == set(STRATEGIES)
     keys = {"family", "strategy", "window", "window_label", "calls", "failed_runs", "cost_usd", "recall_strict",
-            "recall_recoverable", "blind_calls", "reads_needed", "summary_cost_usd"}
+            "recall_recoverable", "blind_calls", "reads_needed", "reads_cost_usd", "summary_cost_usd"}
     assert all(keys <= set(row) for row in res["rows"])
     assert {row["family"] for row in res["rows"]} == {*fams, "all"} and fams[0].startswith("swe-agent-")
     text = page.read_text()

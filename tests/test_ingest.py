@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import windowsmith as ws
 from conftest import model_for
+from windowsmith.budget import Budget
 from windowsmith.ingest.pipeline import IngestConfig
 from windowsmith.result_tools import RESULT_TOOLS
 
@@ -40,6 +41,81 @@ def pytest_log(n: int = 6000) -> str:
     return "\n".join(lines)
 
 
+def _read_all(s, ref: str, limit: int = 2000) -> tuple[list[str], list[str]]:
+    """Every line of ``ref`` read page by page through ``read_result``, and the pages' texts."""
+    lines: list[str] = []
+    pages: list[str] = []
+    offset = 0
+    while True:
+        out = s.result_tools("read_result", {"ref": ref, "offset": offset, "limit": limit})
+        pages.append(out)
+        body, footer = out.rsplit("\n", 1)
+        lines += [ln.split(": ", 1)[1] for ln in body.split("\n")]
+        if "end of result" in footer:
+            return lines, pages
+        offset = int(re.search(r"offset=(\d+)", footer).group(1))
+
+
+def test_a_read_is_bounded_by_the_window_and_pages_through_everything(make_engine):
+    """At an 8K window a default read_result page (200 lines, up to 40,000 characters) would be larger than
+    the window; the session's tools answer at most page_chars(available) characters, and paging on with
+    the footer's offset still returns every line exactly."""
+    from windowsmith.result_tools import MAX_CHARS, page_chars
+
+    small = make_engine(window=8000)
+    s = _session(small)
+    _call(s, "c1")
+    log = pytest_log()
+    ref = "artifact://" + REF.search(s.tool_result("c1", log).tool_results[0].text).group(1)
+    cap = page_chars(Budget.for_window(8000, small.spec.max_output, small.budget).available)
+    assert cap == 5840 * 3 // 4  # window - reserved output (2,000) - slack (160), three quarters of a character each
+    assert cap < MAX_CHARS / 5
+    first = s.result_tools("read_result", {"ref": ref})  # the default: 200 lines
+    body, footer = first.rsplit("\n", 1)
+    assert len(body) <= cap and "continue with offset=" in footer
+    lines, pages = _read_all(s, ref)
+    assert "\n".join(lines) == log and len(pages) > 1
+    assert all(len(p.rsplit("\n", 1)[0]) <= cap for p in pages)
+    hits = s.result_tools("search_result", {"ref": ref, "pattern": "PASSED", "context_lines": 0})
+    assert len(hits.rsplit("\n", 1)[0]) <= cap and "output cut at the size limit" in hits
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(alphabet="ab \u00e9\u21aa:", max_size=300), min_size=1, max_size=60),
+       st.integers(min_value=1, max_value=3000), st.integers(min_value=1, max_value=50))
+def test_paging_returns_every_line_for_any_page_size(tmp_path_factory, lines, max_chars, limit):
+    """Whatever the page's character bound and line limit, reading on from each footer's offset returns the
+    stored text exactly, and each page holds at least one line (never an empty page that cannot advance)."""
+    from windowsmith.artifacts import FileArtifacts
+    from windowsmith.result_tools import ResultTools
+
+    store = FileArtifacts(tmp_path_factory.mktemp("paging"))
+    if True:
+        text = "\n".join(lines)
+        sha = store.put(text.encode(), session_id="s")
+        rt = ResultTools(store, "s", max_chars=max_chars)
+        got: list[str] = []
+        offset = 0
+        for _ in range(10_000):
+            out = rt.read_result(f"artifact://{sha}", offset, limit)
+            body, footer = out.rsplit("\n", 1)
+            page = body.split("\n")
+            assert page and page[0].startswith(f"{offset}: ")
+            got += [ln.split(": ", 1)[1] for ln in page]
+            if "end of result" in footer:
+                break
+            offset = int(re.search(r"offset=(\d+)", footer).group(1))
+        assert "\n".join(got).replace("\n\u21aa", "") == text.replace("\n\u21aa", "")
+
+
+def test_result_tools_refuse_a_page_bound_that_is_not_positive(engine):
+    from windowsmith.result_tools import ResultTools
+
+    for bad in (0, -5, True, 2.5):
+        with pytest.raises(ws.ConfigError, match="max_chars must be a positive"):
+            ResultTools(engine.artifacts, "s", max_chars=bad)
+
+
 def test_small_results_stay_inline(engine):
     s = _session(engine)
     _call(s, "c1", "ls")
@@ -57,15 +133,7 @@ def test_large_result_is_offloaded_compressed_and_recoverable(engine):
     assert "test_refund_twice FAILED" in view and "AssertionError" in view  # error lines survive
     assert "read_result" in view and len(view) < len(log) / 10
     # recoverable byte for byte through the retrieval tool
-    lines = []
-    offset = 0
-    while True:
-        out = s.result_tools("read_result", {"ref": ref, "offset": offset, "limit": 2000})
-        body, footer = out.rsplit("\n", 1)
-        lines += [ln.split(": ", 1)[1] for ln in body.split("\n")]
-        if "end of result" in footer:
-            break
-        offset = int(re.search(r"offset=(\d+)", footer).group(1))
+    lines, _ = _read_all(s, ref)
     assert "\n".join(lines) == log
     hits = s.result_tools("search_result", {"ref": ref, "pattern": r"FAILED|AssertionError", "context_lines": 1})
     assert "1234: tests/test_refund.py::test_refund_twice FAILED" in hits and "4321: E   AssertionError" in hits

@@ -20,10 +20,12 @@ from typing import Any
 import regex
 
 from .artifacts import REF_RE, ArtifactStore
+from .errors import ConfigError
 from .model import ToolSpec
 
 MAX_LIMIT = 2_000  # lines per read_result call
-MAX_CHARS = 40_000  # characters returned per call
+MAX_CHARS = 40_000  # characters returned per call (at most: a session lowers it to its window, page_chars)
+MIN_CHARS = 2_000  # the least a session's page is lowered to
 MAX_LINE_CHARS = 2_000  # longer lines are split into numbered continuation lines starting with CONT
 MAX_MATCHES = 100
 MAX_CONTEXT = 20
@@ -99,12 +101,24 @@ def _wrap(physical: list[str]) -> list[str]:
 CONT = "\u21aa"
 
 
-class ResultTools:
-    """Executes ``read_result`` and ``search_result`` for one session's artifacts."""
+def page_chars(available: int) -> int:
+    """Characters one answer of the tools may return for a window with ``available`` input tokens: a quarter
+    of them at three characters a token (code and logs run 3-4), within [``MIN_CHARS``, ``MAX_CHARS``]. At an
+    8K window (5,840 available) that is 4,380 characters, not 40,000: a default read would otherwise be
+    larger than the whole window, so the next build would have to offload the read again."""
+    return max(MIN_CHARS, min(MAX_CHARS, available * 3 // 4))
 
-    def __init__(self, artifacts: ArtifactStore, session_id: str) -> None:
+
+class ResultTools:
+    """Executes ``read_result`` and ``search_result`` for one session's artifacts. ``max_chars``: the most an
+    answer returns (a read ends early with a ``continue with offset=`` footer, a search says it was cut)."""
+
+    def __init__(self, artifacts: ArtifactStore, session_id: str, max_chars: int = MAX_CHARS) -> None:
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            raise ConfigError(f"max_chars must be a positive number of characters, got {max_chars!r}")
         self.artifacts = artifacts
         self.session_id = session_id
+        self.max_chars = max_chars
         self._lines: dict[str, list[str]] = {}
 
     @property
@@ -173,7 +187,7 @@ class ResultTools:
         end = off
         for i in range(off, min(n, off + lim)):
             line = f"{i}: {self._cut(lines[i])}"
-            if size + len(line) > MAX_CHARS and out:
+            if size + len(line) > self.max_chars and out:
                 break
             out.append(line)
             size += len(line) + 1
@@ -221,7 +235,7 @@ class ResultTools:
                 shown.append("--")
             for i in range(max(lo, last + 1), hi):
                 line = f"{i}{':' if i == h else '-'} {self._cut(lines[i])}"
-                if size + len(line) > MAX_CHARS:
+                if size + len(line) > self.max_chars:
                     truncated = True
                     break
                 shown.append(line)
@@ -235,4 +249,4 @@ class ResultTools:
         return "\n".join([*shown, footer])
 
 
-__all__ = ["CONT", "MAX_LIMIT", "READ_RESULT", "RESULT_TOOLS", "SEARCH_RESULT", "ResultTools"]
+__all__ = ["CONT", "MAX_CHARS", "MAX_LIMIT", "MIN_CHARS", "page_chars", "READ_RESULT", "RESULT_TOOLS", "SEARCH_RESULT", "ResultTools"]

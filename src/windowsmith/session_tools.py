@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .errors import UsageError
 from .guidance.tools import DeferredToolsLayer, ToolPolicy, describe_found, load_event, select
-from .result_tools import ResultTools
+from .result_tools import ResultTools, page_chars
 
 if TYPE_CHECKING:
     from .build import Builder
@@ -78,10 +78,10 @@ class ToolHandlersMixin:
     @property
     def result_tools(self) -> ResultTools:
         """Handler for the ``read_result``/``search_result`` tools (``windowsmith.RESULT_TOOLS``):
-        ``session.result_tools(name, arguments) -> str``."""
+        ``session.result_tools(name, arguments) -> str``. An answer is bounded by the window (``page_chars``)."""
         rt = self.__dict__.get("_result_tools")
         if rt is None:
-            rt = ResultTools(self.engine.artifacts, self.id)
+            rt = ResultTools(self.engine.artifacts, self.id, page_chars(self._builder.budget().available))
             self.__dict__["_result_tools"] = rt
         return rt
 

@@ -178,10 +178,12 @@ def recall(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozens
 
 
 def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozenset[str] = frozenset(),
-                 resolve: Callable[[str], bytes | None] | None = None) -> tuple[int, int, int]:
+                 resolve: Callable[[str], bytes | None] | None = None,
+                 read: list[str] | None = None) -> tuple[int, int, int]:
     """``(strict, recoverable, reads)``: as :func:`recall`, and how many referenced artifacts the agent
     would have to read (``read_result`` calls) to reach the targets that recoverable recall counts
-    beyond strict: each artifact that holds a target not found before it, in the order followed."""
+    beyond strict: each artifact that holds a target not found before it, in the order followed (their
+    references are appended to ``read`` when it is given, for :func:`~windowsmith.bench.run.reads_cost`)."""
     if not targets:
         return 0, 0, 0
     remaining = set(targets)
@@ -218,6 +220,8 @@ def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: f
             ids, nested = cached
             if not remaining.isdisjoint(ids):
                 reads += 1
+                if read is not None:
+                    read.append(ref)
             remaining -= ids
             for r in nested:
                 if r not in seen:

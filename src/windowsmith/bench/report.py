@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-HEADERS = ("strategy", "win", "cost $", "summ $", "strict", "recov", "blind", "reads", "cut", "over", "reuse",
-           "rewr")
+HEADERS = ("strategy", "win", "cost $", "summ $", "strict", "recov", "blind", "reads", "reads $", "cut", "over",
+           "reuse", "rewr")
 
 #: the terminal's columns (80 wide): the markdown and HTML tables have all of HEADERS
 TERM_HEADERS = ("strategy", "win", "cost $", "summ $", "strict", "recov", "blind", "cut", "reuse")
@@ -16,7 +16,8 @@ TERM_HEADERS = ("strategy", "win", "cost $", "summ $", "strict", "recov", "blind
 LEGEND = ("win: window (K tokens); cost $: cache-adjusted cost of every call, summaries included; summ $: the "
           "summaries' share of it (each summary a model call: input read, summary written); strict / recov: "
           "future-reference recall, in the request / also through references; blind: calls whose request "
-          "lacks the newest user or tool message; reads: read_result calls recoverable recall assumes; cut: "
+          "lacks the newest user or tool message; reads: read_result calls recoverable recall assumes; reads $: "
+          "their price (each one an extra model call with the tool's answer; not in cost $); cut: "
           "calls cut to fit by the bench; over: calls the framework as shipped sends over the window (no "
           "reaction, or its reaction gave up); reuse: cache-read / input tokens over steady calls; rewr: share "
           "of calls after a run's first that rewrite the previous request.")
@@ -55,7 +56,7 @@ def window_cell(r: dict[str, Any]) -> str:
 def row_cells(r: dict[str, Any]) -> list[str]:
     return [r["strategy"], window_cell(r), f"{r['cost_usd']:.2f}", f"{r.get('summary_cost_usd', 0.0):.2f}",
             _pct(r["recall_strict"]), _pct(r["recall_recoverable"]), f"{r.get('blind_calls', 0):,}",
-            f"{r.get('reads_needed', 0):,}", f"{r['cut_calls']:,}", f"{r.get('overflow_calls', 0):,}",
+            f"{r.get('reads_needed', 0):,}", f"{r.get('reads_cost_usd', 0.0):.2f}", f"{r['cut_calls']:,}", f"{r.get('overflow_calls', 0):,}",
             reuse_cell(r), rewrites_cell(r)]
 
 

@@ -49,11 +49,12 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..costs import call_cost
+from ..model import Message, Text, ToolCall, ToolResult
 from ..registry import ModelSpec, load_registry
 from ..request import NeutralRequest
 from ..tokens import TokenCounter
@@ -89,6 +90,7 @@ class RunMetrics:
     family: str = ""
     blind_calls: int = 0  # calls whose request lacks the newest user/tool message (metrics.is_blind)
     reads_needed: int = 0  # read_result calls that recoverable recall assumes
+    reads_cost_usd: float = 0.0  # what those calls would cost (reads_cost); not in cost_usd
     summary_calls: int = 0  # summaries made (each one a model call)
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
@@ -128,6 +130,26 @@ def extends_previous(prev: NeutralRequest, cur: NeutralRequest) -> bool:
     if len(pm) > len(cm):
         return False
     return all(a is b or a.digest == b.digest for a, b in zip(pm, cm, strict=False))
+
+
+def reads_cost(cfg: BenchConfig, req: NeutralRequest, refs: Sequence[str], strategy: Strategy) -> float:
+    """The price of the ``read_result`` calls recoverable recall assumes before the call that sent ``req``:
+    for each reference, in order, the model answers with the call (its output tokens), and the next request
+    is the previous one with that call and the tool's answer (the strategy's own tool, its first page)
+    appended, priced against it as every call is (its prefix read from the cache, the new part written)."""
+    counter = cfg.counter
+    usd = 0.0
+    prev = req
+    cands: list[int] | None = None
+    for k, ref in enumerate(refs):
+        call = Message("assistant", (ToolCall(f"bench_read_{k}", "read_result", {"ref": ref}),))
+        result = Message("tool", (ToolResult(call.tool_calls[0].id, (Text(strategy.read(ref) or ""),), name="read_result"),))
+        cur = replace(prev, messages=(*prev.messages, call, result))
+        cost, cands = call_cost(cfg.spec, cfg.fmt, prev, cur, counter, prompt_tokens=counter.request(cur),
+                                output_tokens=counter.message(call), prev_candidates=cands)
+        usd += cost.usd
+        prev = cur
+    return usd
 
 
 def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) -> RunMetrics:
@@ -187,9 +209,12 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                         rm.events[k] = rm.events.get(k, 0) + 1
                 tg = run.targets.get(i, frozenset())
                 if tg:
+                    refs: list[str] = []
                     s, r, reads = recall_reads(built.request, tg, recoverable=built.recoverable,
-                                               resolve=strategy.resolve)
+                                               resolve=strategy.resolve, read=refs)
                     rm.reads_needed += reads
+                    if refs:
+                        rm.reads_cost_usd += reads_cost(cfg, built.request, refs, strategy)
                     rm.recall_calls += 1
                     rm.targets += len(tg)
                     rm.strict_hits += s
@@ -455,6 +480,7 @@ def _row(rs: list[dict[str, Any]], strategy: str, wval: int, label: str, family:
         "recall_strict_micro": round(sum(r["strict_hits"] for r in ok) / max(1, sum(r["targets"] for r in ok)), 4),
         "blind_calls": sum(r.get("blind_calls", 0) for r in ok),
         "reads_needed": sum(r.get("reads_needed", 0) for r in ok),
+        "reads_cost_usd": round(sum(r.get("reads_cost_usd", 0.0) for r in ok), 4),
         "build_ms_median": round(statistics.median(ms), 3) if ms else 0.0,
         "build_ms_p95": round(percentile(ms, 95), 3),
         "cut_calls": events.get("cut", 0),

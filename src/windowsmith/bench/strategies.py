@@ -126,6 +126,10 @@ class Strategy:
         """The content behind an ``artifact://`` reference, when the strategy has a store."""
         return None
 
+    def read(self, ref: str) -> str | None:
+        """What the agent's ``read_result(ref)`` call returns (its first page), for a strategy with that tool."""
+        return None
+
     def after_call(self, built: Built, output_tokens: int) -> None:
         """The model answered ``built`` with ``output_tokens`` (for peers that read reported usage)."""
 
@@ -383,6 +387,9 @@ class WindowsmithStrategy(Strategy):
             return self.engine.artifacts.get(sha)
         except Exception:
             return None
+
+    def read(self, ref: str) -> str | None:
+        return str(self.session.result_tools.read_result(ref))  # the engine's own tool, its default page
 
     def finish(self) -> None:
         if self.session is not None:
