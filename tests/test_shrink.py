@@ -15,6 +15,7 @@ from windowsmith.bench.metrics import is_blind, prepare
 from windowsmith.bench.run import run_strategy
 from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
 from windowsmith.errors import BudgetBlockedError
+from windowsmith.layers.builtin import HistoryLayer
 from windowsmith.layers.shrink import MIN_VIEW, water_level
 from windowsmith.model import Message, Text, ToolCall, ToolResult
 from windowsmith.records import ShrinkRecord
@@ -69,6 +70,56 @@ def test_a_huge_pinned_request_is_shrunk_not_dropped(tmp_path):
         # the log rebuilds the same pack
         again = e.session("pinned").build()
         assert again.manifest.checksum == pack.manifest.checksum
+
+
+def demonstration(n: int) -> str:
+    return "Here is a demonstration of how to use the interface.\n" + "\n".join(
+        f"demo step {i}: ran `grep -n foo_{i} src/mod_{i}.py` and read the output" for i in range(n))
+
+
+ISSUE = ("We're solving this issue: calling parse_header() in src/http/headers.py raises KeyError 'x-trace-id' "
+         "when the header is missing; reproduce with tests/test_headers.py::test_missing_trace_id. ") * 30
+
+
+def test_every_user_message_before_the_first_reply_is_the_pinned_request(tmp_path):
+    """SWE-agent sends a demonstration, then the issue, as two user messages: both are the request. The
+    demonstration is shrunk first; the issue (the task) stays whole and is never dropped by a later cut."""
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000) as e:
+        s = e.session("demo-then-issue")
+        s.system("You are a careful engineer.")
+        s.user(demonstration(600))  # far larger than the window
+        s.user(ISSUE)
+        assert len(s.state.units) == 1 and len(s.state.units[0].messages) == 2 and s.state.units[0].pinned
+        pack = s.build()  # the agent's first call: the request alone, shrunk at once to its two shares (so
+        first = pack.neutral.messages  # once only: not to the low water now and to its shares again later)
+        assert first[1].text == ISSUE and first[0].text.startswith("Here is a demonstration")
+        assert pack.manifest.tokens <= 2 * HistoryLayer.pinned_share * pack.manifest.available
+        heads = [first[0]]
+        for i in range(14):
+            s.add(Message("assistant", (ToolCall(f"c{i}", "bash", {"command": f"cat src/f{i}.py"}),)))
+            s.tool_result(f"c{i}", f"def f{i}():\n    return {i}\n" * 60)
+            msgs = s.build().neutral.messages
+            assert msgs[1].text == ISSUE  # the task, whole, on every call
+            assert msgs[0].text.startswith("Here is a demonstration") and "artifact://" in msgs[0].text
+            heads.append(msgs[0])
+        assert len(s.state.units) > 2 and s.state.first_visible_unit() > 1  # later cuts dropped history, not it
+        assert all(h == heads[0] for h in heads)  # the pinned request was shrunk once: its cache prefix held
+        recs = shrinks(s)
+        assert [en.seq for r in recs for en in r.entries] == [s.state.units[0].first_seq]
+        s.user("thanks; now also handle x-span-id")  # after the first reply a user message is history again
+        assert len(s.state.units[0].messages) == 2
+
+
+def test_the_pinned_request_holds_at_most_a_few_opening_messages(tmp_path):
+    from windowsmith.state import PINNED_MESSAGES
+
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db") as e:
+        s = e.session("many-openers")
+        for i in range(PINNED_MESSAGES + 3):
+            s.user(f"note {i}")
+        assert len(s.state.units[0].messages) == PINNED_MESSAGES and len(s.state.units) == 4
+        again = e.session("many-openers")  # a resumed session builds the same units from the log
+        assert [len(u.messages) for u in again.state.units] == [len(u.messages) for u in s.state.units]
 
 
 def test_a_user_message_larger_than_the_window_is_shrunk(tmp_path):

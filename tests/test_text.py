@@ -76,3 +76,40 @@ def test_a_text_without_a_listing_keeps_its_numbers_as_entries():
     count = len
     idx = identifier_index("a/b.py FooError 12345 keep_me", "keep_me", 80, count)
     assert idx == "[also in the full text: FooError, a/b.py, 12345]"
+
+
+def _swe_view(start: int, n: int, newline: str = "\r\n") -> str:
+    """SWE-agent's file viewer: ``[File: …]``, then ``1457:    code`` lines (the number, a colon, the line)."""
+    lines = ["[File: src/marshmallow/fields.py (1997 lines total)]", f"({start - 1} more lines above)"]
+    for i in range(start, start + n):
+        if i % 7 == 0:
+            code = ""
+        elif i % 5 == 0:
+            code = "        except (TypeError, ValueError) as error:"  # a code line that reads like a failure
+        elif i == start + n // 2:
+            code = "        return int(value.total_seconds() / base_unit.total_seconds())"
+        else:
+            code = f"        item_{i % 11} = self.field_{i % 3}"
+        lines.append(f"{i}:{code and ' ' + code}")
+    return newline.join(lines)
+
+
+def test_a_colon_gutter_is_a_listing_too_with_crlf_line_ends():
+    for nl in ("\n", "\r\n"):
+        text = _swe_view(1457, 100, nl)
+        g = gutter_only(text)
+        assert {"1457", "1463", "1500", "1556"} <= g, nl  # blank numbered lines (``1463:``) included
+    assert gutter_only("see 12:30 and 14:45\n") == set()  # a time is not a gutter
+
+
+def test_an_offloaded_swe_agent_view_keeps_its_names_not_its_line_numbers():
+    """The numbers of lines that read like failures (``except … as error:``) ranked first and filled the index
+    of a SWE-agent view before its colon gutter counted as one: the dotted names the next edit quotes fell out."""
+    full = _swe_view(1457, 100)
+    view = full[: full.index("1470:")]  # the head kept, the rest cut
+    count = len  # a character count stands in for tokens: the ranking is what is tested
+    idx = identifier_index(full, view, 260, lambda s: count(s) // 3)
+    assert "value.total_seconds" in idx and "base_unit.total_seconds" in idx, idx
+    assert re.search(r"lines 14\d\d-1556", idx), idx
+    bare = [k for k in identifiers(idx) if k.isdigit()]
+    assert all(re.search(rf"(?<!\d){k}-\d|\d-{k}(?!\d)", idx) for k in bare), bare  # numbers only as range bounds

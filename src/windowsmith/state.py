@@ -21,7 +21,7 @@ them instead of recomputing them (no summarizer runs on load). They carry their 
   ``text`` (a stub naming the image and its ``artifact://``). Units folded by this or an earlier record
   are skipped (their fold covers the image), and so is a path that no longer holds an image.
 * ``summary``: ``{"keep_from_seq", "summary": Summary.to_dict(), ...}`` — units before ``keep_from_seq``
-  (except the pinned first user message) leave the view; one user message holding the summary text
+  (except the pinned request: the user messages before the first reply) leave the view; one user message holding the summary text
   (and the work log, if any) takes their place. A newer summary replaces the older one (rolling).
   ``"transcript"``: the sha of an artifact holding the summarized messages verbatim, whose first line
   links the previous compaction's transcript; the summary message ends with a reference to the newest.
@@ -134,6 +134,10 @@ class Unit:
 
 
 _NO_CALLS: frozenset[str] = frozenset()
+
+
+#: the most user messages before the agent's first reply that the pinned request holds (the rest are history)
+PINNED_MESSAGES = 8
 
 
 def _unit(messages: tuple[Message, ...], first_seq: int, last_seq: int, open_calls: frozenset[str],
@@ -294,6 +298,16 @@ class SessionState:
         role = message.role
         if role == "tool":
             self._apply_tool_message(message, seq)
+        elif role == "user" and not self.turn_units and len(self.units) == 1 and self.units[0].pinned \
+                and len(self.units[0].messages) < PINNED_MESSAGES:
+            # before the agent's first reply every user message is the request: SWE-agent sends a demonstration,
+            # then the issue; a harness its instructions, then the task. All of them are pinned, shrunk (largest
+            # first) when over their share, never dropped
+            u = self.units[0]
+            if not message.image_free and not self.image_units:
+                self.image_units.append(0)
+            self.view.append(message)
+            self.units[0] = _unit((*u.messages, message), u.first_seq, seq, _NO_CALLS, True)
         else:
             units = self.units
             if units and units[-1].open_calls:

@@ -189,13 +189,15 @@ def identifiers(text: str, *, ranked: bool = False) -> list[str]:
     return sorted(kinds, key=lambda k: (-(_KIND_WEIGHT.get(kinds[k][0], 0) + 4 * kinds[k][1]), order[k]))
 
 
-#: a numbered listing's line (``cat -n``, ``nl``, an editor's view): the number, then a tab
-_GUTTER_RE = re.compile(r"(?m)^[ \t]*(\d+)\t")
+#: a numbered listing's line: the number, then a tab (``cat -n``, ``nl``, OpenHands' editor view) or a colon and
+#: a blank or the line's end (SWE-agent's file viewer ``1457:    code``; ``grep -n`` of an indented line)
+_GUTTER_RE = re.compile(r"(?m)^[ \t]*(\d+)(?:\t|:(?=[ \t\r]|$))")
 
 
 def gutter_only(text: str) -> set[str]:
-    """The line numbers of a numbered listing (``cat -n``) in ``text`` that occur nowhere but in its gutter."""
-    if "\t" not in text:
+    """The line numbers of a numbered listing (``cat -n``, ``1457:`` views) in ``text`` that occur nowhere but in
+    its gutter."""
+    if "\t" not in text and ":" not in text:
         return set()
     gutter = set(_GUTTER_RE.findall(text))
     if len(gutter) < 2:

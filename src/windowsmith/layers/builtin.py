@@ -113,7 +113,7 @@ class HistoryLayer(Layer):
 
     Yields a single item holding the visible messages; it shrinks by dropping whole units (a tool call
     never leaves without its result) from the oldest, down to ``history_low_water`` of the cap so the
-    cache prefix breaks rarely. The user's first message is pinned and never dropped. Per-unit token
+    cache prefix breaks rarely. The request (the user's messages before the first reply) is pinned and never dropped. Per-unit token
     counts are kept incrementally, so a build costs O(new messages), not O(session).
     """
 
@@ -220,16 +220,20 @@ class HistoryLayer(Layer):
         summary_raw = sum(counter.raw_message(m) for m in summary)
         cap_raw = cap / counter.scale
         target = cap_raw * self.low_water
-        share = self.pinned_share_for(cap, available)
+        # a pinned request of several messages (instructions or a demonstration, then the task) has a second share
+        # for its task, its last message, which a shrink spares until the others are at their floor
+        share = self.pinned_share_for(cap, available) * (2 if pinned and len(state.units[0].messages) > 1 else 1)
 
         def total(i: int, first: int) -> int:
             """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
             return first + (summary_raw if i > 0 else 0) + prefix[n] - prefix[max(i, p)] - self.unbilled(counter, i, pinned)
 
         shrinks: list[Shrink] = []
-        # the pinned request larger than its share of a full history: shrink it (it is never dropped)
-        if pinned and n > 1 and first_raw > share * cap_raw and total(lo, first_raw) > cap_raw:
-            shrinks = plan_shrinks(state, [0], int(first_raw - share * cap_raw), counter)
+        # the pinned request larger than its share of a full history: shrink it (it is never dropped). Alone and
+        # over the whole cap it must shrink now: straight to its share, so it is shrunk once, not again (with a
+        # rewrite of every cached token after it) when the history behind it fills
+        if pinned and first_raw > share * cap_raw and (total(lo, first_raw) > cap_raw if n > 1 else first_raw > cap_raw):
+            shrinks = plan_shrinks(state, [0], int(first_raw - share * cap_raw), counter, spare_last=True)
         first_now = _units_raw(state, [0], shrinks, counter) if shrinks else first_raw
         new_lo = lo
         # drop oldest units until under the low-water mark, always keeping the newest unit

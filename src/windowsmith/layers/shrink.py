@@ -97,13 +97,30 @@ def water_level(sizes: Sequence[int], cut: int, floor: int) -> int:
     return floor
 
 
-def plan_shrinks(state: SessionState, units: Sequence[int], cut: int, counter: TokenCounter) -> list[Shrink]:
+def plan_shrinks(state: SessionState, units: Sequence[int], cut: int, counter: TokenCounter, *,
+                 spare_last: bool = False) -> list[Shrink]:
     """Views for the largest text blocks of ``units`` (indices into ``state.units``) that together remove
-    at least ``cut`` raw tokens where possible (water level, floor :data:`MIN_VIEW`)."""
+    at least ``cut`` raw tokens where possible (water level, floor :data:`MIN_VIEW`). ``spare_last``: the last
+    message of the last unit is shrunk only if the others cannot remove ``cut`` (the pinned request's last
+    message is the task itself, after instructions or a demonstration)."""
     if cut <= 0:
         return []
     blocks = _blocks(state, units, counter)
-    if not blocks:
+    if spare_last and blocks:
+        last = (units[-1], len(state.units[units[-1]].messages) - 1)
+        others = [b for b in blocks if (b.unit, b.index) != last]
+        room = sum(max(0, b.size - MIN_VIEW) for b in others)
+        if others and room >= cut:
+            blocks = others
+        elif others:  # the others down to their floor first, the task only by what is still missing
+            out = _plan(others, room, counter)
+            saved = sum(x.entry.tokens_before - x.entry.tokens_after for x in out)
+            return out + _plan([b for b in blocks if (b.unit, b.index) == last], cut - saved, counter)
+    return _plan(blocks, cut, counter)
+
+
+def _plan(blocks: Sequence[_Block], cut: int, counter: TokenCounter) -> list[Shrink]:
+    if not blocks or cut <= 0:
         return []
     level = water_level([b.size for b in blocks], cut, MIN_VIEW)
     out: list[Shrink] = []
