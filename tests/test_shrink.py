@@ -110,6 +110,19 @@ def test_every_user_message_before_the_first_reply_is_the_pinned_request(tmp_pat
         assert len(s.state.units[0].messages) == 2
 
 
+def test_a_single_opening_message_is_shrunk_to_the_low_water_first(tmp_path):
+    """One message holding demonstration and issue: its view keeps head and tail only, so at the first calls it
+    keeps more than its share (the issue's middle is what they need), and is shrunk to its share once the
+    history fills."""
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000) as e:
+        s = e.session("one-opener")
+        s.system("You are a careful engineer.")
+        s.user(demonstration(600) + "\n" + ISSUE)
+        pack = s.build()
+        assert pack.manifest.tokens > 2 * HistoryLayer.pinned_share * pack.manifest.available
+        assert "artifact://" in pack.neutral.messages[0].text and len(s.state.units[0].messages) == 1
+
+
 def test_the_pinned_request_holds_at_most_a_few_opening_messages(tmp_path):
     from windowsmith.state import PINNED_MESSAGES
 

@@ -229,10 +229,14 @@ class HistoryLayer(Layer):
             return first + (summary_raw if i > 0 else 0) + prefix[n] - prefix[max(i, p)] - self.unbilled(counter, i, pinned)
 
         shrinks: list[Shrink] = []
-        # the pinned request larger than its share of a full history: shrink it (it is never dropped). Alone and
-        # over the whole cap it must shrink now: straight to its share, so it is shrunk once, not again (with a
-        # rewrite of every cached token after it) when the history behind it fills
-        if pinned and first_raw > share * cap_raw and (total(lo, first_raw) > cap_raw if n > 1 else first_raw > cap_raw):
+        # the pinned request larger than its share of a full history: shrink it (it is never dropped). One of
+        # several messages (instructions or a demonstration, then the task) alone over the whole cap shrinks now,
+        # straight to its shares, the task last: once, not again (with a rewrite of every cached token after it)
+        # when the history behind it fills. A single message shrinks to the low water first (below): its view
+        # keeps head and tail only, and the task its next calls need may be in the middle
+        several = pinned and len(state.units[0].messages) > 1
+        if pinned and first_raw > share * cap_raw and (total(lo, first_raw) > cap_raw if n > 1 else
+                                                       several and first_raw > cap_raw):
             shrinks = plan_shrinks(state, [0], int(first_raw - share * cap_raw), counter, spare_last=True)
         first_now = _units_raw(state, [0], shrinks, counter) if shrinks else first_raw
         new_lo = lo
