@@ -21,8 +21,8 @@ them instead of recomputing them (no summarizer runs on load). They carry their 
   ``text`` (a stub naming the image and its ``artifact://``). Units folded by this or an earlier record
   are skipped (their fold covers the image), and so is a path that no longer holds an image.
 * ``summary``: ``{"keep_from_seq", "summary": Summary.to_dict(), ...}`` — units before ``keep_from_seq``
-  (except the pinned request: the user messages before the first reply) leave the view; one user message holding the summary text
-  (and the work log, if any) takes their place. A newer summary replaces the older one (rolling).
+  (except the pinned request: the user messages before the first reply) leave the view; one user message
+  holding the summary text (and the work log, if any) takes their place. A newer summary replaces the older one (rolling).
   ``"transcript"``: the sha of an artifact holding the summarized messages verbatim, whose first line
   links the previous compaction's transcript; the summary message ends with a reference to the newest.
 * ``emergency``: ``{"keep_from_seq", "work_log": [lines], "index": [identifiers], ...}`` — like ``truncate``

@@ -113,8 +113,8 @@ class HistoryLayer(Layer):
 
     Yields a single item holding the visible messages; it shrinks by dropping whole units (a tool call
     never leaves without its result) from the oldest, down to ``history_low_water`` of the cap so the
-    cache prefix breaks rarely. The request (the user's messages before the first reply) is pinned and never dropped. Per-unit token
-    counts are kept incrementally, so a build costs O(new messages), not O(session).
+    cache prefix breaks rarely. The request (the user's messages before the first reply) is pinned and never
+    dropped. Per-unit token counts are kept incrementally, so a build costs O(new messages), not O(session).
     """
 
     name = "history"
@@ -222,7 +222,8 @@ class HistoryLayer(Layer):
         target = cap_raw * self.low_water
         # a pinned request of several messages (instructions or a demonstration, then the task) has a second share
         # for its task, its last message, which a shrink spares until the others are at their floor
-        share = self.pinned_share_for(cap, available) * (2 if pinned and len(state.units[0].messages) > 1 else 1)
+        several = pinned and len(state.units[0].messages) > 1
+        share = self.pinned_share_for(cap, available) * (2 if several else 1)
 
         def total(i: int, first: int) -> int:
             """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
@@ -234,7 +235,6 @@ class HistoryLayer(Layer):
         # straight to its shares, the task last: once, not again (with a rewrite of every cached token after it)
         # when the history behind it fills. A single message shrinks to the low water first (below): its view
         # keeps head and tail only, and the task its next calls need may be in the middle
-        several = pinned and len(state.units[0].messages) > 1
         if pinned and first_raw > share * cap_raw and (total(lo, first_raw) > cap_raw if n > 1 else
                                                        several and first_raw > cap_raw):
             shrinks = plan_shrinks(state, [0], int(first_raw - share * cap_raw), counter, spare_last=True)
