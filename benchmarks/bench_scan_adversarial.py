@@ -6,7 +6,7 @@ for paths...), or a short unit repeated. Each is timed at two lengths, a quarter
 (default 20,000; the references scan a result's first and last 20,000 characters, the fold keys its first
 50,000): a linear scanner takes about 4 times as long on the longer one, a quadratic one about 16 times.
 The scanners are timed through the public API on a tool result: ``extract_refs`` (references and error
-lines) and ``result_keys`` (fold keys); and the summarizer's sentence scans (``sentences_with``, ``QUESTION_RE``) on
+lines), ``result_keys`` (fold keys) and ``identifier_index`` (the offload index, gutter ranges included); and the summarizer's sentence scans (``sentences_with``, ``QUESTION_RE``) on
 the same text as user or assistant text. Prints a table; writes nothing.
 
 Run:  .venv/bin/python benchmarks/bench_scan_adversarial.py [--chars N] [--all]
@@ -19,13 +19,14 @@ import sys
 import time
 from collections.abc import Callable
 
-from windowsmith.compaction.references import extract_refs, result_keys
-from windowsmith.compaction.summarizer import NEXT_STEP_WORDS, PREFERENCE_WORDS, QUESTION_RE, sentences_with
+from windowsmith.compaction.references import extract_refs, result_keys, sentences_with
+from windowsmith.compaction.summarizer import NEXT_STEP_WORDS, PREFERENCE_WORDS, QUESTION_RE
 from windowsmith.model import Message, Text, ToolResult
+from windowsmith.text import identifier_index
 
-PREFIXES = ["", "ab", "a_", "#", "A", "x/", "def ", "a.", "a@b."]
+PREFIXES = ["", "ab", "a_", "#", "A", "x/", "def ", "a.", "a@b.", "1:"]
 RUNS = ["1", "a", "a1", "A1", "a.", "a/", "a-", "1_", "a_", "_a", "()", "a()", ".a", "a@", "1.", " ", "a.b(", "/a",
-        "-a", "a#1", "Error", "e1", "0123456789abcdef"]
+        "-a", "a#1", "Error", "e1", "0123456789abcdef", "12: x\n", "7\tx\n", " 1:\r\n"]
 SUFFIXES = ["", "_", "!", "x", "/", ".py", "()", "@a.b", "Error"]
 
 
@@ -53,6 +54,8 @@ def _timed(scan: Callable[[str], object], text: str) -> float:
 SCANNERS: dict[str, Callable[[str], object]] = {
     "references": lambda t: extract_refs([Message("tool", (ToolResult("c1", (Text(t),), is_error=True),))]),
     "fold keys": lambda t: result_keys(t, 40),
+    # the index an offloaded or shrunk view carries of what its cut lost (identifiers, a listing's gutter as ranges)
+    "offload index": lambda t: identifier_index(t, t[:200], 400, len),
     # the summarizer's sentence scans (preferences in user text, questions, the next step in the assistant's last text)
     "sentences": lambda t: (sentences_with(PREFERENCE_WORDS, t, 3), QUESTION_RE.findall(t), sentences_with(NEXT_STEP_WORDS, t)),
 }

@@ -90,22 +90,21 @@ def test_paging_returns_every_line_for_any_page_size(tmp_path_factory, lines, ma
     from windowsmith.result_tools import ResultTools
 
     store = FileArtifacts(tmp_path_factory.mktemp("paging"))
-    if True:
-        text = "\n".join(lines)
-        sha = store.put(text.encode(), session_id="s")
-        rt = ResultTools(store, "s", max_chars=max_chars)
-        got: list[str] = []
-        offset = 0
-        for _ in range(10_000):
-            out = rt.read_result(f"artifact://{sha}", offset, limit)
-            body, footer = out.rsplit("\n", 1)
-            page = body.split("\n")
-            assert page and page[0].startswith(f"{offset}: ")
-            got += [ln.split(": ", 1)[1] for ln in page]
-            if "end of result" in footer:
-                break
-            offset = int(re.search(r"offset=(\d+)", footer).group(1))
-        assert "\n".join(got).replace("\n\u21aa", "") == text.replace("\n\u21aa", "")
+    text = "\n".join(lines)
+    sha = store.put(text.encode(), session_id="s")
+    rt = ResultTools(store, "s", max_chars=max_chars)
+    got: list[str] = []
+    offset = 0
+    for _ in range(10_000):
+        out = rt.read_result(f"artifact://{sha}", offset, limit)
+        body, footer = out.rsplit("\n", 1)
+        page = body.split("\n")
+        assert page and page[0].startswith(f"{offset}: ")
+        got += [ln.split(": ", 1)[1] for ln in page]
+        if "end of result" in footer:
+            break
+        offset = int(re.search(r"offset=(\d+)", footer).group(1))
+    assert "\n".join(got).replace("\n\u21aa", "") == text.replace("\n\u21aa", "")
 
 
 def test_result_tools_refuse_a_page_bound_that_is_not_positive(engine):

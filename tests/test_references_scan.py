@@ -208,9 +208,9 @@ _sentence_text = st.lists(
 @settings(max_examples=500, deadline=None)
 @given(_sentence_text)
 def test_summarizer_sentence_scans_find_what_the_backtracking_patterns_found(text: str) -> None:
-    assert S.sentences_with(S.PREFERENCE_WORDS, text) == _OLD_PREF.findall(text)
-    assert S.sentences_with(S.PREFERENCE_WORDS, text, 3) == _OLD_PREF.findall(text)[:3]
-    assert S.sentences_with(S.NEXT_STEP_WORDS, text) == _OLD_NEXT.findall(text)
+    assert R.sentences_with(S.PREFERENCE_WORDS, text) == _OLD_PREF.findall(text)
+    assert R.sentences_with(S.PREFERENCE_WORDS, text, 3) == _OLD_PREF.findall(text)[:3]
+    assert R.sentences_with(S.NEXT_STEP_WORDS, text) == _OLD_NEXT.findall(text)
     assert S.QUESTION_RE.findall(text) == _OLD_QUESTION.findall(text)
 
 
@@ -218,6 +218,6 @@ def test_summarizer_sentence_scan_reads_a_long_sentence_once() -> None:
     """A long sentence without a keyword is one match of the sentence pattern (the old pattern started one match
     attempt at each of its characters) and yields nothing."""
     text = "a " * 10_000 + "and I prefer tabs. " + "b " * 10_000
-    assert [m.group() for m in S.SENTENCE_RE.finditer(text)] == ["a " * 10_000 + "and I prefer tabs.", " " + "b " * 10_000]
-    assert S.sentences_with(S.PREFERENCE_WORDS, text) == ["a " * 10_000 + "and I prefer tabs."]
-    assert S.sentences_with(S.NEXT_STEP_WORDS, text) == []
+    assert [m.group() for m in R.SENTENCE_RE.finditer(text)] == ["a " * 10_000 + "and I prefer tabs.", " " + "b " * 10_000]
+    assert R.sentences_with(S.PREFERENCE_WORDS, text) == ["a " * 10_000 + "and I prefer tabs."]
+    assert R.sentences_with(S.NEXT_STEP_WORDS, text) == []

@@ -302,17 +302,14 @@ def tool_message(data_json: str) -> tuple[Role, str, tuple[tuple[str, str], ...]
     if data_json.endswith('"type":"tool_call"}],"role":"assistant"}}'):
         m = _ONE_CALL.fullmatch(data_json)
         if m is not None:
-            cid, name = m[2], m[3]
-            return "assistant", m[1], ((_string(cid) if "\\" in cid else cid[1:-1],
-                                        _string(name) if "\\" in name else name[1:-1]),)
+            return "assistant", m[1], ((_string(m[2]), _string(m[3])),)
         m = _CALL_MESSAGE.fullmatch(data_json)  # several calls
         if m is not None:
             return "assistant", m[1], tuple((_string(c), _string(n)) for c, n in _CALL_IDS.findall(m[1]))
     elif data_json.endswith('"role":"tool"}}'):
         m = _ONE_RESULT.fullmatch(data_json)
         if m is not None:
-            cid = m[2]
-            return "tool", m[1], (_string(cid) if "\\" in cid else cid[1:-1],)
+            return "tool", m[1], (_string(m[2]),)
         m = _TOOL_MESSAGE.fullmatch(data_json)  # several results
         if m is not None:
             return "tool", m[1], tuple(_string(r[0]) for r in _RESULT_IDS.findall(m[1]))

@@ -142,8 +142,9 @@ def reads_cost(cfg: BenchConfig, req: NeutralRequest, refs: Sequence[str], strat
     prev = req
     cands: list[int] | None = None
     for k, ref in enumerate(refs):
-        call = Message("assistant", (ToolCall(f"bench_read_{k}", "read_result", {"ref": ref}),))
-        result = Message("tool", (ToolResult(call.tool_calls[0].id, (Text(strategy.read(ref) or ""),), name="read_result"),))
+        cid = f"bench_read_{k}"
+        call = Message("assistant", (ToolCall(cid, "read_result", {"ref": ref}),))
+        result = Message("tool", (ToolResult(cid, (Text(strategy.read(ref) or ""),), name="read_result"),))
         cur = replace(prev, messages=(*prev.messages, call, result))
         cost, cands = call_cost(cfg.spec, cfg.fmt, prev, cur, counter, prompt_tokens=counter.request(cur),
                                 output_tokens=counter.message(call), prev_candidates=cands)

@@ -25,7 +25,7 @@ from ..model import Message, Text, ToolCall, ToolResult
 from ..tokens import count_text
 from .base import Reference, Summary
 from .references import decisions as find_decisions
-from .references import extract_refs, format_args, merge_refs, result_keys
+from .references import extract_refs, format_args, merge_refs, result_keys, sentences_with
 
 SUMMARY_HEADER = "[windowsmith: summary of the earlier conversation; the full transcript is kept in the session log]"
 
@@ -39,29 +39,11 @@ SECTION_ORDER: tuple[tuple[str, str], ...] = (
     ("next_step", "NEXT STEP"),
 )
 
-_S = r"(?:[^.!?\n]|[.!?](?=\S))"  # a sentence character (a dot inside refund.py is not an end)
-#: a sentence (a maximal run of sentence characters) and its end mark. Linear: the two branches of ``_S`` never
-#: match the same character, so nothing is retried.
-SENTENCE_RE = re.compile(_S + r"+[.!?]?")
 PREFERENCE_WORDS = re.compile(r"\b(?:I prefer|prefer|please always|always|never|don't|do not|make sure|I want|I need|must)\b", re.I)
 NEXT_STEP_WORDS = re.compile(r"\b(?:next|then I|I will|I'll|now I|going to)\b", re.I)
 #: a question: a sentence of at least 8 characters ending in "?", matched only from a sentence's start (the
 #: lookbehind), so a long line without one is read once, not once from each of its characters
 QUESTION_RE = re.compile(r"(?<![^.!?\n])[^.!?\n]{8,}+\?")
-
-
-def sentences_with(words: re.Pattern[str], text: str, limit: int | None = None) -> list[str]:
-    """The sentences of ``text`` (each with its end mark) that hold a match of ``words``, at most ``limit``: what
-    ``re.findall(_S + "*" + words + _S + "*[.!?]?", text)`` returns, in one pass. That pattern, retried from each
-    character of a long sentence that holds no match, was quadratic (5 s on 8,000 characters of user text)."""
-    out: list[str] = []
-    for m in SENTENCE_RE.finditer(text):
-        sentence = m.group()
-        if words.search(sentence) is not None:
-            out.append(sentence)
-            if limit is not None and len(out) >= limit:
-                break
-    return out
 
 
 _ERRORISH_RE = re.compile(
@@ -361,11 +343,9 @@ __all__ = [
     "OfflineSummarizer",
     "PREFERENCE_WORDS",
     "QUESTION_RE",
-    "SENTENCE_RE",
     "check_summary",
     "extract_lessons",
     "fit_summary",
     "render_summary",
     "render_transcript",
-    "sentences_with",
 ]

@@ -124,10 +124,12 @@ class HistoryLayer(Layer):
     #: the pinned request's share of the history's budget when the history is full: above it, it is shrunk
     pinned_share = 0.2
 
-    def pinned_share_for(self, cap: int, available: int) -> float:
+    def pinned_share_for(self, cap: int, available: int, *, several: bool = False) -> float:
         """The pinned request's share of a history given ``cap`` of the ``available`` budget: ``pinned_share``,
-        scaled down by :func:`~windowsmith.budget.room_factor` where that room is tiny (every call reads the view)."""
-        return self.pinned_share * room_factor(cap, available)  # (1 where ``available`` is not positive)
+        scaled down by :func:`~windowsmith.budget.room_factor` where that room is tiny (every call reads the view).
+        ``several``: the request is several messages (instructions or a demonstration, then the task): a second
+        share for its task, its last message, which a shrink spares until the others are at their floor."""
+        return self.pinned_share * (2 if several else 1) * room_factor(cap, available)  # (1 where ``available`` <= 0)
 
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water
@@ -220,10 +222,8 @@ class HistoryLayer(Layer):
         summary_raw = sum(counter.raw_message(m) for m in summary)
         cap_raw = cap / counter.scale
         target = cap_raw * self.low_water
-        # a pinned request of several messages (instructions or a demonstration, then the task) has a second share
-        # for its task, its last message, which a shrink spares until the others are at their floor
         several = pinned and len(state.units[0].messages) > 1
-        share = self.pinned_share_for(cap, available) * (2 if several else 1)
+        share = self.pinned_share_for(cap, available, several=several)
 
         def total(i: int, first: int) -> int:
             """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
