@@ -268,7 +268,9 @@ def test_memory_decays_with_disuse_and_prunes(tmp_path: Path) -> None:
 
 def test_lessons_become_session_memory_once(store: Store) -> None:
     trace = _swe_trace()
-    with _engine(store) as e:
+    # lessons come from summaries: summarize whenever one is due (at gpt-4o prices the free cut, a turn or two
+    # later, is cheaper than the summary's model call on this trace, so none would run)
+    with _engine(store, compaction=ws.CompactionConfig(summary_pays=False)) as e:
         replay_trace(trace, e)
         sid = e.sessions()[0]
         s = e.session(sid)

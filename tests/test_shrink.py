@@ -267,6 +267,35 @@ def test_a_summary_runs_only_where_its_model_call_pays():
     assert summary_pays(4000, 500, flat, 10)[0]  # without a cache discount it pays within ten turns
 
 
+def test_a_summary_pays_only_against_the_free_cut_that_would_take_the_span():
+    """Without the summary, the span stays until the free cut (no model call) takes it, a few turns away; from then
+    on the requests carry the cut's work log and index instead of the summary. With a cache read at half the input
+    price (gpt-4o) the older model, which kept the span for every expected turn, paid on each due summary."""
+    from windowsmith.compaction.summary import summary_pays
+
+    gpt4o = load_registry().get("gpt-4o")
+    assert summary_pays(4000, 500, gpt4o, 10)[0]  # the span kept for ten turns: the call looked worth it
+    pays, econ = summary_pays(4000, 500, gpt4o, 10, carry=300, turns_to_cut=1)
+    assert not pays and econ["turns_to_cut"] == 1 and econ["saving_usd"] < econ["summary_usd"]
+    # (4000 - 500) tokens saved for 1 turn, then 200 more carried for 9: (3500 - 1800) reads at $1.25/M
+    assert econ["saving_usd"] == pytest.approx(1700 * 1.25 / 1e6, abs=1e-6)
+    far, econ = summary_pays(4000, 500, gpt4o, 10, carry=300, turns_to_cut=50)
+    assert far and econ["turns_to_cut"] == 10  # a cut further away than the expected turns: the span stays for all
+    assert not summary_pays(4000, 500, gpt4o, 10, carry=300, turns_to_cut=-3)[0]  # over the mark: the cut is now
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
+def test_gpt4o_pricing_cuts_for_free_instead_of_a_summary_per_cut():
+    """A real mini-swe-agent run at 8K under gpt-4o prices: the request reaches the summary threshold a turn or two
+    before the free cut's mark, so the summary's model call never pays against the cut (the older model placed a
+    summary at each of them: 200 summary calls, 27% of the cost, on the validation half)."""
+    spec = load_registry().get("gpt-4o")
+    run = prepare(load_traces(DATA / "mini-swe-agent" / "django__django-14140.traj.json")[0])
+    rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(spec, 8000)))
+    assert rm.error is None and rm.blind_calls == 0 and rm.over_window == 0
+    assert rm.summary_calls == 0 and rm.events.get("emergency", 0) >= 1
+
+
 def test_inspect_says_what_was_shrunk(tmp_path):
     from click.testing import CliRunner
 

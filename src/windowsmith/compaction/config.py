@@ -28,9 +28,9 @@ class CompactionConfig:
     skipped for the summary when even that would leave the request above ``mask_at``: at the ceiling,
     one real compaction beats a small cache-breaking batch every turn.
     ``summary_pays``: a summary is a model call, so when one is due (not asked for) it runs only where it
-    pays for itself: its price (the span and the prompt read, the summary written) below the cache reads of
-    the tokens it removes over ``expected_turns``; otherwise the free emergency truncation (work log +
-    transcript reference) takes the span. ``False``: summarize whenever due. ``cut_at``: the high-water mark
+    pays for itself: its price (the span and the prompt read, the summary written) below what it saves over
+    ``expected_turns`` against the free emergency truncation (work log + index + transcript reference) that
+    otherwise takes the span once the request reaches ``cut_at`` (``summary.summary_pays``); else that cut does. ``False``: summarize whenever due. ``cut_at``: the high-water mark
     of that free cut (a fraction of the available budget, at least ``summarize_at``): it waits until the
     request reaches it, then cuts down to ``summary_target`` in one batch, so between two cuts every request
     only appends to the previous one (one cache rewrite per batch, not one per turn near the threshold).
@@ -41,7 +41,7 @@ class CompactionConfig:
     in a mask batch (``None``: never). ``index_ratio``: the share of the available budget the emergency stage's
     index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``carry_share``: the work
     log and the index, carried by every request after a cut, together take at most this share of the room tools
-    and system leave (``emergency.carry_caps``; ``None``: their shares of the budget only). ``working_set``
+    and system leave (``port.carry_caps``; ``None``: their shares of the budget only). ``working_set``
     (opt-in): a mask batch leaves out the old reads of the files the kept exchanges still name (an edit's path),
     newest first, in the room the kept exchanges leave of ``keep_ratio`` (``compaction/working_set.py``); it
     keeps what an edit quotes (exact text, line numbers) and costs the cache reads of those tokens every turn. ``enabled=False`` turns proactive compaction off (the assembler

@@ -9,12 +9,11 @@ import bisect
 from collections.abc import Sequence
 
 from ..assemble import Action
-from ..budget import room_factor
 from ..records import EmergencyRecord
 from ..text import identifiers
 from .keys import fit_index, mention, message_text, rank_lost
 from .mask import TurnNumbers, fold_line, is_exchange, logged_results
-from .port import Pass
+from .port import Pass, carry_caps
 from .summary import fixed_raw
 from .transcript import store_transcript
 
@@ -61,16 +60,6 @@ def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summa
 WORK_LOG_KEYS = 8  # identifiers a work-log line keeps from the message it stands for
 
 
-def room_raw(p: Pass) -> float:
-    """Raw tokens the request's fixed part (tools, system, stable context) leaves of the available budget: the room
-    the history (pinned request, work log, index, kept messages) and the dynamic tail share."""
-    counter = p.counter
-    state = p.state
-    fixed = counter.overheads.per_request + counter.raw_tools(state.tools)
-    fixed += sum(counter.raw_segment(t) for t in (*state.system.values(), *state.context.values()) if t)
-    return max(0.0, p.available / counter.scale - fixed)
-
-
 def cut_saves(p: Pass) -> bool:
     """Whether a free cut would remove at least ``min_saving`` tokens (all but the newest unit of the compactable
     history): a request whose floor (tools, system, pinned request, carry, newest unit) is near the high-water mark
@@ -78,26 +67,6 @@ def cut_saves(p: Pass) -> bool:
     lo = p.state.first_compactable_unit()
     n = min(len(p.counts), len(p.state.units))
     return sum(p.counts[lo:n - 1]) * p.scale >= p.config.min_saving(p.available)
-
-
-def carry_caps(p: Pass) -> tuple[int, int]:
-    """Raw tokens the work log and the identifier index may take: ``work_log_ratio`` (at least 200 tokens) and
-    ``index_ratio`` of the available budget, scaled down together to ``carry_share`` of the room the fixed part
-    leaves (:func:`room_raw`). Both are carried by every request after a cut, so they count against the room the
-    next cut waits on: where tools and system leave little room, full-size caps filled most of it and the free cut
-    ran every other call, each one a cache rewrite. Where the room is tiny (under ``TINY_ROOM`` of the budget) the
-    share itself scales down with it (:func:`~windowsmith.budget.room_factor`)."""
-    cfg = p.config
-    scale = p.counter.scale
-    log_cap = max(200, int(cfg.work_log_ratio * p.available / scale))
-    index_cap = int(cfg.index_ratio * p.available / scale) if cfg.index_ratio > 0 else 0
-    if cfg.carry_share is not None:
-        room = room_raw(p)
-        bound = cfg.carry_share * room * room_factor(room * scale, p.available)
-        if log_cap + index_cap > bound:
-            f = bound / (log_cap + index_cap)
-            log_cap, index_cap = int(log_cap * f), int(index_cap * f)
-    return log_cap, index_cap
 
 
 def index_budget(p: Pass) -> int:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from ..budget import room_factor
 from .config import Breaker, CompactionConfig, CompactionResult
 
 if TYPE_CHECKING:
@@ -65,4 +66,34 @@ class Pass:
         return self.force or self.harder
 
 
-__all__ = ["CompactionPort", "Pass"]
+def room_raw(p: Pass) -> float:
+    """Raw tokens the request's fixed part (tools, system, stable context) leaves of the available budget: the room
+    the history (pinned request, work log, index, kept messages) and the dynamic tail share."""
+    counter = p.counter
+    state = p.state
+    fixed = counter.overheads.per_request + counter.raw_tools(state.tools)
+    fixed += sum(counter.raw_segment(t) for t in (*state.system.values(), *state.context.values()) if t)
+    return max(0.0, p.available / counter.scale - fixed)
+
+
+def carry_caps(p: Pass) -> tuple[int, int]:
+    """Raw tokens the work log and the identifier index may take: ``work_log_ratio`` (at least 200 tokens) and
+    ``index_ratio`` of the available budget, scaled down together to ``carry_share`` of the room the fixed part
+    leaves (:func:`room_raw`). Both are carried by every request after a cut, so they count against the room the
+    next cut waits on: where tools and system leave little room, full-size caps filled most of it and the free cut
+    ran every other call, each one a cache rewrite. Where the room is tiny (under ``TINY_ROOM`` of the budget) the
+    share itself scales down with it (:func:`~windowsmith.budget.room_factor`)."""
+    cfg = p.config
+    scale = p.counter.scale
+    log_cap = max(200, int(cfg.work_log_ratio * p.available / scale))
+    index_cap = int(cfg.index_ratio * p.available / scale) if cfg.index_ratio > 0 else 0
+    if cfg.carry_share is not None:
+        room = room_raw(p)
+        bound = cfg.carry_share * room * room_factor(room * scale, p.available)
+        if log_cap + index_cap > bound:
+            f = bound / (log_cap + index_cap)
+            log_cap, index_cap = int(log_cap * f), int(index_cap * f)
+    return log_cap, index_cap
+
+
+__all__ = ["CompactionPort", "Pass", "carry_caps", "room_raw"]

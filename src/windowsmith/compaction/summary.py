@@ -12,7 +12,7 @@ from ..model import Message, Text
 from ..records import FailedRecord, LessonRecord, SummaryRecord, last_of
 from .base import Summarizer, Summary
 from .mask import fold_artifacts
-from .port import Pass
+from .port import Pass, carry_caps
 from .references import extract_refs, merge_refs
 from .summarizer import check_summary, render_transcript
 from .transcript import store_transcript
@@ -44,7 +44,8 @@ def run_summary(p: Pass, summarizer: Summarizer, size: int) -> tuple[int, bool]:
         # a summary is a model call: place it only where it pays for itself, else the free next stage
         # (emergency truncation: a work log line per exchange, the transcript by reference) takes the span
         span_raw = sum(p.counts[span[0]:span[1]])
-        pays, _econ = summary_pays(span_raw * scale, min(sbudget, span_raw * scale / 4), p.spec, cfg.expected_turns)
+        pays, _econ = summary_pays(span_raw * scale, min(sbudget, span_raw * scale / 4), p.spec, cfg.expected_turns,
+                                   carry=sum(carry_caps(p)) * scale, turns_to_cut=turns_to_cut(p, size))
         if not pays:
             p.summary_declined = True
             return size, True
@@ -75,18 +76,54 @@ def run_summary(p: Pass, summarizer: Summarizer, size: int) -> tuple[int, bool]:
 SUMMARY_PROMPT_TOKENS = 500  # the instruction a model summarizer reads besides the span (LangChain's is 491)
 
 
-def summary_pays(span_tokens: float, summary_tokens: float, spec: ModelSpec, expected_turns: int
-                 ) -> tuple[bool, dict[str, float | int]]:
+def summary_pays(span_tokens: float, summary_tokens: float, spec: ModelSpec, expected_turns: int, *,
+                 carry: float | None = None, turns_to_cut: float | None = None) -> tuple[bool, dict[str, float | int]]:
     """Whether a summary's model call (reading the span and the prompt, writing the summary) costs less than
-    what it saves: the span's tokens, less the summary's, would otherwise be read from cache every turn for
-    ``expected_turns`` turns. With a cache read at a tenth of the input price this rarely holds (a summary
-    is then kept for the moment the provider refuses, or asked for); without a cache discount it usually does."""
+    what it saves over ``expected_turns`` turns, against what happens without it.
+
+    Without it the span stays and is read from cache every turn until the free cut (emergency truncation, no
+    model call) takes it, ``turns_to_cut`` turns from now; from then on each request carries the cut's work log
+    and index (``carry`` tokens) where it would carry the summary. So the summary saves the span less the
+    summary for those turns, and ``carry`` less the summary (often negative: a summary is longer than a work log)
+    for the rest. ``turns_to_cut=None``: no cut to wait for, the span stays for all of them (the older model,
+    which a cache read at half the input price, as OpenAI's, made pay on every due summary: a model call per
+    cut, where the free cut came a turn later anyway). With a cache read at a tenth of the input price it
+    rarely holds (a summary is then kept for the moment the provider refuses, or asked for)."""
     pr = spec.prices
     read = pr.cache_read or pr.input
     price = ((span_tokens + SUMMARY_PROMPT_TOKENS) * pr.input + summary_tokens * pr.output) / 1e6
-    saving = max(0.0, span_tokens - summary_tokens) * read * expected_turns / 1e6
-    return saving > price, {"summary_usd": round(price, 6), "saving_usd": round(saving, 6),
-                            "expected_turns": expected_turns}
+    turns = float(expected_turns) if turns_to_cut is None else min(float(expected_turns), max(0.0, turns_to_cut))
+    after = (carry - summary_tokens) * (expected_turns - turns) if carry is not None else 0.0
+    saving = (max(0.0, span_tokens - summary_tokens) * turns + after) * read / 1e6
+    econ: dict[str, float | int] = {"summary_usd": round(price, 6), "saving_usd": round(saving, 6),
+                                    "expected_turns": expected_turns}
+    if turns_to_cut is not None:
+        econ["turns_to_cut"] = round(turns, 1)
+    return saving > price, econ
+
+
+def turns_to_cut(p: Pass, size: int) -> float:
+    """Turns until a request of ``size`` tokens reaches the free cut's high-water mark (``cut_at``, at least
+    ``summarize_at``), at the pace of the newest turns: the tokens of the units since the :data:`PACE_UNITS`-th
+    newest assistant message, per assistant message (a turn is one unit where the results ride with the calls and
+    two where an observation is a user message)."""
+    units = p.state.units
+    n = min(len(units), len(p.counts))
+    total = 0
+    turns = 0
+    i = n
+    while i > 0 and turns < PACE_UNITS:  # the newest units back to the PACE_UNITS-th assistant message
+        i -= 1
+        total += p.counts[i]
+        turns += units[i].messages[0].role == "assistant"
+    pace = total / max(1, turns) * p.scale
+    room = max(p.config.cut_at, p.summarize_at) * p.available - size
+    if room <= 0:
+        return 0.0
+    return room / pace if pace > 0 else float(p.config.expected_turns)
+
+
+PACE_UNITS = 4  # the newest turns whose mean size estimates how fast the request grows
 
 
 def summary_span(state: SessionState, counter: TokenCounter, target_raw: int, *, force: bool,
@@ -193,4 +230,5 @@ def fixed_raw(state: SessionState, counter: TokenCounter, size: int, scale: floa
     return max(0.0, size / scale - history - pinned), pinned
 
 
-__all__ = ["SUMMARY_PROMPT_TOKENS", "fixed_raw", "run_summary", "summarize", "summary_pays", "summary_span"]
+__all__ = ["PACE_UNITS", "SUMMARY_PROMPT_TOKENS", "fixed_raw", "run_summary", "summarize", "summary_pays", "summary_span",
+           "turns_to_cut"]
