@@ -30,6 +30,7 @@ from windowsmith.compaction import (
 )
 from windowsmith.compaction.mask import PlannedFold, mask_pays
 from windowsmith.compaction.providers import AnthropicSummarizer, OpenAISummarizer
+from windowsmith.registry import load_registry
 
 #: summarize whenever due (these tests are about summaries, not about when a summary pays for itself)
 SUMMARIZE = ws.CompactionConfig(summary_pays=False)
@@ -569,3 +570,39 @@ def test_decision_scanner_finds_what_the_backtracking_pattern_found() -> None:
         assert decisions(text) == old.findall(text)
 
     check()
+
+
+def test_the_free_cut_comes_earlier_where_a_rewrite_costs_no_more_than_a_few_reads(tmp_path):
+    """``cut_mark``: with gpt-4o's prices (no write premium, a read at half the input price) the band between two
+    cuts that costs least is a few turns, so the free cut comes at the summary threshold (0.85 of the budget); with
+    a rewrite premium of 11.5 reads (Anthropic's write and read multipliers on the same model) it waits for
+    ``cut_at`` (0.95). Same model, tokenizer, window and session: only the cache prices differ."""
+    from dataclasses import replace as dc_replace
+
+    from windowsmith.compaction.summary import REWRITE_READS
+
+    reg = load_registry()
+    spec = reg.get("gpt-4o")
+    p = spec.prices
+    assert p.cache_write - p.cache_read <= REWRITE_READS * p.cache_read
+    premium = dc_replace(spec, name="gpt-4o-premium", aliases=(),
+                         prices=dc_replace(p, cache_write=p.input * 1.25, cache_read=p.input * 0.1))
+    reg.register(premium)
+    fills: dict[str, float] = {}
+    for model in ("gpt-4o", "gpt-4o-premium"):
+        with ws.Engine(model=model, registry=reg, store=tmp_path / f"{model}.db", window=8000) as e:
+            s = e.session("cut")
+            s.system("You are a careful coding agent.")
+            s.user("Fix the failing refund test in tests/test_refund.py.")
+            last = 0
+            for i in range(80):
+                add_turn(s, i)
+                pack = s.build()
+                if records(s, "emergency"):
+                    fills[model] = last / pack.manifest.available
+                    break
+                last = pack.tokens
+    # the request before the first cut: the cut comes with the turn that crosses the summary threshold for gpt-4o;
+    # with the premium it waits for the turn that crosses cut_at
+    assert set(fills) == {"gpt-4o", "gpt-4o-premium"}
+    assert fills["gpt-4o"] < 0.85 < fills["gpt-4o-premium"]  # (0.83 and 0.90 here: a turn is ~0.06)

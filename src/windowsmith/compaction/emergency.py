@@ -14,7 +14,7 @@ from ..text import identifiers
 from .keys import fit_index, mention, message_text, rank_lost
 from .mask import TurnNumbers, fold_line, is_exchange, logged_results
 from .port import Pass, carry_caps
-from .summary import fixed_raw
+from .summary import cut_mark, fixed_raw
 from .transcript import store_transcript
 
 
@@ -30,7 +30,7 @@ def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summa
         # or no summary span was worth one: the free cut, if it removes enough to wait for the next one (else the
         # history layer's fit took the span at the block threshold, without a work log)
         # (the size first: cut_saves sums the compactable history, which under the mark may be the whole session)
-        or (size >= max(cfg.cut_at, p.summarize_at) * avail
+        or (size >= cut_mark(p, size) * avail
             and (p.summary_declined or ("summary" not in p.result.stages and cut_saves(p))))
         or (p.harder and summarized_before)  # the provider still refused after a summary
         or size > avail  # still does not fit
