@@ -284,6 +284,25 @@ def test_a_summary_pays_only_against_the_free_cut_that_would_take_the_span():
     assert not summary_pays(4000, 500, gpt4o, 10, carry=300, turns_to_cut=-3)[0]  # over the mark: the cut is now
 
 
+@settings(max_examples=60, deadline=None)
+@given(span=st.integers(600, 60_000), summary=st.integers(64, 4_000), carry=st.integers(0, 3_000),
+       turns=st.floats(0, 40), more=st.floats(0, 10), model=st.sampled_from(["gpt-4o", "claude-sonnet-4-5",
+                                                                             "gemini-2.5-flash", "gpt-4.1"]))
+def test_a_summary_pays_more_the_further_away_the_free_cut_is(span, summary, carry, turns, more, model):
+    """Against the free cut, a summary saves the span until the cut comes and the carry after: when the summary is
+    shorter than the span it saves, a cut further away never makes it pay less; and it never pays more than
+    against keeping the span for every expected turn (the older model, an upper bound)."""
+    from windowsmith.compaction.summary import summary_pays
+
+    spec = load_registry().get(model)
+    summary = min(summary, span // 2)
+    carry = min(carry, span)
+    near = summary_pays(span, summary, spec, 10, carry=carry, turns_to_cut=turns)[1]["saving_usd"]
+    far = summary_pays(span, summary, spec, 10, carry=carry, turns_to_cut=turns + more)[1]["saving_usd"]
+    bound = summary_pays(span, summary, spec, 10)[1]["saving_usd"]
+    assert near <= far + 1e-6 and far <= bound + 1e-6
+
+
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 def test_gpt4o_pricing_cuts_for_free_instead_of_a_summary_per_cut():
     """A real mini-swe-agent run at 8K under gpt-4o prices: the request reaches the summary threshold a turn or two
