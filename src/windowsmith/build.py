@@ -310,7 +310,6 @@ class Builder:
         return self.compactor.run(
             self.log, size=self._request_size(asm), counts=counts, prefix=prefix, counter=counter, budget=budget,
             spec=eng.spec, compact_at=eng.budget.compact_at, breaker=breaker,
-            dropping=fit is not None and fit.dropped_units > 0 and not fit.shrinks,
             force=force, harder=harder, reason=reason,
         )
 

@@ -19,8 +19,8 @@ from .transcript import store_transcript
 
 
 def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summarized_before: bool) -> int:
-    """Truncate if the summary failed, the provider still refused after a summary, the request does not fit,
-    or fitting it dropped old units bare (``Pass.dropping``); returns the request's new size."""
+    """Truncate if the summary failed, the provider still refused after a summary, or the request does not
+    fit; returns the request's new size."""
     cfg = p.config
     avail = p.available
     scale = p.scale
@@ -35,10 +35,6 @@ def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summa
         or (p.harder and summarized_before)  # the provider still refused after a summary
         or size > avail  # still does not fit
     )
-    # fitting the history under the ceiling dropped its oldest units, with no work log or index: where the whole
-    # history is under the minimum saving (a tiny room beside a long system prompt, where the cut above never comes)
-    # that was every few calls, each drop losing what the work log and the index would have carried; cut instead
-    due = due or p.dropping
     if "emergency" in p.breaker or not due:
         return size
     # what the kept messages may take so the request lands at summary_target (hence under every

@@ -62,7 +62,6 @@ class Compactor:
         spec: ModelSpec,
         compact_at: float,
         breaker: Breaker,
-        dropping: bool = False,
         force: bool = False,
         harder: bool = False,
         reason: str = "",
@@ -72,8 +71,6 @@ class Compactor:
 
         ``size``: the request's counted (or billed, if larger) tokens before compaction; ``counts``:
         raw tokens of each unit, as the history layer counted them; ``prefix``: their prefix sums, if kept.
-        ``dropping``: fitting the history under the ceiling dropped its oldest units (no shrink): the emergency
-        stage cuts instead, with its work log and index.
         """
         cfg = self.config
         avail = budget.available
@@ -83,7 +80,6 @@ class Compactor:
             keep_ratio=cfg.keep_ratio * (0.7 if harder else 1.0), force=force, harder=harder,
             why=reason or f"the request is {size:,} tokens, {size / avail:.0%} of the {avail:,} available",
             breaker=breaker, result=CompactionResult(tokens_before=size, tokens_after=size), prefix=prefix,
-            dropping=dropping,
         )
         summarized_before = "summary" in breaker
         with self._stage("mask"):

@@ -51,7 +51,6 @@ class Pass:
     result: CompactionResult
     prefix: Sequence[int] | None = None  # prefix sums of ``counts`` (len(counts) + 1), when the history layer kept them
     summary_declined: bool = False  # a summary was due but its model call does not pay: the free cut may take it
-    dropping: bool = False  # fitting the history under the budget's ceiling dropped its oldest units (a bare cut)
 
     @property
     def state(self) -> SessionState:
