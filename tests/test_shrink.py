@@ -229,6 +229,25 @@ def test_a_system_prompt_over_the_available_budget_but_within_the_window_lowers_
             s2.build()
 
 
+def test_a_system_prompt_that_leaves_the_history_less_than_its_newest_message_lowers_the_reserved_output(tmp_path):
+    """The required layers fit beside the reserved output, with a few tokens to spare, but fewer than the newest
+    message at its smallest view: the reservation is lowered (recorded, with why), where the build was refused
+    with BudgetBlockedError (the tau2-bench telecom policy at 8K under Gemini 2.5's token factor: 10 runs)."""
+    policy = "Policy. " + " ".join(f"Rule {i}: verify the customer before any change." for i in range(519))
+    question = "My phone number is 555-0134 and my data plan stopped working since this morning, please help me."
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000) as e:
+        s = e.session("tight")
+        s.system(policy)
+        s.user(question)
+        pack = s.build()
+        acts = [a for a in pack.manifest.actions if a["layer"] == "output"]
+        assert len(acts) == 1 and "smallest views" in acts[0]["reason"]
+        # the policy alone fits the 5,840 available beside the whole reservation; the question does not
+        assert acts[0]["tokens_before"] == 2000 and pack.manifest.reserved_output == acts[0]["tokens_after"] < 2000
+        assert pack.neutral.messages[-1].text == question and pack.neutral.system[0].text == policy
+        assert pack.manifest.tokens <= pack.manifest.available and pack.manifest.tokens + 2000 > 5840
+
+
 def test_offloaded_views_name_the_identifiers_their_cut_lost(tmp_path):
     """A view keeps every identifier of the result it stands for, as far as its budget goes."""
     from windowsmith.text import identifier_index, identifiers

@@ -18,6 +18,7 @@ from typing import Any
 from .budget import Budget, BudgetConfig, allocate
 from .errors import BudgetExceededError
 from .layers.base import TAIL_HEADERS, BuildContext, Item, Layer
+from .layers.shrink import MIN_VIEW
 from .model import Message, ToolSpec
 from .request import NeutralRequest, Segment
 from .state import SessionState
@@ -111,6 +112,22 @@ def render_tail(items: Sequence[Item], style: Any = None) -> str | None:
     return "\n\n".join(parts)
 
 
+def history_floor(gathered: Sequence[tuple[Item, int]], counter: TokenCounter) -> int:
+    """Tokens the history needs at the least: its newest unit and the pinned request, each at most
+    :data:`~windowsmith.layers.shrink.MIN_VIEW` (what a shrink leaves of a message), and the summary message a cut
+    left (never shrunk); 0 without a history."""
+    for it, _n in gathered:
+        fit = it.fit
+        if it.layer != "history" or fit is None or not fit.counts:
+            continue
+        counts = fit.counts
+        raw = min(counts[-1], MIN_VIEW)
+        if it.meta.get("head") and len(counts) > 1:
+            raw += min(counts[0], MIN_VIEW)
+        return counter.scaled(raw + fit.summary_raw)
+    return 0
+
+
 def assemble(
     state: SessionState,
     layers: Sequence[Layer],
@@ -148,16 +165,20 @@ def assemble(
             required_by_layer[it.layer] = required_by_layer.get(it.layer, 0) + n
     fixed += sum(required_by_layer.values())
     borrowed: Action | None = None
-    if fixed > budget.available:
-        # the required layers fit the window but not beside the whole reserved output: lower the reservation to
-        # its floor (recorded) rather than refuse; only when they leave not even the floor is it an error
+    least = history_floor(gathered, counter)
+    if fixed > budget.available or (least and config.block_tokens(budget.available) - fixed < least):
+        # the required layers fit the window but not beside the whole reserved output, or leave the history less
+        # than the smallest views of what it must keep (the newest unit, the pinned request): lower the reservation
+        # to its floor (recorded) rather than refuse; only when they leave not even the floor is it an error
         floor = min(budget.reserved_output, max(MIN_OUTPUT_TOKENS, budget.reserved_output // 4))
         if fixed <= budget.window - budget.slack - floor:
             before = budget.reserved_output
+            what = ("exceed the available budget beside the reserved output" if fixed > budget.available
+                    else f"leave the history less than the {least:,} tokens of its smallest views (the newest message "
+                         "and the pinned request) beside the reserved output")
             budget = replace(budget, reserved_output=floor)
-            borrowed = Action("shrink", "output", f"the required layers ({fixed:,} tokens) exceed the available budget "
-                              f"beside the reserved output; the reservation was lowered from {before:,} to {floor:,} "
-                              "tokens (the request's max output)", before, floor)
+            borrowed = Action("shrink", "output", f"the required layers ({fixed:,} tokens) {what}; the reservation "
+                              f"was lowered from {before:,} to {floor:,} tokens (the request's max output)", before, floor)
     if fixed > budget.available:
         worst = max(required_by_layer, key=lambda k: required_by_layer[k]) if required_by_layer else "request"
         raise BudgetExceededError(

@@ -189,15 +189,14 @@ class Builder:
         counter = self.counter(fmt)
         budget = self.budget()
         asm = self._assemble(counter, budget)
-        limit = eng.budget.block_tokens(asm.budget.available)  # the assembly's: it may lower the reserved output
-        self._check_block(asm, limit)  # compaction only shrinks history, which cannot help here
+        self._check_block(asm)  # compaction only shrinks history, which cannot help here
         actions = []
         if eng.compaction.enabled:
             result = self._run_compaction(asm, counter, asm.budget, breaker)
             actions.extend(result.actions)  # a failed summary is recorded even when nothing changed
             if result.changed:
                 asm = self._assemble(counter, budget)
-        self._check_block(asm, limit)  # a custom layer's required items may depend on the compacted view
+        self._check_block(asm)  # a custom layer's required items may depend on the compacted view
         if asm.history is None and "history" in asm.layers and state.units:  # never blind: the history went whole, even shrunk it cannot fit
             usage = asm.layers.get("history")
             raise history_blocked(state, usage.allocated if usage is not None else 0, counter)
@@ -234,12 +233,14 @@ class Builder:
         asm = self._assemble(counter, budget)
         return self._run_compaction(asm, counter, budget, breaker, force=not harder, harder=harder, reason=reason)
 
-    def _check_block(self, asm: Assembly, limit: int) -> None:
-        """Refuse a request over the block threshold. Optional layers are fitted under it, so only the
-        required layers (system, tools, task, and any layer's required items) can put a request over."""
+    def _check_block(self, asm: Assembly) -> None:
+        """Refuse a request over the block threshold of its own assembly's budget (which may have lowered the
+        reserved output; one assembly may, the next, after a compaction, not). Optional layers are fitted under
+        it, so only the required layers (system, tools, task, and any layer's required items) can put a request over."""
+        cfg = self.engine.budget
+        limit = cfg.block_tokens(asm.budget.available)
         if asm.tokens <= limit:
             return
-        cfg = self.engine.budget
         available = asm.budget.available
         required = sorted(((n, u.used) for n, u in asm.layers.items() if u.required and u.used),
                           key=lambda e: (-e[1], e[0]))
