@@ -248,6 +248,20 @@ def test_a_system_prompt_that_leaves_the_history_less_than_its_newest_message_lo
         assert pack.manifest.tokens <= pack.manifest.available and pack.manifest.tokens + 2000 > 5840
 
 
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
+def test_a_cut_summary_message_that_cannot_fit_is_left_out_not_the_build_refused():
+    """claude-sonnet-5-5 counts 1.5 o200k tokens per token: at 8K the OpenHands tools and system leave the history
+    ~840 tokens, and after a cut its summary message (work log, index, transcript reference) did not fit beside the
+    pinned request and the newest exchange: BudgetBlockedError, the run stopped. The summary message is now left
+    out of that request (the log keeps it) and the run completes, never blind."""
+    spec = load_registry().get("claude-sonnet-5-5")
+    traces = load_traces(DATA / "openhands" / "msb_example_output.jsonl")
+    run = prepare(next(t for t in traces if t.id.endswith("ponyc-4588")))
+    rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(spec, 8000)))
+    assert rm.error is None, rm.error
+    assert rm.calls == len(run.calls) and rm.blind_calls == 0 and rm.events.get("emergency", 0) >= 1
+
+
 def test_offloaded_views_name_the_identifiers_their_cut_lost(tmp_path):
     """A view keeps every identifier of the result it stands for, as far as its budget goes."""
     from windowsmith.text import identifier_index, identifiers

@@ -271,6 +271,14 @@ class HistoryLayer(Layer):
             messages, raw, clipped = clip_messages(messages, cap, counter)
             unbilled = counter.raw_unbilled(messages)
             raw -= unbilled
+        if raw * counter.scale > cap and new_lo > 0 and summary:
+            # the summary message a cut carries (work log, index, transcript reference) does not fit beside what
+            # must stay: leave it out of this request (the log keeps it, and the next build that has room sends it)
+            # rather than refuse the build
+            keep = tuple(m for m in messages if not any(m is x for x in summary))
+            messages, raw, clipped = clip_messages(keep, cap, counter)
+            unbilled = counter.raw_unbilled(messages)
+            raw -= unbilled
         if raw * counter.scale > cap:
             return None  # the assembler drops it and the build refuses it (history_blocked names the message)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
