@@ -260,6 +260,19 @@ def test_a_cut_summary_message_that_cannot_fit_is_left_out_not_the_build_refused
     rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(spec, 8000)))
     assert rm.error is None, rm.error
     assert rm.calls == len(run.calls) and rm.blind_calls == 0 and rm.events.get("emergency", 0) >= 1
+    # the manifest says so on the requests that went without it
+    strategy = WindowsmithStrategy(BenchConfig.make(spec, 8000))
+    strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
+    left_out = 0
+    calls = set(run.calls)
+    for i, m in enumerate(run.messages):
+        if i in calls:
+            strategy.build()
+            acts = strategy.session.last_pack.manifest.actions
+            left_out += any(a["layer"] == "history" and a.get("detail", {}).get("carry_left_out") for a in acts)
+        strategy.observe(m)
+    strategy.finish()
+    assert left_out >= 1
 
 
 def test_offloaded_views_name_the_identifiers_their_cut_lost(tmp_path):

@@ -300,6 +300,8 @@ def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:
                                   "keep_from_seq": fit.keep_from_seq}
         if fit.clipped:
             detail["clipped_results"] = list(fit.clipped)
+        if fit.carry_left_out:
+            detail["carry_left_out"] = True  # the cut's summary message (work log, index) is not in this request
         if fit.shrinks:
             detail["shrunk"] = [{"seq": s.entry.seq, "at": list(s.entry.at), "tokens_before": s.entry.tokens_before,
                                  "tokens_after": s.entry.tokens_after, "artifact": f"artifact://{s.entry.artifact}"}

@@ -30,7 +30,8 @@ def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summa
         # or no summary span was worth one: the free cut, if it removes enough to wait for the next one (else the
         # history layer's fit took the span at the block threshold, without a work log)
         # (the size first: cut_saves sums the compactable history, which under the mark may be the whole session)
-        or (size >= cut_mark(p, size) * avail
+        # (cut_mark is at least summarize_at: below it, no need to price the mark)
+        or (size >= p.summarize_at * avail and size >= cut_mark(p, size) * avail
             and (p.summary_declined or ("summary" not in p.result.stages and cut_saves(p))))
         or (p.harder and summarized_before)  # the provider still refused after a summary
         or size > avail  # still does not fit

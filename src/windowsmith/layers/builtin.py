@@ -257,12 +257,10 @@ class HistoryLayer(Layer):
                 more = plan_shrinks(state, [0, *kept], int(total(new_lo, first_raw) - target) + 1, counter)
                 shrinks = []
             shrinks = [*shrinks, *more]
-        head: tuple[Message, ...] = ()
-        if new_lo > 0 and pinned:
-            head = _unit_messages(state, 0, shrinks)
-        if new_lo > 0:
-            head = (*head, *summary)
-        messages = head + tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks))
+        head: tuple[Message, ...] = _unit_messages(state, 0, shrinks) if new_lo > 0 and pinned else ()
+        carry = tuple(summary) if new_lo > 0 else ()
+        body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks))
+        messages = head + carry + body
         unbilled = counter.raw_unbilled(messages)
         raw = sum(counter.raw_message(m) for m in messages) - unbilled
         clipped: list[str] = []
@@ -271,19 +269,22 @@ class HistoryLayer(Layer):
             messages, raw, clipped = clip_messages(messages, cap, counter)
             unbilled = counter.raw_unbilled(messages)
             raw -= unbilled
-        if raw * counter.scale > cap and new_lo > 0 and summary:
+        carry_left_out = False
+        if raw * counter.scale > cap and carry:
             # the summary message a cut carries (work log, index, transcript reference) does not fit beside what
             # must stay: leave it out of this request (the log keeps it, and the next build that has room sends it)
             # rather than refuse the build
-            keep = tuple(m for m in messages if not any(m is x for x in summary))
-            messages, raw, clipped = clip_messages(keep, cap, counter)
+            messages, raw, clipped = clip_messages(head + body, cap, counter)
             unbilled = counter.raw_unbilled(messages)
             raw -= unbilled
+            carry_left_out = True
         if raw * counter.scale > cap:
             return None  # the assembler drops it and the build refuses it (history_blocked names the message)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
-        return replace(item, content=messages, raw_tokens=raw, lineage=None, fit=replace(
+        meta = {k: v for k, v in item.meta.items() if k != "carry"} if carry_left_out else item.meta
+        return replace(item, content=messages, raw_tokens=raw, lineage=None, meta=meta, fit=replace(
             fit,
+            carry_left_out=carry_left_out,
             first_unit=new_lo,
             keep_from_seq=state.units[new_lo].first_seq if new_lo > lo and new_lo < n else None,
             dropped_units=len(dropped),
