@@ -401,3 +401,61 @@ def test_never_blind_property(tmp_path_factory, pinned, newest, turns, window):
         last = [m for m in pack.neutral.messages if m.role == "user"][-1]
         assert last.text.startswith("NEWEST-HEAD")
         assert pack.neutral.messages[0].text.startswith("TASK-HEAD")
+
+
+def test_the_newest_message_is_shrunk_to_the_history_cap_not_to_its_low_water(tmp_path):
+    """A newest message larger than the whole history's room keeps as much of itself as fits: its view is cut to
+    the cap (the next build drops its unit when a newer one needs the room). Cut to the low water (0.7 of the
+    cap), as the pinned request is, the request left a third of its room empty and the view lost lines."""
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=4000) as e:
+        s = e.session("newest")
+        s.user("Fix the failing test in tests/test_parse.py")
+        s.add(Message("assistant", (ToolCall("c0", "bash", {"command": "pytest -x"}),)))
+        s.tool_result("c0", "FAILED tests/test_parse.py::test_header - KeyError: 'x-trace-id'")
+        s.user("\n".join(f"{i:4d}: def function_{i}(arg_{i}): return compute(arg_{i}, {i})" for i in range(600)))
+        pack = s.build()
+        m = pack.manifest
+        assert m.tokens <= m.available
+        assert m.tokens >= 0.85 * m.available  # was 0.67: the view cut to the low water
+        last = pack.neutral.messages[-1]
+        assert last.text.startswith("   0: def function_0") and "artifact://" in last.text
+        assert "function_90," in last.text  # its identifier index reaches further (was: up to function_71)
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
+def test_a_tight_window_keeps_the_newest_observation_readable():
+    """claude-sonnet-5-5 (1.5 tokens per o200k token) at 6K: SWE-agent's demonstration and issue leave the
+    history ~1,900 tokens; a 5,000-character file view arriving beside the cut's work log was shrunk to the low
+    water, its view all elision marker and index (2 blind calls). Cut to the cap it keeps its lines: none."""
+    spec = load_registry().get("claude-sonnet-5-5")
+    rm = run_strategy(prepare(load_traces(DATA / SWE_AGENT)[0]), WindowsmithStrategy(BenchConfig.make(spec, 6000)))
+    assert rm.error is None, rm.error
+    assert rm.blind_calls == 0 and rm.events.get("emergency", 0) >= 1 and rm.events.get("shrink", 0) >= 1
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
+def test_the_history_takes_its_room_before_failure_evidence():
+    """Claude airline run at 5K: once a cut's truncate record is logged, the dropped turn's failed tool call becomes
+    failure evidence, whose share of the optional room left the history less than its newest exchange needs even
+    shrunk; the history was dropped whole and the request went out blind (no messages). The history now takes
+    what it needs first and the evidence what is left; a request without its history is refused, never sent."""
+    spec = load_registry().get("claude-sonnet-4-5")
+    run = prepare(next(t for t in load_traces(DATA / "tau2-bench" / "claude-sonnet-4-5_airline.json")
+                       if "814d832e" in t.id))
+    strategy = WindowsmithStrategy(BenchConfig.make(spec, 5000))
+    strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
+    calls, newest, before, evidence_dropped = set(run.calls), None, None, 0
+    try:
+        for i, m in enumerate(run.messages):
+            if i in calls:
+                built = strategy.build()
+                assert built.request.messages and not is_blind(built.request, newest, i > 0, before), i
+                acts = strategy.session.last_pack.manifest.actions
+                evidence_dropped += any(a["kind"] == "drop" and a["layer"] == "evidence" for a in acts)
+                strategy.after_call(built, 0)
+            strategy.observe(m)
+            if m.role in ("user", "tool"):
+                newest, before = m, (run.messages[i - 1] if i else None)
+    finally:
+        strategy.finish()
+    assert evidence_dropped >= 1

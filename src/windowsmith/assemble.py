@@ -195,7 +195,11 @@ def assemble(
             wants[it.layer] = wants.get(it.layer, 0) + n
     # optional layers share what is left under the block threshold, so a request is only ever over it
     # when its required layers alone are (the engine refuses that build)
-    alloc = allocate(max(0, config.block_tokens(budget.available) - fixed), wants, config.weights)
+    pool = max(0, config.block_tokens(budget.available) - fixed)
+    alloc = allocate(pool, wants, config.weights)
+    prefit = _history_first(gathered, wants, alloc, pool, counter, config)
+    if prefit is not None:
+        alloc = prefit[1]
 
     kept: list[tuple[Item, int]] = []
     actions: list[Action] = [borrowed] if borrowed is not None else []
@@ -216,10 +220,14 @@ def assemble(
                 kept.append((it, n))
                 left -= n
                 continue
-            shrunk = it.shrink(it, left, counter) if it.shrink is not None else None
+            shrunk: Item | None
+            if prefit is not None and prefit[0][0] is it:
+                shrunk = prefit[0][1]
+            else:
+                shrunk = it.shrink(it, left, counter) if it.shrink is not None else None
             if shrunk is not None:
                 m = measure(shrunk, counter)
-                if m <= left or (shrunk.slot == "history" and m <= left + 0):
+                if m <= left:
                     kept.append((shrunk, m))
                     left -= m
                     actions.append(_shrink_action(it, shrunk, n, m))
@@ -291,6 +299,32 @@ def assemble(
         carry=int(history.meta.get("carry", 0)) if history is not None else 0,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance, counted)
+
+
+def _history_first(gathered: Sequence[tuple[Item, int]], wants: dict[str, int], alloc: dict[str, int], pool: int,
+                   counter: TokenCounter, config: BudgetConfig
+                   ) -> tuple[tuple[Item, Item], dict[str, int]] | None:
+    """Fit the history (over its share of the optional room) before the other optional layers. Shrunk to its
+    share if it fits there; if not, but it fits the whole ``pool`` they share, it takes what it needs first and
+    the others share the rest: the history is never dropped (a request without the newest message is blind);
+    failure evidence, memory or retrieved knowledge may be. ``((item, its fitted item), the allocation)``, or
+    None when it needs no fitting or cannot fit even the pool (the build refuses it and names the message)."""
+    hist = [(it, n) for it, n in gathered if not it.required and it.slot == "history"]
+    if len(hist) != 1:
+        return None
+    it, n = hist[0]
+    name, fit = it.layer, it.shrink
+    share = alloc.get(name, 0)
+    if fit is None or n <= share or pool <= share or wants.get(name, 0) != n:
+        return None
+    shrunk = fit(it, share, counter)
+    if shrunk is not None and measure(shrunk, counter) <= share:
+        return (it, shrunk), alloc  # (fitted once: the assembler keeps this one)
+    wide = fit(it, pool, counter)
+    if wide is None or (m := measure(wide, counter)) > pool:
+        return None
+    others = allocate(pool - m, {k: v for k, v in wants.items() if k != name}, config.weights)
+    return (it, wide), {**others, name: m}
 
 
 def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:

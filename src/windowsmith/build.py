@@ -197,12 +197,11 @@ class Builder:
             if result.changed:
                 asm = self._assemble(counter, budget)
         self._check_block(asm)  # a custom layer's required items may depend on the compacted view
-        if asm.history is None and "history" in asm.layers and state.units:  # never blind: the history went whole, even shrunk it cannot fit
-            usage = asm.layers.get("history")
-            raise history_blocked(state, usage.allocated if usage is not None else 0, counter)
+        self._check_history(asm, counter)
         if self._persist_truncation(asm) | self._persist_shrinks(asm):
             actions.extend(a for a in asm.actions if a.layer == "history")
             asm = self._assemble(counter, budget)  # the pack must be what the log (with the new records) builds
+            self._check_history(asm, counter)
         asm.actions[:0] = actions
         req = asm.request
         req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
@@ -256,6 +255,12 @@ class Builder:
             "lower BudgetConfig(reserved_output=...). Nothing was sent and no pack was stored.",
             layer=worst, needed=asm.tokens, available=available, limit=limit, block_at=cfg.block_at,
         )
+
+    def _check_history(self, asm: Assembly, counter: TokenCounter) -> None:
+        """Never blind: refuse a request whose history went whole (even shrunk it cannot fit), naming the message."""
+        if asm.history is None and "history" in asm.layers and self.state.units:
+            usage = asm.layers.get("history")
+            raise history_blocked(self.state, usage.allocated if usage is not None else 0, counter)
 
     def _persist_truncation(self, asm: Assembly) -> bool:
         """Make the history layer's drop durable: a ``truncate`` record, so the log rebuilds this pack."""

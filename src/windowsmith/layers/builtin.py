@@ -250,11 +250,23 @@ class HistoryLayer(Layer):
         kept = list(range(max(new_lo, p) if n > 1 else new_lo, n))
         raw = total(new_lo, first_now)
         if raw > cap_raw:
-            # even the newest unit(s) do not fit: shrink their largest messages, then the pinned request's
-            more = plan_shrinks(state, kept, int(raw - target) + 1, counter)
+            # even the newest unit(s) do not fit: shrink their largest messages, then the pinned request's. The newest
+            # unit is cut to the cap, not to the low water: its newest message is what the next step reads, and the
+            # next build drops the unit when a newer one needs the room (a view may overshoot its estimate: the low
+            # water is the fallback). The pinned request stays in every later request: it shrinks to the low water,
+            # leaving room for the turns after it
+            def shrink_to(units: list[int], before: int) -> list[Shrink]:
+                out: list[Shrink] = []
+                for goal in ((target,) if pinned and units[0] == 0 else (cap_raw, target)):
+                    out = plan_shrinks(state, units, int(before - goal) + 1, counter)
+                    if before - _units_raw(state, units, (), counter) + _units_raw(state, units, out, counter) <= cap_raw:
+                        break
+                return out
+
+            more = shrink_to(kept, raw)
             raw_more = raw - _units_raw(state, kept, (), counter) + _units_raw(state, kept, more, counter)
             if raw_more > cap_raw and pinned and n > 1:
-                more = plan_shrinks(state, [0, *kept], int(total(new_lo, first_raw) - target) + 1, counter)
+                more = shrink_to([0, *kept], total(new_lo, first_raw))
                 shrinks = []
             shrinks = [*shrinks, *more]
         head: tuple[Message, ...] = _unit_messages(state, 0, shrinks) if new_lo > 0 and pinned else ()
