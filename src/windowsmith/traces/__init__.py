@@ -31,6 +31,7 @@ from .base import (
     iter_trace_files,
     read_document,
 )
+from .claude_code import import_claude_code, is_claude_code_record
 from .logs import import_anthropic_messages, import_openai_chat, import_openai_responses
 from .openhands import import_openhands
 from .swe import import_mini_swe_agent, import_swe_agent
@@ -47,6 +48,7 @@ _IMPORTERS: dict[str, Importer] = {
     "openai-chat": import_openai_chat,
     "openai-responses": import_openai_responses,
     "anthropic-messages": import_anthropic_messages,
+    "claude-code": import_claude_code,
 }
 
 _RESPONSES_ITEMS = {
@@ -140,6 +142,8 @@ def detect_value(v: Any) -> str | None:
             return "openhands"
         if _is_openhands_event(first):
             return "openhands"
+        if any(is_claude_code_record(x) for x in v[:200]):
+            return "claude-code"
         return _detect_messages(v)
     if not isinstance(v, dict):
         return None
@@ -203,6 +207,8 @@ def _plan(doc: Document, fmt: str | None) -> tuple[str, list[tuple[int | None, A
     if not doc.records:
         raise fail(doc.path, "", "no complete JSONL record")
     values = [v for _, v in doc.records]
+    if fmt == "claude-code" or (fmt is None and any(is_claude_code_record(v) for v in values[:200])):
+        return "claude-code", [(None, values)]  # one session: its bookkeeping records come along
     if all(_is_message_record(v) for v in values):
         f = fmt or _detect_messages(values)
         if f is None:

@@ -40,6 +40,7 @@ FORMATS: tuple[str, ...] = (
     "openai-chat",
     "openai-responses",
     "anthropic-messages",
+    "claude-code",
 )
 
 #: File name endings :func:`iter_trace_files` picks up.
