@@ -32,6 +32,7 @@ from .base import (
     read_document,
 )
 from .claude_code import import_claude_code, is_claude_code_record
+from .codex import import_codex, is_codex_record
 from .logs import import_anthropic_messages, import_openai_chat, import_openai_responses
 from .openhands import import_openhands
 from .swe import import_mini_swe_agent, import_swe_agent
@@ -49,6 +50,7 @@ _IMPORTERS: dict[str, Importer] = {
     "openai-responses": import_openai_responses,
     "anthropic-messages": import_anthropic_messages,
     "claude-code": import_claude_code,
+    "codex": import_codex,
 }
 
 _RESPONSES_ITEMS = {
@@ -209,6 +211,8 @@ def _plan(doc: Document, fmt: str | None) -> tuple[str, list[tuple[int | None, A
     values = [v for _, v in doc.records]
     if fmt == "claude-code" or (fmt is None and any(is_claude_code_record(v) for v in values[:200])):
         return "claude-code", [(None, values)]  # one session: its bookkeeping records come along
+    if fmt == "codex" or (fmt is None and any(is_codex_record(v) for v in values[:50])):
+        return "codex", [(None, values)]
     if all(_is_message_record(v) for v in values):
         f = fmt or _detect_messages(values)
         if f is None:

@@ -41,6 +41,7 @@ FORMATS: tuple[str, ...] = (
     "openai-responses",
     "anthropic-messages",
     "claude-code",
+    "codex",
 )
 
 #: File name endings :func:`iter_trace_files` picks up.
