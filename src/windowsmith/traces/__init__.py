@@ -33,6 +33,7 @@ from .base import (
 )
 from .claude_code import import_claude_code, is_claude_code_record
 from .codex import import_codex, is_codex_record
+from .gemini_cli import import_gemini_cli, is_gemini_cli_record
 from .logs import import_anthropic_messages, import_openai_chat, import_openai_responses
 from .openhands import import_openhands
 from .swe import import_mini_swe_agent, import_swe_agent
@@ -51,6 +52,7 @@ _IMPORTERS: dict[str, Importer] = {
     "anthropic-messages": import_anthropic_messages,
     "claude-code": import_claude_code,
     "codex": import_codex,
+    "gemini-cli": import_gemini_cli,
 }
 
 _RESPONSES_ITEMS = {
@@ -172,6 +174,8 @@ def detect_value(v: Any) -> str | None:
         and ("action" in traj[0] or "observation" in traj[0])
     ):
         return "swe-agent"
+    if isinstance(v.get("messages"), list) and "sessionId" in v and "projectHash" in v:
+        return "gemini-cli"
     if isinstance(v.get("messages"), list):
         tools = as_list(v.get("tools"))
         if "system" in v or any(isinstance(t, dict) and "input_schema" in t for t in tools):
@@ -213,6 +217,8 @@ def _plan(doc: Document, fmt: str | None) -> tuple[str, list[tuple[int | None, A
         return "claude-code", [(None, values)]  # one session: its bookkeeping records come along
     if fmt == "codex" or (fmt is None and any(is_codex_record(v) for v in values[:50])):
         return "codex", [(None, values)]
+    if fmt == "gemini-cli" or (fmt is None and any(is_gemini_cli_record(v) for v in values[:50])):
+        return "gemini-cli", [(None, values)]
     if all(_is_message_record(v) for v in values):
         f = fmt or _detect_messages(values)
         if f is None:

@@ -42,6 +42,7 @@ FORMATS: tuple[str, ...] = (
     "anthropic-messages",
     "claude-code",
     "codex",
+    "gemini-cli",
 )
 
 #: File name endings :func:`iter_trace_files` picks up.
