@@ -73,10 +73,18 @@ def engine(make_engine):
     return make_engine(window=24_000, compaction=CompactionConfig(keep_turns=8, keep_ratio=0.35))
 
 
+@pytest.fixture
+def pressure_engine(make_engine):
+    # what a fold writes, whatever decides it: without the cost model a batch is due at mask_at (with it, this
+    # 26-turn session does not pay a rewrite yet: test_a_mask_batch_under_the_summary_threshold_has_to_pay_back)
+    return make_engine(window=24_000, compaction=CompactionConfig(keep_turns=8, keep_ratio=0.35, cost_aware=False))
+
+
 # --------------------------------------------------------------------------- masking
 
 
-def test_mask_folds_old_exchanges_into_one_line_with_a_readable_artifact(engine):
+def test_mask_folds_old_exchanges_into_one_line_with_a_readable_artifact(pressure_engine):
+    engine = pressure_engine
     s = long_session(engine, turns=26)
     pack = s.build()
     masks = records(s, "mask")
@@ -97,7 +105,27 @@ def test_mask_folds_old_exchanges_into_one_line_with_a_readable_artifact(engine)
     assert len(s.messages) == 1 + 52 and s.messages[2].tool_results[0].text.startswith("collected")
 
 
-def test_folds_never_nest(engine):
+def test_a_mask_batch_under_the_summary_threshold_has_to_pay_back(make_engine, tmp_path):
+    """Over mask_at but under the summary threshold, a batch is made only when the cache reads it saves over
+    expected_turns outweigh the rewrite it causes: the request still has room to grow, and the summary or the free
+    cut decides at its threshold. Made whenever it was over mask_at, a batch that bought two or three turns
+    rewrote the cache each time (screenshots, whose newest turns cannot fold)."""
+    def build(expected: int) -> ws.Pack:
+        cfg = CompactionConfig(keep_turns=8, keep_ratio=0.35, expected_turns=expected)
+        with make_engine(window=24_000, compaction=cfg, store=tmp_path / f"{expected}.db") as e:
+            s = long_session(e, turns=26)
+            return s.build()
+
+    short = build(10)  # the default: ten more turns to pay the rewrite back
+    m = short.manifest
+    assert m.tokens > CompactionConfig().mask_at * m.available and not any(a["kind"] == "mask" for a in m.actions)
+    long = build(200)  # a long run ahead: the same batch pays
+    assert long.manifest.actions[0]["kind"] == "mask" and "cost model: pays back" in long.manifest.actions[0]["reason"]
+    assert long.manifest.tokens < 0.5 * long.manifest.available
+
+
+def test_folds_never_nest(pressure_engine):
+    engine = pressure_engine
     s = long_session(engine, turns=26)
     s.build()
     first = records(s, "mask")[0]
@@ -118,7 +146,8 @@ def test_folds_never_nest(engine):
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
-def test_folded_history_renders_valid_structure_for_every_format(engine, fmt):
+def test_folded_history_renders_valid_structure_for_every_format(pressure_engine, fmt):
+    engine = pressure_engine
     s = long_session(engine, sid=f"r-{fmt}", turns=26)
     pack = s.build(fmt, model=model_for(fmt))
     assert records(s, "mask")

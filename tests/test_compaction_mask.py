@@ -197,7 +197,7 @@ def check_pairs(msgs: tuple[ws.Message, ...]) -> None:
             assert {c.id for c in m.tool_calls} == {r.call_id for r in msgs[i + 1].tool_results}
 
 
-IMAGE_CFG = CompactionConfig(image_keep_turns=3, keep_turns=20, mask_at=0.01, mask_min_tokens=1000)
+IMAGE_CFG = CompactionConfig(image_keep_turns=3, keep_turns=20, mask_at=0.01, mask_min_tokens=1000, cost_aware=False)
 
 
 def test_images_become_stubs_after_n_turns_and_a_resumed_session_agrees(tmp_path):
@@ -281,3 +281,26 @@ def test_image_stub_forms():
     data_url = image_stub(ws.Image(url="data:image/gif;base64," + base64.b64encode(b"GIF89a").decode()))
     assert data_url.raw == b"GIF89a" and data_url.text.startswith("[image: image/gif, 6 bytes (artifact://")
     assert result_keys(f"saw {data_url.text} in ZFA04Y") == ["ZFA04Y"]
+
+
+def test_screenshots_every_turn_do_not_rewrite_the_cache_every_few_turns(tmp_path):
+    """A browser agent's every result is a screenshot; the newest image_keep_turns of them cannot fold, so a
+    batch made whenever the request passed mask_at bought two or three turns and rewrote the cache each time
+    (4 rewrites in 15 calls at 32K, +31% against a sticky cut). A batch now has to pay back under the summary
+    threshold: the request grows, and what cuts it cuts deeper."""
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=32_000) as e:
+        s = e.session("browser", goal="find the failing job on the admin dashboard")
+        s.tools([{"name": "browser", "description": "Drive a browser.",
+                  "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}}])
+        s.user("Open the dashboard at https://example.test/admin and find the failing job id.")
+        builds = 0
+        for i in range(14):
+            s.build()
+            builds += 1
+            s.assistant(f"Step {i}: taking a screenshot.",
+                        tool_calls=[{"id": f"t{i}", "name": "browser", "arguments": {"url": f"https://example.test/{i}"}}])
+            shot = PNG + bytes([i]) * 64  # a distinct image each turn
+            s.tool_result(f"t{i}", [{"type": "text", "text": f"page {i}: job-{1000 + i} " + "row " * 300},
+                                    {"type": "image", "data": base64.b64encode(shot).decode(), "media_type": "image/png"}])
+        masks = [c for c in s.state.compactions if c["type"] == "mask"]
+        assert builds == 14 and len(masks) <= 1, [c["reason"] for c in masks]

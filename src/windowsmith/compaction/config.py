@@ -16,8 +16,9 @@ class CompactionConfig:
     """When and how hard to compact. Fractions are of the available budget (window - output - slack).
 
     Defaults tuned with ``windowsmith bench`` on the shared traces (README).
-    ``keep_turns``: the newest exchanges never masked; ``mask_batch``: fewest exchanges folded at once. ``mask_at``: above this fill, masking runs
-    whenever its batch is big enough; below it only when the cost model says it pays.
+    ``keep_turns``: the newest exchanges never masked; ``mask_batch``: fewest exchanges folded at once. ``mask_at``: with ``cost_aware=False``,
+    above this fill masking runs whenever its batch is big enough; with the cost model (the default) a batch runs
+    when it pays back over ``expected_turns``, at any fill, or when a summary is near (``summarize_at``).
     ``mask_min_tokens``: the hysteresis — a batch must save at least this many tokens (default: 8%
     of the available budget, at least 512). ``summarize_at``: fill that triggers a summary (default:
     ``BudgetConfig.compact_at``). ``keep_ratio``: after a summary or emergency truncation the verbatim
