@@ -118,7 +118,7 @@ def history_floor(gathered: Sequence[tuple[Item, int]], counter: TokenCounter) -
     left (never shrunk); 0 without a history."""
     for it, _n in gathered:
         fit = it.fit
-        if it.layer != "history" or fit is None or not fit.counts:
+        if it.slot != "history" or fit is None or not fit.counts:
             continue
         counts = fit.counts
         raw = min(counts[-1], MIN_VIEW)
@@ -303,12 +303,13 @@ def assemble(
 
 def _history_first(gathered: Sequence[tuple[Item, int]], wants: dict[str, int], alloc: dict[str, int], pool: int,
                    counter: TokenCounter, config: BudgetConfig
-                   ) -> tuple[tuple[Item, Item], dict[str, int]] | None:
+                   ) -> tuple[tuple[Item, Item | None], dict[str, int]] | None:
     """Fit the history (over its share of the optional room) before the other optional layers. Shrunk to its
     share if it fits there; if not, but it fits the whole ``pool`` they share, it takes what it needs first and
     the others share the rest: the history is never dropped (a request without the newest message is blind);
-    failure evidence, memory or retrieved knowledge may be. ``((item, its fitted item), the allocation)``, or
-    None when it needs no fitting or cannot fit even the pool (the build refuses it and names the message)."""
+    failure evidence, memory or retrieved knowledge may be. ``((item, its fitted item or None), the allocation)``
+    (fitted once: the assembler keeps it, or drops the history and the build refuses it, naming the message), or
+    None when it needs no fitting."""
     hist = [(it, n) for it, n in gathered if not it.required and it.slot == "history"]
     if len(hist) != 1:
         return None
@@ -319,10 +320,10 @@ def _history_first(gathered: Sequence[tuple[Item, int]], wants: dict[str, int], 
         return None
     shrunk = fit(it, share, counter)
     if shrunk is not None and measure(shrunk, counter) <= share:
-        return (it, shrunk), alloc  # (fitted once: the assembler keeps this one)
+        return (it, shrunk), alloc
     wide = fit(it, pool, counter)
     if wide is None or (m := measure(wide, counter)) > pool:
-        return None
+        return (it, shrunk), alloc
     others = allocate(pool - m, {k: v for k, v in wants.items() if k != name}, config.weights)
     return (it, wide), {**others, name: m}
 

@@ -484,7 +484,8 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     edits = sorted([*folds, *images], key=lambda x: x.unit)
     # every folded result and image in one write (one transaction in a session store), before the record
     p.port.put_blobs([raw for e in edits for _sha, raw in e.blobs])
-    trigger = "on demand" if p.force else ("cost model: pays back" if pays and cfg.cost_aware else "window pressure")
+    trigger = ("on demand" if p.force else "cost model: pays back" if cfg.cost_aware and pays
+               else "the summary threshold" if cfg.cost_aware and near_summary else "window pressure")
     stubs = [st for x in images for st in x.stubs]
     what = []
     if folds:

@@ -255,18 +255,21 @@ class HistoryLayer(Layer):
             # next build drops the unit when a newer one needs the room (a view may overshoot its estimate: the low
             # water is the fallback). The pinned request stays in every later request: it shrinks to the low water,
             # leaving room for the turns after it
-            def shrink_to(units: list[int], before: int) -> list[Shrink]:
+            def shrink_to(units: list[int], before: int) -> tuple[list[Shrink], int]:
+                """The shrinks of ``units`` and the history's raw size with them (``before`` without)."""
+                others = before - _units_raw(state, units, (), counter)
                 out: list[Shrink] = []
+                after = before
                 for goal in ((target,) if pinned and units[0] == 0 else (cap_raw, target)):
                     out = plan_shrinks(state, units, int(before - goal) + 1, counter)
-                    if before - _units_raw(state, units, (), counter) + _units_raw(state, units, out, counter) <= cap_raw:
+                    after = others + _units_raw(state, units, out, counter)
+                    if after <= cap_raw:
                         break
-                return out
+                return out, after
 
-            more = shrink_to(kept, raw)
-            raw_more = raw - _units_raw(state, kept, (), counter) + _units_raw(state, kept, more, counter)
+            more, raw_more = shrink_to(kept, raw)
             if raw_more > cap_raw and pinned and n > 1:
-                more = shrink_to([0, *kept], total(new_lo, first_raw))
+                more, _ = shrink_to([0, *kept], total(new_lo, first_raw))
                 shrinks = []
             shrinks = [*shrinks, *more]
         head: tuple[Message, ...] = _unit_messages(state, 0, shrinks) if new_lo > 0 and pinned else ()
