@@ -126,3 +126,11 @@ def test_a_subagent_transcript_is_its_own_thread(tmp_path):
     (t,) = load_traces(write(tmp_path, recs, "agent-1.jsonl"))
     assert t.meta["subagent"] and t.meta["sidechain_records"] == 0
     assert [m.role for m in t.messages] == [m.role for m in load_traces(CC)[0].messages]
+
+
+def test_records_that_do_not_link_are_taken_in_file_order(tmp_path):
+    """A transcript cut by hand (or written by a tool that leaves parentUuid out): the chain from the last record
+    is that record alone, so every main-thread record is taken, in file order."""
+    recs = [{**r, "parentUuid": None} if r.get("type") in ("user", "assistant") else r for r in records()]
+    (t,) = load_traces(write(tmp_path, recs))
+    assert [m.role for m in t.messages] == [m.role for m in load_traces(CC)[0].messages] and not t.repairs

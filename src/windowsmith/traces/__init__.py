@@ -55,6 +55,13 @@ _IMPORTERS: dict[str, Importer] = {
     "gemini-cli": import_gemini_cli,
 }
 
+#: Agent CLIs' session files (JSONL): the format, and what tells one of its records apart.
+_SESSION_FILES: tuple[tuple[str, Callable[[Any], bool]], ...] = (
+    ("claude-code", is_claude_code_record),
+    ("codex", is_codex_record),
+    ("gemini-cli", is_gemini_cli_record),
+)
+
 _RESPONSES_ITEMS = {
     "function_call",
     "function_call_output",
@@ -213,12 +220,9 @@ def _plan(doc: Document, fmt: str | None) -> tuple[str, list[tuple[int | None, A
     if not doc.records:
         raise fail(doc.path, "", "no complete JSONL record")
     values = [v for _, v in doc.records]
-    if fmt == "claude-code" or (fmt is None and any(is_claude_code_record(v) for v in values[:200])):
-        return "claude-code", [(None, values)]  # one session: its bookkeeping records come along
-    if fmt == "codex" or (fmt is None and any(is_codex_record(v) for v in values[:50])):
-        return "codex", [(None, values)]
-    if fmt == "gemini-cli" or (fmt is None and any(is_gemini_cli_record(v) for v in values[:50])):
-        return "gemini-cli", [(None, values)]
+    for session_fmt, is_record in _SESSION_FILES:  # one session per file: its bookkeeping records come along
+        if fmt == session_fmt or (fmt is None and any(is_record(v) for v in values[:200])):
+            return session_fmt, [(None, values)]
     if all(_is_message_record(v) for v in values):
         f = fmt or _detect_messages(values)
         if f is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -557,6 +557,12 @@ class Builder:
             if call_id:
                 entry["call_id"] = call_id
             self.large_outputs.append(entry)
+
+
+def retag(traces: Sequence[Trace], format: str, meta: dict[str, Any]) -> list[Trace]:
+    """``traces`` (imported by the importer of the log format a session file wraps) as ``format``, with ``meta``
+    added to theirs."""
+    return [replace(t, format=format, meta={**t.meta, **meta}) for t in traces]
 
 
 def make_trace(

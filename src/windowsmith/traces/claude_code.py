@@ -20,10 +20,9 @@ counted in ``meta``.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 from typing import Any
 
-from .base import Ctx, Trace
+from .base import Ctx, Trace, retag
 from .logs import import_anthropic_messages
 
 #: The record types that hold the conversation.
@@ -124,10 +123,7 @@ def import_claude_code(value: Any, ctx: Ctx, notes: list[str], trace_id: str) ->
         "compactions": compactions,
         "system_recorded": bool(system),
     }
-    out = []
-    for t in import_anthropic_messages(doc, ctx, notes, trace_id):
-        out.append(replace(t, format="claude-code", meta={**t.meta, **meta}))
-    return out
+    return retag(import_anthropic_messages(doc, ctx, notes, trace_id), "claude-code", meta)
 
 
 __all__ = ["import_claude_code", "is_claude_code_record"]

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import replace
 from typing import Any
 
-from .base import Ctx, Trace
+from .base import Ctx, Trace, retag
 from .logs import import_openai_responses
 
 _KEPT = {"message", "reasoning", "function_call", "function_call_output", "custom_tool_call",
@@ -67,8 +66,6 @@ def import_codex(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[
         elif t == "local_shell_call":
             items.append({"type": "function_call", "call_id": p.get("call_id") or p.get("id"), "name": "local_shell",
                           "arguments": json.dumps(p.get("action") or {})})
-        elif t == "local_shell_call_output":
-            items.append({"type": "function_call_output", "call_id": p.get("call_id"), "output": p.get("output")})
         else:
             skipped[str(t)] += 1
     if not any(i.get("type") == "message" for i in items):
@@ -89,8 +86,7 @@ def import_codex(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[
         "compactions": sum(1 for r in records if r.get("type") == "compacted"),
         "system_recorded": bool(system),
     }
-    return [replace(t, format="codex", meta={**t.meta, **meta})
-            for t in import_openai_responses(doc, ctx, notes, trace_id)]
+    return retag(import_openai_responses(doc, ctx, notes, trace_id), "codex", meta)
 
 
 __all__ = ["import_codex", "is_codex_record"]

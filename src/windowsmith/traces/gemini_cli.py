@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import replace
 from typing import Any
 
-from .base import Ctx, Trace
+from .base import Ctx, Trace, retag
 from .logs import import_openai_chat
 
 
@@ -129,8 +128,7 @@ def import_gemini_cli(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
         doc["model"] = model
     meta = {"session_id": header.get("sessionId"), "kind": header.get("kind"),
             "skipped_messages": dict(sorted(skipped.items())), "thoughts": thoughts, "system_recorded": False}
-    return [replace(t, format="gemini-cli", meta={**t.meta, **meta})
-            for t in import_openai_chat(doc, ctx, notes, trace_id)]
+    return retag(import_openai_chat(doc, ctx, notes, trace_id), "gemini-cli", meta)
 
 
 __all__ = ["import_gemini_cli", "is_gemini_cli_record"]
