@@ -18,7 +18,8 @@ def test_each_exchange_is_folded_in_planning_at_most_once(tmp_path, monkeypatch)
         return real(turn, unit, **kw)
 
     monkeypatch.setattr(mask, "fold_line", counting)
-    with ws.Engine("gpt-4.1", store=tmp_path / "ws.db") as e:  # a 1M window: nothing is ever due
+    # a 1M window, and a batch floor no batch reaches: nothing is ever due (the floor stops growing at a 32K room)
+    with ws.Engine("gpt-4.1", store=tmp_path / "ws.db", compaction=CompactionConfig(mask_min_tokens=500_000)) as e:
         s = e.session("inc")
         s.user("go")
         for i in range(60):

@@ -10,9 +10,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import windowsmith as ws
+from conftest import DATA, needs_data
+from windowsmith.bench.metrics import prepare
+from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
 from windowsmith.compaction import CompactionConfig
+from windowsmith.compaction.config import MASK_FLOOR_ROOM
 from windowsmith.compaction.mask import fold_artifacts, image_stub
 from windowsmith.compaction.references import result_keys
+from windowsmith.registry import load_registry
+from windowsmith.traces import load_traces
 
 BIG = "\n".join(f"2024-01-01 12:00:{i % 60:02d} worker-{i % 7} RefundError in refund_twice ZFA{i:03d}Y" for i in range(400))
 SMALL = "retries = 3\nREFUND_MODE=strict"
@@ -304,3 +310,32 @@ def test_screenshots_every_turn_do_not_rewrite_the_cache_every_few_turns(tmp_pat
         masks = [c for c in s.state.compactions if c["type"] == "mask"]
         assert len(masks) <= 2, [c["reason"] for c in masks]
         assert images_in(last) >= 1 and last.manifest.tokens <= last.manifest.available  # the newest screenshot stays
+
+
+@needs_data
+def test_the_fold_floor_does_not_grow_with_a_large_window():
+    """The hysteresis floor is 8% of the room only up to a 32K room: a turn grows a request by as many tokens
+    in gpt-4o's 128K window as at 32K, and 8% of 128K (8.7K tokens) held back every fold batch of this real
+    OpenHands run while the same batches paid back (validation, OpenHands at 128K: $1.384 -> $1.199)."""
+    spec = load_registry().get("gpt-4o")
+    cfg = BenchConfig.make(spec, None)
+    assert cfg.available > 100_000
+    run = prepare(next(t for t in load_traces(DATA / "openhands" / "msb_example_output.jsonl")
+                       if t.id.endswith("ponyc-4588")))
+    strategy = WindowsmithStrategy(cfg)
+    strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
+    calls = set(run.calls)
+    try:
+        for i, m in enumerate(run.messages):
+            if i in calls:
+                assert strategy.build().tokens <= cfg.available
+            strategy.observe(m)
+        masks = [c for c in strategy.session.state.compactions if c["type"] == "mask"]
+    finally:
+        strategy.finish()
+        strategy.close()
+    assert masks, "no fold batch ran at the model's own window"
+    for c in masks:
+        # each batch paid back by the cost model, and saved less than the floor a 128K room set before
+        assert c["net_usd"] > 0 and c["saved_tokens"] < int(cfg.available * 0.08)
+        assert c["saved_tokens"] >= CompactionConfig().min_saving(cfg.available) == int(MASK_FLOOR_ROOM * 0.08)
