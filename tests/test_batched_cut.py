@@ -216,3 +216,34 @@ def test_a_policy_over_the_budget_does_not_cut_on_every_call():
             s.assistant(f"let me check step {k} of the troubleshooting guide for you")
             s.user(f"ok, I did step {k}: " + "the screen shows the same status bar icon " * 8)
         assert rewrites <= builds // 3, (rewrites, builds)
+
+
+def test_the_history_layers_own_cut_indexes_the_identifiers_it_dropped(tmp_path):
+    """With compaction off the history layer still cuts to fit (a ``truncate`` record). Like the emergency stage's
+    cut it now writes an index of the identifiers the dropped units named and the kept request lost, carried by the
+    summary message; before, the ids of a dropped lookup were gone from every later request."""
+    db = tmp_path / "w.db"
+    with ws.Engine(model="gpt-4o", store=db, window=6_000, compaction=CompactionConfig(enabled=False)) as e:
+        s = e.session("lookup")
+        s.user("My order is stuck; please look it up and fix the shipping address.")
+        acts: list = []
+        for i in range(30):
+            s.assistant(tool_calls=[ws.ToolCall(f"c{i}", "get_order", {"n": i})])
+            s.tool_result(f"c{i}", f'{{"order_id": "ORD-{7100 + i}", "customer_id": "CUS-{4200 + i}", '
+                                   f'"status": "pending"}}\n' + "note: nothing else changed on the order\n" * 30)
+            pack = s.build()
+            assert pack.tokens <= pack.manifest.available
+            acts = [a for a in pack.manifest.actions if a["kind"] == "truncate"] or acts
+        cuts = [c for c in s.state.compactions if c["type"] == "truncate"]
+        assert len(cuts) >= 2 and all(c.get("index") for c in cuts), cuts
+        first, carry, *kept = pack.neutral.messages  # the pinned request, the summary message, the kept units
+        assert first.text.startswith("My order is stuck") and "identifiers the dropped history named" in carry.text
+        kept_text = " ".join(str(c) for m in kept for c in m.content)
+        for k in ("7100", "4200"):  # the oldest lookup's ids: dropped with it, named by the index alone
+            assert k in cuts[-1]["index"] and k in carry.text and k not in kept_text
+        # the manifest of the build that cut says so
+        assert acts[0]["detail"]["index"] == cuts[-1]["index"] and "index of" in acts[0]["reason"]
+    # the log rebuilds the same request: the index is in the record, not only in the pack
+    with ws.Engine(model="gpt-4o", store=db, window=6_000, compaction=CompactionConfig(enabled=False)) as e:
+        again = e.session("lookup").build()
+    assert again.neutral.messages[1].text == carry.text

@@ -24,7 +24,9 @@ from .budget import Budget
 from .cache import plan_cache, prefix_tokens
 from .compaction.base import Summarizer
 from .compaction.config import Breaker, CompactionResult
+from .compaction.emergency import lost_identifiers
 from .compaction.pipeline import Compactor
+from .compaction.port import carry_caps_of
 from .compaction.transcript import store_transcript
 from .errors import BudgetBlockedError, ConfigError, UsageError
 from .hashing import sha256_hex
@@ -57,6 +59,9 @@ def check_format(fmt: str) -> str:
 
 
 #: the provider that serves each request format (registry ``provider`` values)
+#: raw tokens kept free beside the index a history-layer cut writes: the separator and label around its line
+INDEX_MARGIN = 8
+
 FORMAT_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai", "gemini": "gemini"}
 
 
@@ -198,7 +203,7 @@ class Builder:
                 asm = self._assemble(counter, budget)
         self._check_block(asm)  # a custom layer's required items may depend on the compacted view
         self._check_history(asm, counter)
-        if self._persist_truncation(asm) | self._persist_shrinks(asm):
+        if self._persist_truncation(asm, counter) | self._persist_shrinks(asm):
             actions.extend(a for a in asm.actions if a.layer == "history")
             asm = self._assemble(counter, budget)  # the pack must be what the log (with the new records) builds
             self._check_history(asm, counter)
@@ -262,8 +267,11 @@ class Builder:
             usage = asm.layers.get("history")
             raise history_blocked(self.state, usage.allocated if usage is not None else 0, counter)
 
-    def _persist_truncation(self, asm: Assembly) -> bool:
-        """Make the history layer's drop durable: a ``truncate`` record, so the log rebuilds this pack."""
+    def _persist_truncation(self, asm: Assembly, counter: TokenCounter) -> bool:
+        """Make the history layer's drop durable: a ``truncate`` record, so the log rebuilds this pack. Like the
+        emergency stage's cut, it indexes the identifiers the dropped units named and the kept request lost (within
+        the index's carry cap and the room the fit left in the history's share, so the summary message that carries
+        it still fits: the re-assembly drops nothing more)."""
         fit = asm.history.fit if asm.history is not None else None
         st = self.state
         if fit is None or fit.keep_from_seq is None or fit.keep_from_seq <= st.keep_from_seq:
@@ -273,7 +281,21 @@ class Builder:
         first = st.units[lo].first_seq if lo < len(st.units) else keep
         transcript = (store_transcript(self.log, st.span_messages(first, keep - 1), first, keep - 1)
                       if first < keep else None)
-        self.log.append(TruncateRecord(keep, transcript, fit.dropped_units, fit.dropped_tokens, "history over its budget"))
+        index: tuple[str, ...] = ()
+        cut = st.unit_index(keep)
+        usage = asm.layers.get("history")
+        if cut is not None and usage is not None and lo < cut:
+            cfg = self.engine.compaction
+            spare = (usage.allocated - usage.used) / counter.scale - INDEX_MARGIN
+            budget = int(min(carry_caps_of(cfg, counter, st, asm.budget.available)[1], spare))
+            index = lost_identifiers(st, counter, lo, cut, st.work_log, budget)
+        self.log.append(TruncateRecord(keep, transcript, fit.dropped_units, fit.dropped_tokens,
+                                       "history over its budget", index))
+        if index:
+            asm.actions[:] = [replace(a, reason=f"{a.reason}; an index of {len(index)} identifier(s) the dropped units "
+                                              "named and the kept request lost",
+                                      detail={**a.detail, "index": list(index)})
+                              if a.layer == "history" and a.kind == "truncate" else a for a in asm.actions]
         return True
 
     def _persist_shrinks(self, asm: Assembly) -> bool:

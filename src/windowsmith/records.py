@@ -184,16 +184,23 @@ class TruncateRecord:
     dropped_units: int
     dropped_tokens: int
     reason: str
+    #: the identifiers the dropped units named and the kept request lost, best first, with the previous index's
+    #: after them (the whole new index, as an emergency record's); empty: the index stays as it was
+    index: tuple[str, ...] = ()
     seq: int = field(default=-1, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.kind, "keep_from_seq": self.keep_from_seq, "transcript": self.transcript,
-                "dropped_units": self.dropped_units, "dropped_tokens": self.dropped_tokens, "reason": self.reason}
+        d = {"type": self.kind, "keep_from_seq": self.keep_from_seq, "transcript": self.transcript,
+             "dropped_units": self.dropped_units, "dropped_tokens": self.dropped_tokens, "reason": self.reason}
+        if self.index:
+            d["index"] = list(self.index)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], seq: int = -1) -> TruncateRecord:
         return cls(int(d.get("keep_from_seq", 0)), _opt_str(d.get("transcript")), int(d.get("dropped_units", 0)),
-                   int(d.get("dropped_tokens", 0)), str(d.get("reason", "")), seq)
+                   int(d.get("dropped_tokens", 0)), str(d.get("reason", "")),
+                   tuple(str(x) for x in d.get("index", ())), seq)
 
 
 @dataclass(frozen=True)

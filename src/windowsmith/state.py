@@ -386,6 +386,9 @@ class SessionState:
         if isinstance(rec, TruncateRecord):  # the deferred spans still wait for a refresh of the work log
             if rec.transcript:
                 self.pending_transcript = None  # the new transcript links it
+            if rec.index:  # what the dropped units named and the kept request lost (the whole new index)
+                self.index = list(rec.index)
+                self._summary_message = None
         else:  # a summary or a refreshing cut took them
             if self.pending_transcript and not rec.transcript:  # the newest link of the chain stays referenced
                 self.transcript = self.pending_transcript

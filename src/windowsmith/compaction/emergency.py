@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..assemble import Action
 from ..records import EmergencyRecord
@@ -16,6 +17,10 @@ from .mask import TurnNumbers, fold_line, is_exchange, logged_results
 from .port import Pass, carry_caps
 from .summary import cut_mark, fixed_raw
 from .transcript import store_transcript
+
+if TYPE_CHECKING:
+    from ..state import SessionState
+    from ..tokens import TokenCounter
 
 
 def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summarized_before: bool) -> int:
@@ -82,9 +87,14 @@ def lost_index(p: Pass, lo: int, cut: int, work_log: Sequence[str], *, budget: i
     with the previous index's entries after the new ones (``keys.py``). ``pending``: for the pending message of a
     deferred cut: the carried index counts as kept and the previous entries are the pending message's."""
     budget = index_budget(p) if budget is None else budget
-    if budget <= 0:
+    return lost_identifiers(p.state, p.counter, lo, cut, work_log, budget, pending=pending)
+
+
+def lost_identifiers(state: SessionState, counter: TokenCounter, lo: int, cut: int, work_log: Sequence[str],
+                     budget: int, *, pending: bool = False) -> tuple[str, ...]:
+    """:func:`lost_index` outside a compaction pass (the history layer's own cut, ``build._persist_truncation``)."""
+    if budget <= 0 or not lo < cut:
         return ()
-    state = p.state
     units = state.units
     dropped = [mention(m) for _seq, m in state.span_messages(units[lo].first_seq, units[cut - 1].last_seq)]
     kept: list[str] = [message_text(m) for u in units[cut:] for m in u.messages]
@@ -100,7 +110,7 @@ def lost_index(p: Pass, lo: int, cut: int, work_log: Sequence[str], *, budget: i
     if goal:
         kept.append(goal)
     ranked = rank_lost(dropped, kept=kept, goal=goal, previous=state.pending_index if pending else state.index)
-    return fit_index(ranked, budget, p.counter.raw_text)
+    return fit_index(ranked, budget, counter.raw_text)
 
 
 def defers(p: Pass) -> bool:
@@ -205,4 +215,5 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
     return removed, sum(counter.raw_message(m) for m in state.summary_messages), rec
 
 
-__all__ = ["carry_caps", "cut_saves", "defers", "emergency", "index_budget", "lost_index", "run_emergency"]
+__all__ = ["carry_caps", "cut_saves", "defers", "emergency", "index_budget", "lost_identifiers", "lost_index",
+           "run_emergency"]

@@ -69,11 +69,14 @@ class Pass:
 def room_raw(p: Pass) -> float:
     """Raw tokens the request's fixed part (tools, system, stable context) leaves of the available budget: the room
     the history (pinned request, work log, index, kept messages) and the dynamic tail share."""
-    counter = p.counter
-    state = p.state
+    return fixed_room_raw(p.counter, p.state, p.available)
+
+
+def fixed_room_raw(counter: TokenCounter, state: SessionState, available: int) -> float:
+    """:func:`room_raw` outside a compaction pass."""
     fixed = counter.overheads.per_request + counter.raw_tools(state.tools)
     fixed += sum(counter.raw_segment(t) for t in (*state.system.values(), *state.context.values()) if t)
-    return max(0.0, p.available / counter.scale - fixed)
+    return max(0.0, available / counter.scale - fixed)
 
 
 def carry_caps(p: Pass) -> tuple[int, int]:
@@ -83,17 +86,21 @@ def carry_caps(p: Pass) -> tuple[int, int]:
     next cut waits on: where tools and system leave little room, full-size caps filled most of it and the free cut
     ran every other call, each one a cache rewrite. Where the room is tiny (under ``TINY_ROOM`` of the budget) the
     share itself scales down with it (:func:`~windowsmith.budget.room_factor`)."""
-    cfg = p.config
-    scale = p.counter.scale
-    log_cap = max(200, int(cfg.work_log_ratio * p.available / scale))
-    index_cap = int(cfg.index_ratio * p.available / scale) if cfg.index_ratio > 0 else 0
+    return carry_caps_of(p.config, p.counter, p.state, p.available)
+
+
+def carry_caps_of(cfg: CompactionConfig, counter: TokenCounter, state: SessionState, available: int) -> tuple[int, int]:
+    """:func:`carry_caps` outside a compaction pass (the history layer's own cut writes an index too)."""
+    scale = counter.scale
+    log_cap = max(200, int(cfg.work_log_ratio * available / scale))
+    index_cap = int(cfg.index_ratio * available / scale) if cfg.index_ratio > 0 else 0
     if cfg.carry_share is not None:
-        room = room_raw(p)
-        bound = cfg.carry_share * room * room_factor(room * scale, p.available)
+        room = fixed_room_raw(counter, state, available)
+        bound = cfg.carry_share * room * room_factor(room * scale, available)
         if log_cap + index_cap > bound:
             f = bound / (log_cap + index_cap)
             log_cap, index_cap = int(log_cap * f), int(index_cap * f)
     return log_cap, index_cap
 
 
-__all__ = ["CompactionPort", "Pass", "carry_caps", "room_raw"]
+__all__ = ["CompactionPort", "Pass", "carry_caps", "carry_caps_of", "fixed_room_raw", "room_raw"]
