@@ -5,6 +5,11 @@ mini-swe-agent (``*.traj.json``, ``trajectory_format: mini-swe-agent-1``): ``mes
 back as user messages, so there are no native tool calls: they stay text. The raw API response of
 each assistant turn is under ``extra.response``; its ``usage`` is the billed usage of that call.
 Reasoning (Gemini ``reasoning_details``) was never sent back by the agent and is only counted in meta.
+mini-swe-agent 2.x (``trajectory_format: mini-swe-agent-1.1``) keeps each model's own message shape: with a
+tool-calling chat model (its default) assistant ``tool_calls`` to its one ``bash`` tool answered by ``role: tool``
+messages; with a Responses API model the response object itself (``object: response``; its ``output`` items:
+reasoning, messages, ``function_call``) answered by ``function_call_output`` items; text-based models as in 1.x.
+A run ends with a ``role: exit`` message (exit status, submission), which was never sent and is left out.
 
 SWE-agent (``*.traj``): ``history`` with roles ``system``/``user``/``assistant``/``tool``; 1.x
 function-calling runs have OpenAI ``tool_calls`` on assistant entries and ``tool_call_ids`` on tool
@@ -15,10 +20,28 @@ when present, else from each step's ``response`` and ``observation``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from .base import Builder, Ctx, Trace, as_dict, as_list, make_trace, usage_from
+from ..model import Text, Thinking
+from .base import Builder, Ctx, Trace, as_dict, as_list, make_trace, tools_from, usage_from
 from .logs import chat_parts
+
+#: the one tool mini-swe-agent 2.x declares to a tool-calling model (``minisweagent/models/utils/actions_toolcall.py``,
+#: ``BASH_TOOL``; the Responses form has the same name, description and parameters): the chat form's trajectory
+#: does not record the definitions it sent, so they are restored from the agent's source
+MINI_BASH_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Execute a bash command",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The bash command to execute"}},
+            "required": ["command"],
+        },
+    },
+}
 
 
 def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
@@ -29,15 +52,25 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
     system: list[str] = []
     reasoning = 0
     model = None
+    native = False  # 2.x with a tool-calling model: tool calls and their results, not bash blocks in text
+    tools_raw: Any = None
+    exits: list[dict[str, Any]] = []
     for i, m in enumerate(msgs):
         w = f"messages[{i}]"
         m = ctx.obj(m, w)
         role = m.get("role")
-        parts = chat_parts(b, m.get("content"), w)
-        if role == "system":
-            system.append("\n".join(p.text for p in parts if hasattr(p, "text")))
-        elif role == "user":
-            b.user(parts, w)
+        kind = m.get("type")
+        if m.get("object") == "response":  # 2.x, a Responses API model: the response object is the turn
+            model = m.get("model") or model
+            tools_raw = m.get("tools") or tools_raw
+            native = True
+            _response_turn(b, ctx, m, w)
+        elif kind in ("function_call_output", "custom_tool_call_output"):  # 2.x Responses: a command's output
+            b.tool_result(m.get("call_id"), chat_parts(b, m.get("output"), w), w)
+        elif role == "system" or (kind == "message" and role in ("system", "developer")):
+            system.append("\n".join(p.text for p in chat_parts(b, m.get("content"), w) if hasattr(p, "text")))
+        elif role == "user":  # the task, a format error, or (1.x, text-based 2.x) a command's output
+            b.user(chat_parts(b, m.get("content"), w), w)
         elif role == "assistant":
             extra = as_dict(m.get("extra"))
             resp = as_dict(extra.get("response"))
@@ -47,19 +80,43 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
                 details = choices[0]["message"].get("reasoning_details")
                 if isinstance(details, list):
                     reasoning += len(details)
-            b.assistant(parts, (), w, usage=usage_from(resp.get("usage")))
+            calls = []
+            tcs = m.get("tool_calls")
+            if tcs is not None and not isinstance(tcs, list):
+                raise ctx.err(f"{w}.tool_calls", "expected a JSON array or null")
+            for k, tc in enumerate(tcs or ()):
+                tc = ctx.obj(tc, f"{w}.tool_calls[{k}]")
+                fn = as_dict(tc.get("function")) or tc
+                calls.append((tc.get("id"), fn.get("name"), fn.get("arguments")))
+            native = native or bool(calls)
+            b.assistant(chat_parts(b, m.get("content"), w), calls, w,
+                        usage=usage_from(resp.get("usage")) or usage_from(m.get("usage")))
+        elif role == "tool":  # 2.x, a chat model's tool call answered
+            b.tool_result(m.get("tool_call_id"), chat_parts(b, m.get("content"), w), w,
+                          is_error=bool(m.get("is_error", False)))
+        elif role == "exit":  # 2.x: how the run ended (exit status, submission); never sent to the model
+            exits.append(as_dict(m.get("extra")))
         else:
-            raise ctx.err(f"{w}.role", f"unknown role {role!r} (expected system, user or assistant)")
+            raise ctx.err(f"{w}.role", f"unknown role {role!r} (expected system, user, assistant, tool or exit; "
+                                       "or a Responses API response object or function_call_output item)")
     cfg = as_dict(info.get("config"))
     model_cfg = as_dict(cfg.get("model"))
+    repairs: list[str] = []
+    tools = tools_from(tools_raw if tools_raw is not None else [MINI_BASH_TOOL] if native else None,
+                       ctx.sub("tools"), repairs)
+    last_exit = exits[-1] if exits else {}
     meta: dict[str, Any] = {
         "instance_id": doc.get("instance_id"),
-        "exit_status": info.get("exit_status"),
+        "exit_status": info.get("exit_status") or last_exit.get("exit_status"),
         "model": model_cfg.get("model_name") or model,
         "model_stats": info.get("model_stats"),
         "mini_version": info.get("mini_version"),
-        "submission": info.get("submission"),
+        "submission": info.get("submission") if "submission" in info else last_exit.get("submission"),
     }
+    if doc.get("trajectory_format"):
+        meta["trajectory_format"] = doc["trajectory_format"]
+    if exits:
+        notes = [*notes, f"{len(exits)} exit message(s) (how the run ended, never sent to the model) left out"]
     if reasoning:
         meta["reasoning_blocks_not_replayed"] = reasoning
     return [
@@ -68,12 +125,38 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
             format="mini-swe-agent",
             source=ctx.source,
             system="\n\n".join(system),
-            tools=(),
+            tools=tools,
             builder=b,
             meta=meta,
             notes=notes,
+            extra_repairs=repairs,
         )
     ]
+
+
+def _response_turn(b: Builder, ctx: Ctx, resp: dict[str, Any], where: str) -> None:
+    """One assistant turn from a Responses API response object (mini-swe-agent 2.x sends its ``output`` items back
+    as the next request's input: message text, reasoning, function calls)."""
+    texts: list[Text] = []
+    calls: list[tuple[Any, Any, Any]] = []
+    thinking: list[Thinking] = []
+    for k, it in enumerate(as_list(resp.get("output"))):
+        w = f"{where}.output[{k}]"
+        it = ctx.obj(it, w)
+        t = it.get("type")
+        if t == "message":
+            texts.extend(p for p in chat_parts(b, it.get("content"), w) if isinstance(p, Text))
+        elif t == "reasoning":
+            summary = as_list(it.get("summary"))
+            text = "\n".join(str(x.get("text", "")) for x in summary if isinstance(x, dict))
+            thinking.append(Thinking(provider="openai", data={k2: v for k2, v in it.items() if k2 != "extra"},
+                                     text=b.text(text, w)))
+        elif t in ("function_call", "custom_tool_call"):
+            args = it.get("arguments") if t == "function_call" else json.dumps({"input": it.get("input", "")})
+            calls.append((it.get("call_id") or it.get("id"), it.get("name"), args))
+        else:
+            b.repairs.append(f"{w}: response output item of type {t!r} left out")
+    b.assistant(texts, calls, where, thinking=thinking, usage=usage_from(resp.get("usage")))
 
 
 def _history_entries(b: Builder, entries: list[Any], ctx: Ctx, key: str) -> list[str]:
