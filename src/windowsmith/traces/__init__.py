@@ -35,7 +35,7 @@ from .claude_code import import_claude_code, is_claude_code_record
 from .codex import import_codex, is_codex_record
 from .gemini_cli import import_gemini_cli, is_gemini_cli_record
 from .logs import import_anthropic_messages, import_openai_chat, import_openai_responses
-from .openhands import import_openhands
+from .openhands import import_openhands, is_v1_event
 from .swe import import_mini_swe_agent, import_swe_agent
 from .tau import import_tau2_bench, import_tau_bench
 
@@ -134,7 +134,7 @@ def _detect_messages(items: list[Any]) -> str | None:
 
 
 def _is_openhands_event(v: Any) -> bool:
-    return isinstance(v, dict) and "source" in v and ("action" in v or "observation" in v)
+    return isinstance(v, dict) and "source" in v and ("action" in v or "observation" in v or is_v1_event(v))
 
 
 def detect_value(v: Any) -> str | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..model import Image, Text
+from ..model import Image, Text, Thinking, ToolSpec
 from .base import Builder, Ctx, Trace, as_dict, as_list, image_from_url, make_trace, tools_from, usage_from
 
 _BOOKKEEPING = {
@@ -144,14 +144,23 @@ def import_openhands(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> l
         ictx = ctx.sub(f"[{k}]", source=f"{ctx.source}#{k}") if isinstance(value, list) else ctx
         inst = ictx.obj(inst)
         b = Builder()
-        system, tools, meta, tool_repairs = _instance(b, inst, ictx)
+        history = inst.get("history")
+        if isinstance(history, list) and any(is_v1_event(e) for e in history[:5]):
+            metrics = as_dict(inst.get("metrics"))
+            usages = {str(u["response_id"]): u for u in as_list(metrics.get("token_usages"))
+                      if isinstance(u, dict) and u.get("response_id")}
+            system, tools, meta = _v1_instance(b, history, ictx, usages)
+            meta["model"] = next((u.get("model") for u in usages.values() if u.get("model")), None)
+            tool_repairs: list[str] = []
+        else:
+            system, tools, meta, tool_repairs = _instance(b, inst, ictx)
         md = as_dict(inst.get("metadata"))
         llm = as_dict(md.get("llm_config"))
         metrics = as_dict(inst.get("metrics"))
         meta.update(
             {
                 "instance_id": inst.get("instance_id"),
-                "model": llm.get("model"),
+                "model": llm.get("model") or meta.get("model"),
                 "agent_class": md.get("agent_class"),
                 "accumulated_token_usage": metrics.get("accumulated_token_usage"),
                 "accumulated_cost": metrics.get("accumulated_cost"),
@@ -173,3 +182,125 @@ def import_openhands(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> l
             )
         )
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# OpenHands V1 (the software-agent-sdk): typed events with a ``kind`` discriminator
+# ---------------------------------------------------------------------------------------------------
+
+#: the event kinds of the V1 SDK (``openhands/sdk/event``) the model sees, and the ones it never sees
+V1_LLM_KINDS = frozenset({"SystemPromptEvent", "MessageEvent", "ActionEvent", "ObservationEvent", "AgentErrorEvent",
+                          "UserRejectObservation"})
+V1_KINDS = V1_LLM_KINDS | {"ConversationStateUpdateEvent", "Condensation", "CondensationRequest",
+                           "CondensationSummaryEvent", "PauseEvent", "TokenEvent", "HookExecutionEvent",
+                           "InterruptEvent", "StreamingDeltaEvent", "SystemPromptUpdateEvent"}
+#: ``Observation.ERROR_MESSAGE_HEADER`` (``openhands/sdk/tool/schema.py``): what an error observation starts with
+V1_ERROR_HEADER = "[An error occurred during execution.]\n"
+
+
+def is_v1_event(v: Any) -> bool:
+    return isinstance(v, dict) and v.get("kind") in V1_KINDS and "source" in v
+
+
+def _v1_parts(b: Builder, content: Any, where: str) -> list[Text | Image]:
+    """SDK content blocks: ``TextContent`` (``{type: text, text}``) and ``ImageContent`` (``image_urls``)."""
+    out: list[Text | Image] = []
+    for i, c in enumerate(as_list(content)):
+        if isinstance(c, dict) and isinstance(c.get("image_urls"), list):
+            out.extend(image_from_url(u) for u in c["image_urls"] if isinstance(u, str) and u)
+        elif isinstance(c, dict):
+            out.append(Text(b.text(c.get("text", ""), f"{where}[{i}]")))
+        elif isinstance(c, str):
+            out.append(Text(b.text(c, f"{where}[{i}]")))
+    return out
+
+
+def _v1_observation(b: Builder, obs: dict[str, Any], where: str) -> list[Text | Image]:
+    """What the model read for an observation (``to_llm_content``): the error header, the content, and for a
+    terminal its metadata as ``TerminalObservation`` renders it (prefix, output, suffix, working directory,
+    interpreter, exit code)."""
+    parts = _v1_parts(b, obs.get("content"), f"{where}.content")
+    md = obs.get("metadata")
+    if isinstance(md, dict) and ("prefix" in md or "suffix" in md):
+        text = "".join(p.text for p in parts if isinstance(p, Text))
+        text = f"{md.get('prefix') or ''}{text}{md.get('suffix') or ''}"
+        if md.get("working_dir"):
+            text += f"\n[Current working directory: {md['working_dir']}]"
+        if md.get("py_interpreter_path"):
+            text += f"\n[Python interpreter: {md['py_interpreter_path']}]"
+        if isinstance(md.get("exit_code"), int) and md["exit_code"] != -1:
+            text += f"\n[Command finished with exit code {md['exit_code']}]"
+        parts = [Text(text), *(p for p in parts if isinstance(p, Image))]
+    if obs.get("is_error"):
+        parts = [Text(V1_ERROR_HEADER), *parts]
+    return parts
+
+
+def _v1_instance(b: Builder, events: list[Any], ctx: Ctx, usages: dict[str, Any]
+                 ) -> tuple[str, tuple[ToolSpec, ...], dict[str, Any]]:
+    """Feed a V1 event stream to ``b`` as ``LLMConvertibleEvent.events_to_messages`` sends it: actions of one
+    response (one ``llm_response_id``) are one assistant message; returns the system prompt, the tools and meta."""
+    system: list[str] = []
+    tools: list[ToolSpec] = []
+    skipped: Counter[str] = Counter()
+    batch: list[tuple[str, dict[str, Any]]] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        w, first = batch[0]
+        text = [p for p in _v1_parts(b, first.get("thought"), f"{w}.thought") if isinstance(p, Text)]
+        thinking = [Thinking(provider="anthropic", data=tb, text=b.text(tb.get("thinking", ""), w))
+                    for tb in as_list(first.get("thinking_blocks")) if isinstance(tb, dict)]
+        calls = []
+        for _w, e in batch:
+            tc = as_dict(e.get("tool_call"))
+            calls.append((tc.get("id") or e.get("tool_call_id"), tc.get("name") or e.get("tool_name"),
+                          tc.get("arguments", "{}")))
+        b.assistant(text, calls, w, thinking=thinking, usage=usage_from(usages.get(str(first.get("llm_response_id")))))
+        batch.clear()
+
+    for i, e in enumerate(events):
+        w = f"{ctx.where}.history[{i}]" if ctx.where else f"history[{i}]"
+        e = ctx.obj(e, f"history[{i}]")
+        kind = e.get("kind")
+        if kind == "ActionEvent":
+            if batch and batch[0][1].get("llm_response_id") != e.get("llm_response_id"):
+                flush()
+            batch.append((w, e))
+            continue
+        flush()
+        if kind == "SystemPromptEvent":
+            for c in (e.get("system_prompt"), e.get("dynamic_context")):
+                if isinstance(c, dict) and c.get("text"):
+                    system.append(b.text(c["text"], w))
+            for t in as_list(e.get("tools")):
+                t = as_dict(t)
+                name = t.get("title") or t.get("name") or as_dict(t.get("annotations")).get("title")
+                if isinstance(name, str) and name:
+                    tools.append(ToolSpec(name, str(t.get("description") or ""), {"type": "object", "properties": {}}))
+        elif kind == "MessageEvent":
+            msg = as_dict(e.get("llm_message"))
+            parts = _v1_parts(b, [*as_list(msg.get("content")), *as_list(e.get("extended_content"))], f"{w}.llm_message")
+            if msg.get("role") == "assistant":
+                b.assistant([p for p in parts if isinstance(p, Text)], (), w)
+            elif msg.get("role") == "system":
+                system.extend(p.text for p in parts if isinstance(p, Text))
+            else:
+                b.user(parts, w)
+        elif kind == "ObservationEvent":
+            b.tool_result(e.get("tool_call_id"), _v1_observation(b, as_dict(e.get("observation")), f"{w}.observation"),
+                          w, name=e.get("tool_name"), is_error=bool(as_dict(e.get("observation")).get("is_error")))
+        elif kind == "AgentErrorEvent":
+            b.tool_result(e.get("tool_call_id"), [Text(b.text(e.get("error", ""), w))], w, name=e.get("tool_name"),
+                          is_error=True)
+        elif kind == "UserRejectObservation":
+            b.tool_result(e.get("tool_call_id"), [Text(f"Action rejected: {e.get('rejection_reason', '')}")], w,
+                          name=e.get("tool_name"), is_error=True)
+        else:
+            skipped[str(kind)] += 1
+    flush()
+    meta: dict[str, Any] = {"version": "1.x", "tool_schemas_recorded": False}
+    if skipped:
+        meta["skipped_events"] = dict(sorted(skipped.items()))
+    return "\n\n".join(system), tuple(tools), meta
