@@ -9,12 +9,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.run import run_strategy
 from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
+from windowsmith.errors import TraceFormatError
 from windowsmith.model import ToolCall
 from windowsmith.registry import load_registry
-from windowsmith.traces import detect_format, load_traces
+from windowsmith.traces import detect_format, iter_trace_files, load_traces
 
 OUT = Path(__file__).parent / "data" / "openhands-v1" / "output.jsonl"
 
@@ -88,3 +91,29 @@ def test_a_v1_run_replays_through_the_engine():
     rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(spec, 32_000)))
     assert rm.error is None and rm.calls == len(run.calls) == 5 and rm.blind_calls == 0
     assert rm.targets > 0 and rm.strict_hits == rm.targets
+
+
+CONV = next((OUT.parent / "conversations").glob("*/base_state.json"))
+
+
+def test_a_persisted_v1_conversation_is_one_trace_with_the_same_conversation():
+    """The SDK's own persistence (``~/.openhands/conversations/<id>/``: ``base_state.json``, one file per event
+    under ``events/``) of the same run: one trace, the event files part of it, not traces of their own."""
+    assert iter_trace_files(OUT.parent / "conversations") == [CONV] and detect_format(CONV) == "openhands"
+    (c,) = load_traces(CONV)
+    (o,) = load_traces(OUT)
+    assert c.id.replace("-", "") == CONV.parent.name  # the conversation's id (its folder drops the dashes)
+    assert c.meta["model"] == "openai/gpt-4o-mini" and c.meta["execution_status"] == "finished" and c.meta["events"] == 12
+    assert c.system == o.system and [x.name for x in c.tools] == [x.name for x in o.tools]
+    assert [m.role for m in c.messages] == [m.role for m in o.messages]
+    assert [x.arguments for x in c.tool_calls] == [x.arguments for x in o.tool_calls]
+    assert [r.text for m in c.messages for r in m.tool_results] == [r.text for m in o.messages for r in m.tool_results]
+    assert {k: u.prompt_tokens for k, u in c.billed.items()} == {k: u.prompt_tokens for k, u in o.billed.items()}
+
+
+def test_a_conversation_without_its_events_is_an_error_naming_them(tmp_path: Path):
+    d = tmp_path / "conv"
+    d.mkdir()
+    (d / "base_state.json").write_text(CONV.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(TraceFormatError, match=r"base_state\.json.*events.*none found"):
+        load_traces(d / "base_state.json")

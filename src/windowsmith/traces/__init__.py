@@ -35,7 +35,7 @@ from .claude_code import import_claude_code, is_claude_code_record
 from .codex import import_codex, is_codex_record
 from .gemini_cli import import_gemini_cli, is_gemini_cli_record
 from .logs import import_anthropic_messages, import_openai_chat, import_openai_responses
-from .openhands import import_openhands, is_v1_event
+from .openhands import import_openhands, is_v1_base_state, is_v1_event
 from .swe import import_mini_swe_agent, import_swe_agent
 from .tau import import_tau2_bench, import_tau_bench
 
@@ -160,6 +160,8 @@ def detect_value(v: Any) -> str | None:
         return None
     if isinstance(v.get("simulations"), list):
         return "tau2-bench"
+    if is_v1_base_state(v):
+        return "openhands"
     if "traj" in v and isinstance(v.get("traj"), list):
         return "tau-bench"
     info = as_dict(v.get("info"))

@@ -186,7 +186,14 @@ def iter_trace_files(directory: str | Path) -> list[Path]:
         f
         for f in d.rglob("*")
         if f.is_file() and not f.name.startswith(".") and f.name.lower().endswith(TRACE_EXTENSIONS)
+        and not _conversation_part(f)
     )
+
+
+def _conversation_part(f: Path) -> bool:
+    """A file an OpenHands V1 conversation keeps beside its ``base_state.json`` (one event per file under
+    ``events/``, saved outputs under ``observations/``): part of that trace, not a trace of its own."""
+    return (f.parent.name in ("events", "observations") and (f.parent.parent / "base_state.json").is_file())
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -18,7 +18,10 @@ synthetic no-result answer with a repair note.
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from ..model import Image, Text, Thinking, ToolSpec
@@ -135,7 +138,10 @@ def _instance(b: Builder, inst: dict[str, Any], ctx: Ctx) -> tuple[str, tuple[An
 
 
 def import_openhands(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
-    """One instance (``{instance_id, history, ...}``), a list of them, or a bare event list."""
+    """One instance (``{instance_id, history, ...}``), a list of them, a bare event list, or a V1 conversation's
+    ``base_state.json`` (its events in ``events/`` beside it)."""
+    if is_v1_base_state(value):
+        return [_v1_conversation(value, ctx, notes)]
     if isinstance(value, list) and value and isinstance(value[0], dict) and "history" not in value[0]:
         value = {"history": value}
     instances = value if isinstance(value, list) else [value]
@@ -304,3 +310,45 @@ def _v1_instance(b: Builder, events: list[Any], ctx: Ctx, usages: dict[str, Any]
     if skipped:
         meta["skipped_events"] = dict(sorted(skipped.items()))
     return "\n\n".join(system), tuple(tools), meta
+
+
+def is_v1_base_state(v: Any) -> bool:
+    """A V1 SDK conversation's ``base_state.json`` (``~/.openhands/conversations/<id>/``)."""
+    return isinstance(v, dict) and isinstance(v.get("agent"), dict) and "stats" in v and "execution_status" in v
+
+
+def _event_index(p: Path) -> int:
+    m = _EVENT_FILE.match(p.name)
+    return int(m.group(1)) if m else -1
+
+
+#: the SDK's event file name (``event-<index>-<event id>.json``, ``conversation/event_store.py``)
+_EVENT_FILE = re.compile(r"event-(\d+)-[^/]*\.json$")
+
+
+def _v1_conversation(state: dict[str, Any], ctx: Ctx, notes: list[str]) -> Trace:
+    """A conversation the V1 SDK persisted: ``base_state.json`` (agent, stats) and one file per event under
+    ``events/``, in index order; each call's usage from the stats' per-usage metrics by response id."""
+    events_dir = ctx.path.parent / "events"
+    files = sorted((f for f in events_dir.glob("event-*.json") if _event_index(f) >= 0), key=_event_index) \
+        if events_dir.is_dir() else []
+    if not files:
+        raise ctx.err("events", f"an OpenHands conversation's base_state.json needs its events beside it "
+                                f"({events_dir}/event-<index>-<id>.json); none found")
+    events: list[Any] = []
+    for f in files:
+        try:
+            events.append(json.loads(f.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ctx.err(f"events/{f.name}", f"unreadable event file ({type(e).__name__}: {e})") from None
+    usages: dict[str, Any] = {}
+    for m in as_dict(as_dict(state.get("stats")).get("usage_to_metrics")).values():
+        for u in as_list(as_dict(m).get("token_usages")):
+            if isinstance(u, dict) and u.get("response_id"):
+                usages[str(u["response_id"])] = u
+    b = Builder()
+    system, tools, meta = _v1_instance(b, events, ctx.sub("events"), usages)
+    meta.update({"model": as_dict(as_dict(state.get("agent")).get("llm")).get("model"),
+                 "execution_status": state.get("execution_status"), "events": len(events)})
+    return make_trace(id=str(state.get("id") or ctx.path.parent.name), format="openhands", source=str(ctx.path),
+                      system=system, tools=tools, builder=b, meta=meta, notes=notes)
