@@ -34,6 +34,7 @@ from .base import (
 from .claude_code import import_claude_code, is_claude_code_record
 from .codex import import_codex, is_codex_record
 from .gemini_cli import import_gemini_cli, is_gemini_cli_record
+from .inspect_ai import import_inspect_log, is_inspect_log
 from .logs import import_anthropic_messages, import_openai_chat, import_openai_responses
 from .openhands import import_openhands, is_v1_base_state, is_v1_event
 from .swe import import_mini_swe_agent, import_swe_agent
@@ -53,6 +54,7 @@ _IMPORTERS: dict[str, Importer] = {
     "claude-code": import_claude_code,
     "codex": import_codex,
     "gemini-cli": import_gemini_cli,
+    "inspect-ai": import_inspect_log,
 }
 
 #: Agent CLIs' session files (JSONL): the format, and what tells one of its records apart.
@@ -160,6 +162,8 @@ def detect_value(v: Any) -> str | None:
         return None
     if isinstance(v.get("simulations"), list):
         return "tau2-bench"
+    if is_inspect_log(v):
+        return "inspect-ai"
     if is_v1_base_state(v):
         return "openhands"
     if "traj" in v and isinstance(v.get("traj"), list):

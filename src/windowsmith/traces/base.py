@@ -43,10 +43,11 @@ FORMATS: tuple[str, ...] = (
     "claude-code",
     "codex",
     "gemini-cli",
+    "inspect-ai",
 )
 
 #: File name endings :func:`iter_trace_files` picks up.
-TRACE_EXTENSIONS: tuple[str, ...] = (".json", ".jsonl", ".ndjson", ".traj")
+TRACE_EXTENSIONS: tuple[str, ...] = (".json", ".jsonl", ".ndjson", ".traj", ".eval")
 
 NO_RESULT_TEXT = "[windowsmith: no result recorded in the trace]"
 #: A tool output above this many UTF-8 bytes is kept whole and listed in ``meta["large_outputs"]``.
@@ -126,6 +127,10 @@ def _loads(text: str, p: Path, where: str) -> Any:
 def read_document(path: str | Path) -> Document:
     """Read ``path`` as bytes, decode UTF-8 with replacement, and parse it as JSON or JSONL."""
     p = Path(path)
+    if p.suffix == ".eval":
+        raise fail(p, "", "an Inspect AI .eval log (a zip of zstd-compressed JSON) is not read here; convert it to the "
+                          "JSON log format first: `inspect log convert FILE --to json --output-dir DIR`, then pass "
+                          "the .json file (or run `inspect eval` with --log-format json)")
     try:
         raw = p.read_bytes()
     except OSError as e:

@@ -1,0 +1,82 @@
+"""Inspect AI evaluation logs (JSON log format): one trace per sample and epoch.
+
+The log in tests/data/inspect-ai was written by Inspect AI 0.3.285 itself (see the README there); only the model
+was its scripted mockllm provider. A customer-support task with two tools: a domain none of the shared traces'
+coding agents cover.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from windowsmith.bench.metrics import prepare
+from windowsmith.bench.run import run_strategy
+from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
+from windowsmith.errors import TraceFormatError
+from windowsmith.registry import load_registry
+from windowsmith.traces import FORMATS, detect_format, iter_trace_files, load_traces
+
+LOG = next((Path(__file__).parent / "data" / "inspect-ai").glob("*.json"))
+
+
+def test_a_real_inspect_log_imports_each_sample_as_the_model_saw_it():
+    assert "inspect-ai" in FORMATS and detect_format(LOG) == "inspect-ai"
+    (t,) = load_traces(LOG)
+    assert t.format == "inspect-ai" and t.id == "order_support/1/epoch1"
+    assert t.meta["task"] == "order_support" and t.meta["model"] == "mockllm/model" and t.meta["status"] == "success"
+    assert t.system == "You are an order-support agent. Use the tools to look up orders and refund items."
+    assert [x.name for x in t.tools] == ["lookup_order", "refund_item"]
+    assert t.tools[1].parameters["required"] == ["order_id", "item"]
+    assert [m.role for m in t.messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    calls = t.tool_calls
+    assert [(c.name, dict(c.arguments)) for c in calls] == [
+        ("lookup_order", {"order_id": "W2378156"}),
+        ("refund_item", {"order_id": "W2378156", "item": "mechanical keyboard KB-981"})]
+    assert t.messages[2].tool_results[0].text.startswith("order W2378156: {'status': 'delivered'")
+    assert t.messages[4].tool_results[0].text.endswith("of order W2378156: $129.00")
+    # each model call's usage from its model event, in order
+    assert [(u.prompt_tokens, u.output_tokens) for _, u in sorted(t.billed.items())] == [(900, 40), (1050, 40), (1200, 40)]
+
+
+def test_attachment_references_are_resolved(tmp_path: Path):
+    """Inspect stores a repeated text once, under the sample's ``attachments``, and writes ``attachment://<hash>``
+    where it was (this log does so in its model events; a condensed log does it in messages too)."""
+    d = json.loads(LOG.read_text(encoding="utf-8"))
+    sample = d["samples"][0]
+    (ref,) = [k for k, v in sample["attachments"].items() if v.startswith("order W2378156")]
+    sample["messages"][3]["content"] = f"attachment://{ref}"
+    sample["messages"][1]["content"] = "tc://" + ref  # the older flavour of the reference
+    p = tmp_path / "condensed.json"
+    p.write_text(json.dumps(d), encoding="utf-8")
+    (t,) = load_traces(p)
+    assert t.messages[2].tool_results[0].text == t.messages[0].text == sample["attachments"][ref]
+
+
+def test_a_failed_tool_call_is_an_error_result(tmp_path: Path):
+    d = json.loads(LOG.read_text(encoding="utf-8"))
+    tool = d["samples"][0]["messages"][5]
+    tool["content"] = ""
+    tool["error"] = {"type": "parsing", "message": "item 'keyboard' is not on order W2378156"}
+    p = tmp_path / "err.json"
+    p.write_text(json.dumps(d), encoding="utf-8")
+    (t,) = load_traces(p)
+    res = t.messages[4].tool_results[0]
+    assert res.is_error and res.text.endswith("parsing: item 'keyboard' is not on order W2378156")
+
+
+def test_an_eval_log_is_refused_with_the_conversion_command(tmp_path: Path):
+    p = tmp_path / "run.eval"
+    p.write_bytes(b"PK\x03\x04 not really")
+    assert iter_trace_files(tmp_path) == [p]  # listed, so a bench over the folder says why it was not read
+    with pytest.raises(TraceFormatError, match=r"inspect log convert FILE --to json"):
+        load_traces(p)
+
+
+def test_an_inspect_sample_replays_through_the_engine():
+    run = prepare(load_traces(LOG)[0])
+    rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(load_registry().get("claude-sonnet-4-5"), 8000)))
+    assert rm.error is None and rm.calls == len(run.calls) == 3 and rm.blind_calls == 0
+    assert rm.targets > 0 and rm.strict_hits == rm.targets  # W2378156 and the keyboard's name, reused from outputs
