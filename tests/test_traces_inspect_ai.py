@@ -20,6 +20,7 @@ from windowsmith.registry import load_registry
 from windowsmith.traces import FORMATS, detect_format, iter_trace_files, load_traces
 
 LOG = next((Path(__file__).parent / "data" / "inspect-ai").glob("*.json"))
+EVAL = next((Path(__file__).parent / "data" / "inspect-ai").glob("*.eval"))
 
 
 def test_a_real_inspect_log_imports_each_sample_as_the_model_saw_it():
@@ -67,12 +68,33 @@ def test_a_failed_tool_call_is_an_error_result(tmp_path: Path):
     assert res.is_error and res.text.endswith("parsing: item 'keyboard' is not on order W2378156")
 
 
-def test_an_eval_log_is_refused_with_the_conversion_command(tmp_path: Path):
+def test_an_eval_log_reads_as_its_json_log_does():
+    """Inspect's default log format: a zip of zstd-compressed JSON members (method 93, which zipfile cannot
+    inflate), read member by member. The same task and scripted model as the JSON log, run again."""
+    assert EVAL.suffix == ".eval" and detect_format(EVAL) == "inspect-ai"
+    (e,) = load_traces(EVAL)
+    (j,) = load_traces(LOG)
+    assert e.id == j.id and e.system == j.system and [x.name for x in e.tools] == [x.name for x in j.tools]
+    assert [m.role for m in e.messages] == [m.role for m in j.messages]
+    assert [dict(c.arguments) for c in e.tool_calls] == [dict(c.arguments) for c in j.tool_calls]
+    # the lookup's output is the same (the refund id differs: the tool hashes with Python's per-process seed)
+    assert e.messages[2].tool_results[0].text == j.messages[2].tool_results[0].text
+    assert {k: u.prompt_tokens for k, u in e.billed.items()} == {k: u.prompt_tokens for k, u in j.billed.items()}
+    assert iter_trace_files(EVAL.parent) == sorted([EVAL, LOG])
+
+
+def test_a_damaged_eval_log_is_an_error(tmp_path: Path):
     p = tmp_path / "run.eval"
     p.write_bytes(b"PK\x03\x04 not really")
-    assert iter_trace_files(tmp_path) == [p]  # listed, so a bench over the folder says why it was not read
-    with pytest.raises(TraceFormatError, match=r"inspect log convert FILE --to json"):
+    with pytest.raises(TraceFormatError, match=r"not a readable \.eval log"):
         load_traces(p)
+    import zipfile
+
+    q = tmp_path / "running.eval"
+    with zipfile.ZipFile(q, "w") as z:
+        z.writestr("_journal/start.json", "{}")
+    with pytest.raises(TraceFormatError, match=r"without header\.json"):
+        load_traces(q)
 
 
 def test_an_inspect_sample_replays_through_the_engine():
@@ -80,3 +102,11 @@ def test_an_inspect_sample_replays_through_the_engine():
     rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(load_registry().get("claude-sonnet-4-5"), 8000)))
     assert rm.error is None and rm.calls == len(run.calls) == 3 and rm.blind_calls == 0
     assert rm.targets > 0 and rm.strict_hits == rm.targets  # W2378156 and the keyboard's name, reused from outputs
+
+
+def test_without_the_extra_an_eval_log_names_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # as if `pip install 'windowsmith[inspect]'` had not run
+    with pytest.raises(TraceFormatError, match=r"pip install 'windowsmith\[inspect\]'.*inspect log convert"):
+        load_traces(EVAL)

@@ -127,10 +127,10 @@ def _loads(text: str, p: Path, where: str) -> Any:
 def read_document(path: str | Path) -> Document:
     """Read ``path`` as bytes, decode UTF-8 with replacement, and parse it as JSON or JSONL."""
     p = Path(path)
-    if p.suffix == ".eval":
-        raise fail(p, "", "an Inspect AI .eval log (a zip of zstd-compressed JSON) is not read here; convert it to the "
-                          "JSON log format first: `inspect log convert FILE --to json --output-dir DIR`, then pass "
-                          "the .json file (or run `inspect eval` with --log-format json)")
+    if p.suffix == ".eval":  # an Inspect AI log: a zip of zstd-compressed JSON members
+        from .eval_zip import read_eval_log
+
+        return Document(p, "json", value=read_eval_log(p), notes=[])
     try:
         raw = p.read_bytes()
     except OSError as e:
