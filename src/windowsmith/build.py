@@ -58,10 +58,10 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-#: the provider that serves each request format (registry ``provider`` values)
 #: raw tokens kept free beside the index a history-layer cut writes: the separator and label around its line
 INDEX_MARGIN = 8
 
+#: the provider that serves each request format (registry ``provider`` values)
 FORMAT_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai", "gemini": "gemini"}
 
 

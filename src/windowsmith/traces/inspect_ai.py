@@ -6,8 +6,10 @@ conversation as the solver left it: ``system``, ``user``, ``assistant`` (``tool_
 failed), each ``content`` a string or a list of typed parts (``text``, ``image``, ``reasoning``); a text Inspect
 stored once as an attachment is an ``attachment://<hash>`` reference, resolved from the sample's ``attachments``. What each model
 call was billed is on the sample's ``model`` events (``output.usage``), in call order; the tools the model was
-offered are on those events too (``tools``: name, description, parameters). Reasoning parts are replayed as
-thinking; other parts (audio, video, documents) are named by a placeholder and noted.
+offered are on those events too (``tools``: name, description, parameters). Reasoning parts become thinking
+blocks of provider ``inspect`` (their text counted where the model keeps thinking; never passed back to a
+provider, whose signature format Inspect does not record); other parts (audio, video, documents) are named by a
+placeholder and noted.
 """
 
 from __future__ import annotations
