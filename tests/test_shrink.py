@@ -93,7 +93,7 @@ def test_every_user_message_before_the_first_reply_is_the_pinned_request(tmp_pat
         pack = s.build()  # the agent's first call: the request alone, shrunk at once to its two shares (so
         first = pack.neutral.messages  # once only: not to the low water now and to its shares again later)
         assert first[1].text == ISSUE and first[0].text.startswith("Here is a demonstration")
-        assert pack.manifest.tokens <= HistoryLayer.several_shares * HistoryLayer.pinned_share * pack.manifest.available
+        assert pack.manifest.tokens <= 2 * HistoryLayer.pinned_share * pack.manifest.available
         heads = [first[0]]
         for i in range(14):
             s.add(Message("assistant", (ToolCall(f"c{i}", "bash", {"command": f"cat src/f{i}.py"}),)))
@@ -119,7 +119,7 @@ def test_a_single_opening_message_is_shrunk_to_the_low_water_first(tmp_path):
         s.system("You are a careful engineer.")
         s.user(demonstration(600) + "\n" + ISSUE)
         pack = s.build()
-        assert pack.manifest.tokens > HistoryLayer.several_shares * HistoryLayer.pinned_share * pack.manifest.available
+        assert pack.manifest.tokens > 2 * HistoryLayer.pinned_share * pack.manifest.available
         assert "artifact://" in pack.neutral.messages[0].text and len(s.state.units[0].messages) == 1
 
 
@@ -462,15 +462,16 @@ def test_the_history_takes_its_room_before_failure_evidence():
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
-def test_a_demonstration_leaves_the_history_behind_it_room_for_more_than_a_turn():
-    """A SWE-agent 0.x request is a demonstration, then the issue. At two shares the demonstration kept ~30% of an
-    8K history beside the issue, so with a file view per turn behind it the free cut ran at 5 of 12 calls (each a
-    cache rewrite); at 1.5 shares it runs at 3, and the run keeps every target (real run, claude-sonnet-4-5)."""
+def test_the_task_after_a_demonstration_keeps_its_share_in_a_tight_room():
+    """SWE-agent 0.x opens with a demonstration, then the issue. Giving that request 1.5 pinned shares instead of 2
+    looked 6.6% cheaper on the dev run at 8K, but the saving came out of the issue itself: at 5K under
+    claude-sonnet-5-5's token factor the demonstration is at its floor and the issue was cut to a view whose head no
+    longer read as the issue (a blind first call). Two shares keep it; this run is never blind."""
     from windowsmith.bench.metrics import prepare as prep
 
-    spec = load_registry().get("claude-sonnet-4-5")
+    spec = load_registry().get("claude-sonnet-5-5")
     path = next((DATA / "swe-agent").glob("*gpt4__swe-bench-dev-easy*pydicom-1458.traj"))
     run = prep(load_traces(path)[0])
-    rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(spec, 8000)))
-    assert rm.error is None and rm.blind_calls == 0 and rm.strict_hits == rm.targets
-    assert rm.events.get("emergency", 0) <= 3 and rm.rewrite_calls <= 3
+    rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(spec, 5000)))
+    assert rm.error is None and rm.calls == len(run.calls) and rm.blind_calls == 0
+    assert HistoryLayer().pinned_share_for(3000, 5840, several=True) == 2 * HistoryLayer.pinned_share

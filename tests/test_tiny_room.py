@@ -39,15 +39,15 @@ def test_the_pinned_share_scales_with_the_history_room_only_where_it_is_tiny():
     assert h.pinned_share_for(3000, 5840) == h.pinned_share  # over half the budget: the usual share
     assert h.pinned_share_for(1460, 5840) == h.pinned_share / 2  # a quarter of it: half the share
     assert h.pinned_share_for(1460, 0) == h.pinned_share  # no budget known: the usual share
-    # a request of several messages (a demonstration, then the task): half a share more, scaled alike
-    assert h.several_shares == 1.5 and h.pinned_share_for(1460, 5840, several=True) == 1.5 * h.pinned_share / 2
+    # a request of several messages (a demonstration, then the task): a second share, scaled alike
+    assert h.pinned_share_for(1460, 5840, several=True) == h.pinned_share
 
 
 class PlainShareHistory(HistoryLayer):
     """The history layer with the pinned request's share not scaled to the room (the behaviour before)."""
 
     def pinned_share_for(self, cap: int, available: int, *, several: bool = False) -> float:
-        return self.pinned_share * (self.several_shares if several else 1)
+        return self.pinned_share * (2 if several else 1)
 
 
 def _plain_layers() -> list:

@@ -123,19 +123,13 @@ class HistoryLayer(Layer):
     note_at = 0.8
     #: the pinned request's share of the history's budget when the history is full: above it, it is shrunk
     pinned_share = 0.2
-    #: the shares a request of several messages (instructions or a demonstration, then the task) takes: half a share
-    #: more, for its task. Two shares left a SWE-agent demonstration ~30% of an 8K history beside the issue, and
-    #: the turns behind it (a file view each) were cut at almost every call (dev run at 8K: 1.5 shares, -6.6%)
-    several_shares = 1.5
 
     def pinned_share_for(self, cap: int, available: int, *, several: bool = False) -> float:
         """The pinned request's share of a history given ``cap`` of the ``available`` budget: ``pinned_share``,
         scaled down by :func:`~windowsmith.budget.room_factor` where that room is tiny (every call reads the view).
-        ``several``: the request is several messages (instructions or a demonstration, then the task):
-        ``several_shares``, the extra for its task, its last message, which a shrink spares until the others are at
-        their floor."""
-        shares = self.several_shares if several else 1
-        return self.pinned_share * shares * room_factor(cap, available)  # (1 where ``available`` <= 0)
+        ``several``: the request is several messages (instructions or a demonstration, then the task): a second
+        share for its task, its last message, which a shrink spares until the others are at their floor."""
+        return self.pinned_share * (2 if several else 1) * room_factor(cap, available)  # (1 where ``available`` <= 0)
 
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water
