@@ -69,6 +69,21 @@ def test_actions_of_one_response_are_one_assistant_message(tmp_path: Path):
     assert [r.name for r in t.messages[2].tool_results] == ["terminal", "file_editor"]  # both results, in order
 
 
+def test_a_reply_without_a_tool_call_is_billed_too(tmp_path: Path):
+    """An agent MessageEvent (the model answered in text, no tool call) carries its response's id like an action."""
+    d = line()
+    h = d["history"]
+    finish = h[10]
+    reply = {"kind": "MessageEvent", "source": "agent", "llm_response_id": finish["llm_response_id"],
+             "llm_message": {"role": "assistant", "content": [{"type": "text", "text": "Both tests pass now."}]}}
+    d["history"] = [*h[:10], reply]
+    p = tmp_path / "reply.jsonl"
+    p.write_text(json.dumps(d) + "\n", encoding="utf-8")
+    (t,) = load_traces(p)
+    assert t.messages[-1].role == "assistant" and t.messages[-1].text == "Both tests pass now."
+    assert [u.prompt_tokens for _, u in sorted(t.billed.items())] == [4000 + 500 * k for k in range(5)]
+
+
 def test_errors_rejections_and_bookkeeping_events(tmp_path: Path):
     d = line()
     h = d["history"]

@@ -288,8 +288,9 @@ def _v1_instance(b: Builder, events: list[Any], ctx: Ctx, usages: dict[str, Any]
         elif kind == "MessageEvent":
             msg = as_dict(e.get("llm_message"))
             parts = _v1_parts(b, [*as_list(msg.get("content")), *as_list(e.get("extended_content"))], f"{w}.llm_message")
-            if msg.get("role") == "assistant":
-                b.assistant([p for p in parts if isinstance(p, Text)], (), w)
+            if msg.get("role") == "assistant":  # a reply without a tool call: its response's usage too
+                b.assistant([p for p in parts if isinstance(p, Text)], (), w,
+                            usage=usage_from(usages.get(str(e.get("llm_response_id")))))
             elif msg.get("role") == "system":
                 system.extend(p.text for p in parts if isinstance(p, Text))
             else:
