@@ -56,6 +56,22 @@ def test_attachment_references_are_resolved(tmp_path: Path):
     assert t.messages[2].tool_results[0].text == t.messages[0].text == sample["attachments"][ref]
 
 
+def test_model_calls_outside_the_conversation_are_not_billed_to_it(tmp_path: Path):
+    """A model-graded scorer or a sub-agent calls a model too; its model event produced no message of the
+    conversation, so usage is matched to messages by id, not by position."""
+    d = json.loads(LOG.read_text(encoding="utf-8"))
+    events = d["samples"][0]["events"]
+    grader = {"event": "model", "model": "mockllm/grader", "input": [], "tools": [],
+              "output": {"choices": [{"message": {"id": "grader-1", "role": "assistant", "content": "GRADE: C"}}],
+                         "usage": {"input_tokens": 77777, "output_tokens": 5, "total_tokens": 77782}}}
+    d["samples"][0]["events"] = [grader, *events]
+    p = tmp_path / "graded.json"
+    p.write_text(json.dumps(d), encoding="utf-8")
+    (t,) = load_traces(p)
+    assert [u.prompt_tokens for _, u in sorted(t.billed.items())] == [900, 1050, 1200]
+    assert [x.name for x in t.tools] == ["lookup_order", "refund_item"]  # the agent's call's tools, not the grader's
+
+
 def test_a_failed_tool_call_is_an_error_result(tmp_path: Path):
     d = json.loads(LOG.read_text(encoding="utf-8"))
     tool = d["samples"][0]["messages"][5]

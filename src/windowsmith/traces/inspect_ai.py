@@ -5,7 +5,8 @@ conversation as the solver left it: ``system``, ``user``, ``assistant`` (``tool_
 ``arguments`` as an object) and ``tool`` messages (``tool_call_id``, ``function``, and an ``error`` when the call
 failed), each ``content`` a string or a list of typed parts (``text``, ``image``, ``reasoning``); a text Inspect
 stored once as an attachment is an ``attachment://<hash>`` reference, resolved from the sample's ``attachments``. What each model
-call was billed is on the sample's ``model`` events (``output.usage``), in call order; the tools the model was
+call was billed is on the sample's ``model`` events (``output.usage``), matched to the message it produced by id
+(in call order where messages carry none); the tools the model was
 offered are on those events too (``tools``: name, description, parameters). Reasoning parts become thinking
 blocks of provider ``inspect`` (their text counted where the model keeps thinking; never passed back to a
 provider, whose signature format Inspect does not record); other parts (audio, video, documents) are named by a
@@ -70,16 +71,22 @@ def _parts(b: Builder, content: Any, where: str) -> tuple[list[Text | Image], li
     return out, thinking
 
 
-def _usages(sample: dict[str, Any]) -> tuple[list[Any], list[Any]]:
-    """The billed usage of each model call of the sample, in order, and the tools the first call offered."""
-    usages: list[Any] = []
-    tools: list[Any] = []
+def _model_events(sample: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The sample's model calls: each one's billed usage and offered tools by the id of the message it produced
+    (a scorer's or a sub-agent's calls produce no message of the conversation, so they match nothing), and the
+    usages in call order (for logs whose messages carry no ids)."""
+    by_id: dict[str, Any] = {}
+    ordered: list[Any] = []
     for e in as_list(sample.get("events")):
         if isinstance(e, dict) and e.get("event") == "model":
-            usages.append(as_dict(e.get("output")).get("usage"))
-            if not tools and isinstance(e.get("tools"), list):
-                tools = e["tools"]
-    return usages, tools
+            out = as_dict(e.get("output"))
+            choices = as_list(out.get("choices"))
+            msg = as_dict(as_dict(choices[0]).get("message")) if choices else {}
+            call = (out.get("usage"), e.get("tools"))
+            ordered.append(call)
+            if isinstance(msg.get("id"), str):
+                by_id[msg["id"]] = call
+    return by_id, ordered
 
 
 def import_inspect_log(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
@@ -92,7 +99,8 @@ def import_inspect_log(value: Any, ctx: Ctx, notes: list[str], trace_id: str) ->
         s = sctx.obj(s)
         b = Builder()
         system: list[str] = []
-        usages, tools_raw = _usages(s)
+        by_id, ordered = _model_events(s)
+        tools_raw: Any = None
         attachments = as_dict(s.get("attachments"))
         generated = 0
         for i, m in enumerate(sctx.get(s, "messages", list)):
@@ -110,11 +118,15 @@ def import_inspect_log(value: Any, ctx: Ctx, notes: list[str], trace_id: str) ->
                     tc = sctx.obj(tc, f"messages[{i}].tool_calls[{j}]")
                     args = tc.get("arguments")
                     calls.append((tc.get("id"), tc.get("function"), args if isinstance(args, (dict, str)) else json.dumps(args)))
-                usage = None
-                if m.get("source") == "generate" or "source" not in m:
-                    usage = usage_from(usages[generated]) if generated < len(usages) else None
+                call = None
+                if isinstance(m.get("id"), str) and by_id:
+                    call = by_id.get(m["id"])
+                elif m.get("source") == "generate" or "source" not in m:
+                    call = ordered[generated] if generated < len(ordered) else None
                     generated += 1
-                b.assistant(parts, calls, w, thinking=thinking, usage=usage)
+                if call is not None and tools_raw is None and isinstance(call[1], list):
+                    tools_raw = call[1]  # the tools the agent's first call offered
+                b.assistant(parts, calls, w, thinking=thinking, usage=usage_from(call[0]) if call else None)
             elif role == "tool":
                 err = m.get("error")
                 if isinstance(err, dict) and err.get("message"):
