@@ -34,6 +34,9 @@ def test_a_v1_evaluation_output_imports_as_the_model_saw_it():
     assert t.system.startswith("<SOUL>\nYou are OpenHands agent")
     assert [x.name for x in t.tools] == ["terminal", "file_editor", "task_tracker", "finish", "think"]
     assert t.tools[0].description.startswith("Execute a shell command in the terminal")
+    # the event log names and describes the tools; their parameters are the SDK's defaults, restored and said so
+    assert t.meta["tool_parameters_restored"] == {"from": "openhands-tools 1.58.2", "tools": [x.name for x in t.tools]}
+    assert t.tools[0].parameters["required"] == ["command"] and "old_str" in t.tools[1].parameters["properties"]
     assert [m.role for m in t.messages] == ["user"] + ["assistant", "tool"] * 5
     assert t.messages[0].text.startswith("divide(1, 0) crashes")
     calls = t.tool_calls
@@ -82,6 +85,16 @@ def test_a_reply_without_a_tool_call_is_billed_too(tmp_path: Path):
     (t,) = load_traces(p)
     assert t.messages[-1].role == "assistant" and t.messages[-1].text == "Both tests pass now."
     assert [u.prompt_tokens for _, u in sorted(t.billed.items())] == [4000 + 500 * k for k in range(5)]
+
+
+def test_a_tool_the_sdk_does_not_ship_keeps_empty_parameters(tmp_path: Path):
+    d = line()
+    d["history"][0]["tools"].append({"title": "deploy", "description": "Deploy the service.", "kind": "MCPTool"})
+    p = tmp_path / "mcp.jsonl"
+    p.write_text(json.dumps(d) + "\n", encoding="utf-8")
+    (t,) = load_traces(p)
+    assert t.tools[-1].name == "deploy" and t.tools[-1].parameters == {"type": "object", "properties": {}}
+    assert "deploy" not in t.meta["tool_parameters_restored"]["tools"]
 
 
 def test_errors_rejections_and_bookkeeping_events(tmp_path: Path):

@@ -18,9 +18,11 @@ synthetic no-result answer with a repair note.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +206,19 @@ V1_KINDS = V1_LLM_KINDS | {"ConversationStateUpdateEvent", "Condensation", "Cond
 V1_ERROR_HEADER = "[An error occurred during execution.]\n"
 
 
+#: where the parameters of the V1 default tools come from (``data/openhands_v1_tool_parameters.json``)
+V1_TOOL_PARAMETERS_SOURCE = "openhands-tools 1.58.2"
+
+
+@functools.cache
+def _v1_default_parameters() -> dict[str, Any]:
+    """The JSON-schema parameters of the V1 SDK's default tools (terminal, file_editor, task_tracker, finish,
+    think) as openhands-tools 1.58.2 sends them: the event log records each tool's name and description, not
+    its parameters, which are a third of the tools' tokens."""
+    ref = resources.files("windowsmith").joinpath("data", "openhands_v1_tool_parameters.json")
+    return dict(json.loads(ref.read_text(encoding="utf-8"))["tools"])
+
+
 def is_v1_event(v: Any) -> bool:
     return isinstance(v, dict) and v.get("kind") in V1_KINDS and "source" in v
 
@@ -250,6 +265,7 @@ def _v1_instance(b: Builder, events: list[Any], ctx: Ctx, usages: dict[str, Any]
     tools: list[ToolSpec] = []
     skipped: Counter[str] = Counter()
     batch: list[tuple[str, dict[str, Any]]] = []
+    restored: list[str] = []
 
     def flush() -> None:
         if not batch:
@@ -280,11 +296,16 @@ def _v1_instance(b: Builder, events: list[Any], ctx: Ctx, usages: dict[str, Any]
             for c in (e.get("system_prompt"), e.get("dynamic_context")):
                 if isinstance(c, dict) and c.get("text"):
                     system.append(b.text(c["text"], w))
+            shipped = _v1_default_parameters()
             for t in as_list(e.get("tools")):
                 t = as_dict(t)
                 name = t.get("title") or t.get("name") or as_dict(t.get("annotations")).get("title")
                 if isinstance(name, str) and name:
-                    tools.append(ToolSpec(name, str(t.get("description") or ""), {"type": "object", "properties": {}}))
+                    params = shipped.get(name)
+                    if params is not None:
+                        restored.append(name)
+                    tools.append(ToolSpec(name, str(t.get("description") or ""),
+                                          params if params is not None else {"type": "object", "properties": {}}))
         elif kind == "MessageEvent":
             msg = as_dict(e.get("llm_message"))
             parts = _v1_parts(b, [*as_list(msg.get("content")), *as_list(e.get("extended_content"))], f"{w}.llm_message")
@@ -308,6 +329,8 @@ def _v1_instance(b: Builder, events: list[Any], ctx: Ctx, usages: dict[str, Any]
             skipped[str(kind)] += 1
     flush()
     meta: dict[str, Any] = {"version": "1.x", "tool_schemas_recorded": False}
+    if restored:  # the event log names the tools and describes them; their parameters are the SDK's defaults'
+        meta["tool_parameters_restored"] = {"from": V1_TOOL_PARAMETERS_SOURCE, "tools": restored}
     if skipped:
         meta["skipped_events"] = dict(sorted(skipped.items()))
     return "\n\n".join(system), tuple(tools), meta
