@@ -35,6 +35,7 @@ from .claude_code import import_claude_code, is_claude_code_record
 from .codex import import_codex, is_codex_record
 from .gemini_cli import import_gemini_cli, is_gemini_cli_record
 from .inspect_ai import import_inspect_log, is_inspect_log
+from .langchain_msgs import import_langchain_messages, is_langchain_messages
 from .logs import import_anthropic_messages, import_openai_chat, import_openai_responses
 from .openhands import import_openhands, is_v1_base_state, is_v1_event
 from .swe import import_mini_swe_agent, import_swe_agent
@@ -55,6 +56,7 @@ _IMPORTERS: dict[str, Importer] = {
     "codex": import_codex,
     "gemini-cli": import_gemini_cli,
     "inspect-ai": import_inspect_log,
+    "langchain": import_langchain_messages,
 }
 
 #: Agent CLIs' session files (JSONL): the format, and what tells one of its records apart.
@@ -141,6 +143,8 @@ def _is_openhands_event(v: Any) -> bool:
 
 def detect_value(v: Any) -> str | None:
     """The format of one parsed JSON value (a whole file or one JSONL record), or None."""
+    if is_langchain_messages(v):
+        return "langchain"
     if isinstance(v, list):
         first = next((x for x in v if isinstance(x, dict)), None)
         if first is None:

@@ -44,6 +44,7 @@ FORMATS: tuple[str, ...] = (
     "codex",
     "gemini-cli",
     "inspect-ai",
+    "langchain",
 )
 
 #: File name endings :func:`iter_trace_files` picks up.
