@@ -38,6 +38,7 @@ from .inspect_ai import import_inspect_log, is_inspect_log
 from .langchain_msgs import import_langchain_messages, is_langchain_messages
 from .logs import import_anthropic_messages, import_openai_chat, import_openai_responses
 from .openhands import import_openhands, is_v1_base_state, is_v1_event
+from .pydantic_ai_msgs import import_pydantic_ai_messages, is_pydantic_ai_messages
 from .swe import import_mini_swe_agent, import_swe_agent
 from .tau import import_tau2_bench, import_tau_bench
 
@@ -57,6 +58,7 @@ _IMPORTERS: dict[str, Importer] = {
     "gemini-cli": import_gemini_cli,
     "inspect-ai": import_inspect_log,
     "langchain": import_langchain_messages,
+    "pydantic-ai": import_pydantic_ai_messages,
 }
 
 #: Agent CLIs' session files (JSONL): the format, and what tells one of its records apart.
@@ -145,6 +147,8 @@ def detect_value(v: Any) -> str | None:
     """The format of one parsed JSON value (a whole file or one JSONL record), or None."""
     if is_langchain_messages(v):
         return "langchain"
+    if is_pydantic_ai_messages(v):
+        return "pydantic-ai"
     if isinstance(v, list):
         first = next((x for x in v if isinstance(x, dict)), None)
         if first is None:

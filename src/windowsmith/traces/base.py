@@ -45,6 +45,7 @@ FORMATS: tuple[str, ...] = (
     "gemini-cli",
     "inspect-ai",
     "langchain",
+    "pydantic-ai",
 )
 
 #: File name endings :func:`iter_trace_files` picks up.
