@@ -72,6 +72,20 @@ def test_model_calls_outside_the_conversation_are_not_billed_to_it(tmp_path: Pat
     assert [x.name for x in t.tools] == ["lookup_order", "refund_item"]  # the agent's call's tools, not the grader's
 
 
+def test_cache_reads_and_writes_are_billed_as_such(tmp_path: Path):
+    """Inspect's ModelUsage keeps input_tokens at the full rate, cache reads and writes apart
+    (input_tokens_cache_read / _write): the prompt the provider billed is their sum."""
+    d = json.loads(LOG.read_text(encoding="utf-8"))
+    for e in d["samples"][0]["events"]:
+        if e.get("event") == "model":
+            e["output"]["usage"].update({"input_tokens": 100, "input_tokens_cache_read": 800, "input_tokens_cache_write": 40})
+    p = tmp_path / "cached.json"
+    p.write_text(json.dumps(d), encoding="utf-8")
+    (t,) = load_traces(p)
+    u = t.billed[1]
+    assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.prompt_tokens) == (100, 800, 40, 940)
+
+
 def test_a_failed_tool_call_is_an_error_result(tmp_path: Path):
     d = json.loads(LOG.read_text(encoding="utf-8"))
     tool = d["samples"][0]["messages"][5]

@@ -277,7 +277,8 @@ def _tname(v: Any) -> str:
 
 
 def usage_from(d: Any) -> Usage | None:
-    """Billed usage from an OpenAI chat, OpenAI Responses, Anthropic or OpenHands usage object."""
+    """Billed usage from an OpenAI chat, OpenAI Responses, Anthropic, OpenHands, Inspect AI, LangChain
+    (``usage_metadata``) or Pydantic AI usage object."""
     if not isinstance(d, Mapping):
         return None
 
@@ -299,19 +300,28 @@ def usage_from(d: Any) -> Usage | None:
             cache_write_tokens=write,
         )
     if "input_tokens" in d:
+        total = num(d.get("input_tokens"))
         if "input_tokens_details" in d:  # OpenAI Responses: input_tokens includes cached tokens
             details = d.get("input_tokens_details")
             cached = num(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
-            total = num(d.get("input_tokens"))
             cached = min(cached, total)
             return Usage(
                 input_tokens=total - cached, output_tokens=num(d.get("output_tokens")), cache_read_tokens=cached
             )
-        return Usage(  # Anthropic: input_tokens excludes cache reads and writes
-            input_tokens=num(d.get("input_tokens")),
+        if "input_token_details" in d or "cache_read_tokens" in d or "cache_write_tokens" in d:
+            # LangChain's usage_metadata (input_token_details: cache_read, cache_creation) and Pydantic AI's usage
+            # (cache_read_tokens, cache_write_tokens): input_tokens includes the cache reads and writes
+            details = d.get("input_token_details")
+            details = details if isinstance(details, Mapping) else {}
+            read = min(num(details.get("cache_read")) or num(d.get("cache_read_tokens")), total)
+            write = min(num(details.get("cache_creation")) or num(d.get("cache_write_tokens")), total - read)
+            return Usage(input_tokens=total - read - write, output_tokens=num(d.get("output_tokens")),
+                         cache_read_tokens=read, cache_write_tokens=write)
+        return Usage(  # Anthropic, and Inspect AI's ModelUsage: input_tokens excludes cache reads and writes
+            input_tokens=total,
             output_tokens=num(d.get("output_tokens")),
-            cache_read_tokens=num(d.get("cache_read_input_tokens")),
-            cache_write_tokens=num(d.get("cache_creation_input_tokens")),
+            cache_read_tokens=num(d.get("cache_read_input_tokens")) or num(d.get("input_tokens_cache_read")),
+            cache_write_tokens=num(d.get("cache_creation_input_tokens")) or num(d.get("input_tokens_cache_write")),
         )
     return None
 

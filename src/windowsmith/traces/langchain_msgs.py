@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..model import Image, Text, Thinking, Usage
-from .base import Builder, Ctx, Trace, as_dict, as_list, make_trace
+from ..model import Image, Text, Thinking
+from .base import Builder, Ctx, Trace, as_list, make_trace, usage_from
 from .logs import chat_parts
 
 _TYPES = {"system": "system", "SystemMessage": "system", "human": "human", "HumanMessage": "human",
@@ -37,20 +37,6 @@ def _entry(v: Any) -> tuple[str, dict[str, Any]] | None:
 def is_langchain_messages(v: Any) -> bool:
     msgs = v.get("messages") if isinstance(v, dict) else v
     return isinstance(msgs, list) and bool(msgs) and all(_entry(m) is not None for m in msgs[:20])
-
-
-def _usage(u: Any) -> Usage | None:
-    u = as_dict(u)
-    if "input_tokens" not in u:
-        return None
-    details = as_dict(u.get("input_token_details"))
-    read = int(details.get("cache_read") or 0)
-    write = int(details.get("cache_creation") or 0)
-    total = int(u.get("input_tokens") or 0)
-    read = min(read, total)
-    write = min(write, total - read)
-    return Usage(input_tokens=total - read - write, output_tokens=int(u.get("output_tokens") or 0),
-                 cache_read_tokens=read, cache_write_tokens=write)
 
 
 def _ai_content(b: Builder, content: Any, where: str) -> tuple[list[Text | Image], list[Thinking]]:
@@ -92,7 +78,7 @@ def import_langchain_messages(value: Any, ctx: Ctx, notes: list[str], trace_id: 
             text, thinking = _ai_content(b, d.get("content"), w)
             calls = [(tc.get("id"), tc.get("name"), tc.get("args") if isinstance(tc.get("args"), dict) else {})
                      for tc in as_list(d.get("tool_calls")) if isinstance(tc, dict)]
-            b.assistant(text, calls, w, thinking=thinking, usage=_usage(d.get("usage_metadata")))
+            b.assistant(text, calls, w, thinking=thinking, usage=usage_from(d.get("usage_metadata")))
         else:
             b.tool_result(d.get("tool_call_id"), chat_parts(b, d.get("content"), w), w, name=d.get("name"),
                           is_error=d.get("status") == "error")
