@@ -125,6 +125,15 @@ def test_a_damaged_eval_log_is_an_error(tmp_path: Path):
         z.writestr("_journal/start.json", "{}")
     with pytest.raises(TraceFormatError, match=r"without header\.json"):
         load_traces(q)
+    # a member whose zstd frame is damaged (the real log, bytes of header.json's frame overwritten)
+    raw = bytearray(EVAL.read_bytes())
+    info = zipfile.ZipFile(EVAL).getinfo("header.json")
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 4
+    raw[start:start + 16] = b"\xff" * 16
+    r = tmp_path / "damaged.eval"
+    r.write_bytes(bytes(raw))
+    with pytest.raises(TraceFormatError, match=r"'header\.json' cannot be decompressed"):
+        load_traces(r)
 
 
 def test_an_inspect_sample_replays_through_the_engine():

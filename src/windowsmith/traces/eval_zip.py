@@ -27,14 +27,17 @@ def _member(f: Any, info: zipfile.ZipInfo, path: Path) -> bytes:
     fields = _LOCAL_HEADER.unpack(head)
     if fields[0] != 0x04034B50:
         raise TraceFormatError(f"{path}: zip member {info.filename!r} has no local header; the file is damaged")
-    f.seek(info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10])
-    data = f.read(info.compress_size)
     if info.file_size > _MAX_MEMBER:
         raise TraceFormatError(f"{path}: zip member {info.filename!r} is {info.file_size:,} bytes; larger than 2 GiB")
+    f.seek(info.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10])
+    data = f.read(info.compress_size)
     if info.compress_type == zipfile.ZIP_STORED:
         return data
     if info.compress_type == zipfile.ZIP_DEFLATED:
-        return zlib.decompressobj(-15).decompress(data)
+        try:
+            return zlib.decompressobj(-15).decompress(data)
+        except zlib.error as e:
+            raise TraceFormatError(f"{path}: zip member {info.filename!r} cannot be decompressed: {e}") from None
     if info.compress_type == ZSTD:
         try:
             import zstandard
@@ -43,7 +46,10 @@ def _member(f: Any, info: zipfile.ZipInfo, path: Path) -> bytes:
                 f"{path}: an Inspect AI .eval log is zstd-compressed; install the extra that reads it: "
                 "pip install 'windowsmith[inspect]' (or convert the log: inspect log convert FILE --to json "
                 "--output-dir DIR)") from None
-        return bytes(zstandard.ZstdDecompressor().decompress(data, max_output_size=info.file_size))
+        try:
+            return bytes(zstandard.ZstdDecompressor().decompress(data, max_output_size=info.file_size))
+        except zstandard.ZstdError as e:
+            raise TraceFormatError(f"{path}: zip member {info.filename!r} cannot be decompressed: {e}") from None
     raise TraceFormatError(f"{path}: zip member {info.filename!r} uses compression method {info.compress_type}, "
                            "which is not read here (stored, deflate and zstd are)")
 
@@ -63,12 +69,8 @@ def read_eval_log(path: Path) -> dict[str, Any]:
         def load(name: str) -> Any:
             try:
                 return json.loads(_member(f, names[name], path).decode("utf-8", "replace"))
-            except (json.JSONDecodeError, zlib.error) as e:
+            except json.JSONDecodeError as e:
                 raise TraceFormatError(f"{path}: zip member {name!r} is not valid JSON: {e}") from None
-            except Exception as e:  # zstandard.ZstdError and friends: a damaged member
-                if isinstance(e, TraceFormatError):
-                    raise
-                raise TraceFormatError(f"{path}: zip member {name!r} cannot be decompressed: {e}") from None
 
         log = load("header.json")
         if not isinstance(log, dict):

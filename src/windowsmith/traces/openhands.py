@@ -341,13 +341,13 @@ def is_v1_base_state(v: Any) -> bool:
     return isinstance(v, dict) and isinstance(v.get("agent"), dict) and "stats" in v and "execution_status" in v
 
 
+#: the SDK's event file name (``event-<index>-<event id>.json``, ``conversation/event_store.py``)
+_EVENT_FILE = re.compile(r"event-(\d+)-[^/]*\.json$")
+
+
 def _event_index(p: Path) -> int:
     m = _EVENT_FILE.match(p.name)
     return int(m.group(1)) if m else -1
-
-
-#: the SDK's event file name (``event-<index>-<event id>.json``, ``conversation/event_store.py``)
-_EVENT_FILE = re.compile(r"event-(\d+)-[^/]*\.json$")
 
 
 def _v1_conversation(state: dict[str, Any], ctx: Ctx, notes: list[str]) -> Trace:
