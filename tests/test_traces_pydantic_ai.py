@@ -69,6 +69,17 @@ def test_a_pydantic_ai_history_imports_as_the_model_saw_it(tmp_path: Path):
     assert rm.error is None and rm.calls == 3 and rm.blind_calls == 0 and rm.strict_hits == rm.targets > 0
 
 
+def test_usage_input_includes_cache_reads_and_writes(tmp_path: Path):
+    """Pydantic AI's input_tokens include its cache_read_tokens and cache_write_tokens."""
+    doc = json.loads(_history(tmp_path).read_text(encoding="utf-8"))
+    doc[1]["usage"].update({"input_tokens": 1000, "cache_read_tokens": 600, "cache_write_tokens": 100})
+    q = tmp_path / "cached.json"
+    q.write_text(json.dumps(doc), encoding="utf-8")
+    (t,) = load_traces(q)
+    u = t.billed[1]
+    assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.prompt_tokens) == (300, 600, 100, 1000)
+
+
 def test_an_unknown_part_is_an_error_naming_it(tmp_path: Path):
     doc = json.loads(_history(tmp_path).read_text(encoding="utf-8"))
     doc[0]["parts"].append({"part_kind": "telepathy", "content": "?"})

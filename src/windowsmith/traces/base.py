@@ -276,9 +276,18 @@ def _tname(v: Any) -> str:
 # ---------------------------------------------------------------------------------------------------
 
 
+def usage_including_cache(total: int, read: int, write: int, output: int) -> Usage:
+    """Usage from an input count that includes its cache reads and writes (LangChain, Pydantic AI)."""
+    read = min(max(0, read), total)
+    write = min(max(0, write), total - read)
+    return Usage(input_tokens=total - read - write, output_tokens=output, cache_read_tokens=read,
+                 cache_write_tokens=write)
+
+
 def usage_from(d: Any) -> Usage | None:
-    """Billed usage from an OpenAI chat, OpenAI Responses, Anthropic, OpenHands, Inspect AI, LangChain
-    (``usage_metadata``) or Pydantic AI usage object."""
+    """Billed usage from an OpenAI chat, OpenAI Responses, Anthropic, OpenHands, Inspect AI or LangChain
+    (``usage_metadata``) usage object. (Pydantic AI's usage has the key names of windowsmith's own ``Usage`` with
+    the other meaning: its importer calls :func:`usage_including_cache`.)"""
     if not isinstance(d, Mapping):
         return None
 
@@ -308,15 +317,10 @@ def usage_from(d: Any) -> Usage | None:
             return Usage(
                 input_tokens=total - cached, output_tokens=num(d.get("output_tokens")), cache_read_tokens=cached
             )
-        if "input_token_details" in d or "cache_read_tokens" in d or "cache_write_tokens" in d:
-            # LangChain's usage_metadata (input_token_details: cache_read, cache_creation) and Pydantic AI's usage
-            # (cache_read_tokens, cache_write_tokens): input_tokens includes the cache reads and writes
-            details = d.get("input_token_details")
-            details = details if isinstance(details, Mapping) else {}
-            read = min(num(details.get("cache_read")) or num(d.get("cache_read_tokens")), total)
-            write = min(num(details.get("cache_creation")) or num(d.get("cache_write_tokens")), total - read)
-            return Usage(input_tokens=total - read - write, output_tokens=num(d.get("output_tokens")),
-                         cache_read_tokens=read, cache_write_tokens=write)
+        details = d.get("input_token_details")
+        if isinstance(details, Mapping):  # LangChain's usage_metadata: input_tokens includes the cache reads and writes
+            return usage_including_cache(total, num(details.get("cache_read")), num(details.get("cache_creation")),
+                                         num(d.get("output_tokens")))
         return Usage(  # Anthropic, and Inspect AI's ModelUsage: input_tokens excludes cache reads and writes
             input_tokens=total,
             output_tokens=num(d.get("output_tokens")),

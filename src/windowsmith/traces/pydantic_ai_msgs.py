@@ -13,14 +13,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..model import Image, Text, Thinking
-from .base import Builder, Ctx, Trace, as_dict, as_list, image_from_url, make_trace, usage_from
+from ..model import Image, Text, Thinking, Usage
+from .base import Builder, Ctx, Trace, as_dict, as_list, image_from_url, make_trace, usage_including_cache
 
 
 def is_pydantic_ai_messages(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and all(
         isinstance(m, dict) and m.get("kind") in ("request", "response") and isinstance(m.get("parts"), list)
         and all(isinstance(p, dict) and "part_kind" in p for p in m["parts"]) for m in v[:20])
+
+
+def _usage(u: Any) -> Usage | None:
+    """A response's usage: Pydantic AI's ``input_tokens`` include its ``cache_read_tokens`` and
+    ``cache_write_tokens`` (the key names of windowsmith's own Usage, the other meaning)."""
+    u = as_dict(u)
+    if "input_tokens" not in u:
+        return None
+    return usage_including_cache(int(u.get("input_tokens") or 0), int(u.get("cache_read_tokens") or 0),
+                                 int(u.get("cache_write_tokens") or 0), int(u.get("output_tokens") or 0))
 
 
 def _text(b: Builder, v: Any, where: str) -> str:
@@ -90,7 +100,7 @@ def import_pydantic_ai_messages(value: Any, ctx: Ctx, notes: list[str], trace_id
                     thinking.append(Thinking(provider=provider, data=data, text=_text(b, p.get("content", ""), pw)))
                 else:
                     b.repairs.append(f"{pw}: response part {kind!r} left out (run by the provider, not sent back)")
-            b.assistant(text, calls, w, thinking=thinking, usage=usage_from(m.get("usage")))
+            b.assistant(text, calls, w, thinking=thinking, usage=_usage(m.get("usage")))
         else:
             raise ctx.err(f"{w}.kind", f"unknown message kind {m.get('kind')!r} (expected request or response)")
     return [make_trace(id=trace_id, format="pydantic-ai", source=ctx.source, system="\n\n".join(x for x in system if x),
