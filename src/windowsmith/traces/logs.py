@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..model import Image, Text, Thinking
+from ..model import Image, Text, Thinking, Usage
 from .base import Builder, Ctx, Trace, as_dict, image_from_url, make_trace, tools_from, usage_from
 
 # ---------------------------------------------------------------------------------------------------
@@ -143,34 +143,17 @@ def import_openai_chat(value: Any, ctx: Ctx, notes: list[str], trace_id: str, bu
 # ---------------------------------------------------------------------------------------------------
 
 
-def import_openai_responses(value: Any, ctx: Ctx, notes: list[str], trace_id: str, builder: Builder | None = None) -> list[Trace]:
-    b = builder or Builder()
-    meta: dict[str, Any] = {}
-    system: list[str] = []
-    tools_raw = None
-    if isinstance(value, dict):
-        if isinstance(value.get("instructions"), str):
-            system.append(value["instructions"])
-        tools_raw = value.get("tools")
-        if isinstance(value.get("model"), str):
-            meta["model"] = value["model"]
-        key = "input" if "input" in value else "output"
-        items = ctx.get(value, key, list)
-        if key == "input" and isinstance(value.get("output"), list):
-            items = items + value["output"]
-        ictx = ctx.sub(key)
-    else:
-        items = ctx.lst(value)
-        ictx = ctx
-    repairs: list[str] = []
-    tools = tools_from(tools_raw, ctx.sub("tools"), repairs)
-
-    # consecutive assistant-side items (reasoning, assistant message, function_call) form one turn
+def responses_items(b: Builder, items: list[Any], ictx: Ctx, system: list[str], *, usage: Usage | None = None) -> None:
+    """Feed OpenAI Responses items to ``b`` (system and developer texts go to ``system``): consecutive
+    assistant-side items (reasoning, assistant message, function_call) form one turn; ``usage`` is the first
+    turn's billed usage (one response's output items are one turn)."""
     turn: dict[str, Any] = {"text": [], "calls": [], "thinking": [], "where": ""}
 
     def flush_turn() -> None:
+        nonlocal usage
         if turn["text"] or turn["calls"] or turn["thinking"]:
-            b.assistant(turn["text"], turn["calls"], turn["where"], thinking=turn["thinking"])
+            b.assistant(turn["text"], turn["calls"], turn["where"], thinking=turn["thinking"], usage=usage)
+            usage = None
         turn.update(text=[], calls=[], thinking=[], where="")
 
     for i, it in enumerate(items):
@@ -214,6 +197,31 @@ def import_openai_responses(value: Any, ctx: Ctx, notes: list[str], trace_id: st
         else:
             raise ictx.err(f"[{i}].type", f"unknown input item type {t!r}")
     flush_turn()
+
+
+def import_openai_responses(value: Any, ctx: Ctx, notes: list[str], trace_id: str, builder: Builder | None = None) -> list[Trace]:
+    b = builder or Builder()
+    meta: dict[str, Any] = {}
+    system: list[str] = []
+    tools_raw = None
+    if isinstance(value, dict):
+        if isinstance(value.get("instructions"), str):
+            system.append(value["instructions"])
+        tools_raw = value.get("tools")
+        if isinstance(value.get("model"), str):
+            meta["model"] = value["model"]
+        key = "input" if "input" in value else "output"
+        items = ctx.get(value, key, list)
+        if key == "input" and isinstance(value.get("output"), list):
+            items = items + value["output"]
+        ictx = ctx.sub(key)
+    else:
+        items = ctx.lst(value)
+        ictx = ctx
+    repairs: list[str] = []
+    tools = tools_from(tools_raw, ctx.sub("tools"), repairs)
+
+    responses_items(b, items, ictx, system)
     return [
         make_trace(
             id=trace_id,

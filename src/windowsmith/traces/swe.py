@@ -20,12 +20,10 @@ when present, else from each step's ``response`` and ``observation``.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ..model import Text, Thinking
 from .base import Builder, Ctx, Trace, as_dict, as_list, make_trace, tools_from, usage_from
-from .logs import chat_parts
+from .logs import chat_parts, responses_items
 
 #: the one tool mini-swe-agent 2.x declares to a tool-calling model (``minisweagent/models/utils/actions_toolcall.py``,
 #: ``BASH_TOOL``; the Responses form has the same name, description and parameters): the chat form's trajectory
@@ -135,28 +133,9 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
 
 
 def _response_turn(b: Builder, ctx: Ctx, resp: dict[str, Any], where: str) -> None:
-    """One assistant turn from a Responses API response object (mini-swe-agent 2.x sends its ``output`` items back
-    as the next request's input: message text, reasoning, function calls)."""
-    texts: list[Text] = []
-    calls: list[tuple[Any, Any, Any]] = []
-    thinking: list[Thinking] = []
-    for k, it in enumerate(as_list(resp.get("output"))):
-        w = f"{where}.output[{k}]"
-        it = ctx.obj(it, w)
-        t = it.get("type")
-        if t == "message":
-            texts.extend(p for p in chat_parts(b, it.get("content"), w) if isinstance(p, Text))
-        elif t == "reasoning":
-            summary = as_list(it.get("summary"))
-            text = "\n".join(str(x.get("text", "")) for x in summary if isinstance(x, dict))
-            thinking.append(Thinking(provider="openai", data={k2: v for k2, v in it.items() if k2 != "extra"},
-                                     text=b.text(text, w)))
-        elif t in ("function_call", "custom_tool_call"):
-            args = it.get("arguments") if t == "function_call" else json.dumps({"input": it.get("input", "")})
-            calls.append((it.get("call_id") or it.get("id"), it.get("name"), args))
-        else:
-            b.repairs.append(f"{w}: response output item of type {t!r} left out")
-    b.assistant(texts, calls, where, thinking=thinking, usage=usage_from(resp.get("usage")))
+    """One assistant turn from a Responses API response object: mini-swe-agent 2.x sends its ``output`` items back
+    as the next request's input, as a Responses log holds them."""
+    responses_items(b, as_list(resp.get("output")), ctx.sub(f"{where}.output"), [], usage=usage_from(resp.get("usage")))
 
 
 def _history_entries(b: Builder, entries: list[Any], ctx: Ctx, key: str) -> list[str]:
