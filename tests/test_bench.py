@@ -274,6 +274,41 @@ def test_full_history_is_cut_to_fit_dropping_the_oldest_units(cfg):
     assert b.request.messages[0].role == "assistant" and pairs_ok(b.request)
 
 
+def test_a_system_prompt_over_the_budget_lowers_every_strategys_reserved_output_like_the_engine(cfg):
+    # a policy larger than the 8K window's available budget (tau2-bench telecom): the engine lowers the reserved
+    # output to its floor (assemble.py); every strategy gets the same budget (run_budget), so its requests fit,
+    # say so in their max_output_tokens, and keep the newest message whole instead of clipping it to nothing
+    policy = "Rule: refunds need a receipt id and the order number. " * 440  # 6,070 tokens
+    t = tool_trace(4, size=40)
+    t = replace(t, system=policy)
+    run = prepare(t)
+    fixed = cfg.counter.request(FullHistory(cfg).request(()))  # no system yet: the request overhead
+    assert cfg.counter.text(policy) + fixed > cfg.available  # the premise: the policy alone is over the budget
+    floor = cfg.budget.output_floor()
+    lowered = cfg.window - cfg.budget.slack - floor
+    for name in ("full", "sticky", "sliding", "masking", "summarize-langchain", "windowsmith"):
+        s = make_strategy(name, cfg)
+        try:
+            rm = run_strategy(run, s, detail=True)
+            assert rm.error is None and rm.calls == len(run.calls), name
+            assert s.cfg.budget.reserved_output == floor and s.cfg.available == lowered, name
+            assert rm.over_window == 0 and rm.blind_calls == 0, name
+            assert rm.peak <= lowered, name
+        finally:
+            s.finish()
+            s.close()
+    # the last request of a peer holds the newest tool result verbatim (before: clipped to a few tokens)
+    s = make_strategy("sticky", cfg)
+    b = feed(s, t, len(t.messages) - 1)
+    assert b.request.max_output_tokens == floor
+    assert texts(b.request)[-1] == t.messages[-2].tool_results[0].text
+    assert "clipped" not in b.events
+    # a run whose system prompt leaves room keeps the model's whole reservation
+    s2 = make_strategy("sticky", cfg)
+    feed(s2, tool_trace(2), 3)
+    assert s2.cfg is cfg and s2.cfg.budget.reserved_output > floor
+
+
 # ---------------------------------------------------------------------------------------------------
 # Recall by hand
 # ---------------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from .state import SessionState
 from .tokens import TokenCounter
 
 _TAIL_SECTION_OVERHEAD = 4  # "## HEADER\n" and the blank line
-MIN_OUTPUT_TOKENS = 512  # the reserved output is never lowered under this (or a quarter of it, if larger)
 
 
 @dataclass(frozen=True)
@@ -170,7 +169,7 @@ def assemble(
         # the required layers fit the window but not beside the whole reserved output, or leave the history less
         # than the smallest views of what it must keep (the newest unit, the pinned request): lower the reservation
         # to its floor (recorded) rather than refuse; only when they leave not even the floor is it an error
-        floor = min(budget.reserved_output, max(MIN_OUTPUT_TOKENS, budget.reserved_output // 4))
+        floor = budget.output_floor()
         if fixed <= budget.window - budget.slack - floor:
             before = budget.reserved_output
             what = ("exceed the available budget beside the reserved output" if fixed > budget.available

@@ -81,6 +81,9 @@ class BudgetConfig:
         return min(max_output, 16_384, window // 4)
 
 
+MIN_OUTPUT_TOKENS = 512  # the reserved output is never lowered under this (or a quarter of it, if larger)
+
+
 @dataclass(frozen=True)
 class Budget:
     window: int
@@ -90,6 +93,11 @@ class Budget:
     @property
     def available(self) -> int:
         return self.window - self.reserved_output - self.slack
+
+    def output_floor(self) -> int:
+        """The least the reserved output is lowered to when the required layers (system prompt, tools, task)
+        leave the history no room beside it: :data:`MIN_OUTPUT_TOKENS`, or a quarter of the reservation if larger."""
+        return min(self.reserved_output, max(MIN_OUTPUT_TOKENS, self.reserved_output // 4))
 
     @classmethod
     def for_window(cls, window: int, max_output: int, config: BudgetConfig) -> Budget:

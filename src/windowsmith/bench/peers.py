@@ -315,7 +315,8 @@ class LangChainSummarization(Strategy):
                  summarizer: Any = None) -> None:
         super().__init__(cfg)
         self.keep_messages = keep_messages
-        self.trigger = int(cfg.available * trigger_share)
+        self.trigger_share = trigger_share
+        self.trigger: int | None = None  # a fixed ("tokens", N) trigger; None: trigger_share of the run's budget
         self.trim_tokens = trim_tokens
         self.summarizer = summarizer or default_summarizer()
 
@@ -369,7 +370,8 @@ class LangChainSummarization(Strategy):
         cfg = self.cfg
         events: dict[str, int] = {}
         s_in = s_out = 0
-        if messages_tokens(self.msgs, cfg.counter) >= self.trigger or self.reported >= self.trigger:
+        trigger = self.trigger if self.trigger is not None else int(cfg.available * self.trigger_share)  # run_budget
+        if messages_tokens(self.msgs, cfg.counter) >= trigger or self.reported >= trigger:
             cut = self._cutoff()
             if cut > 0:
                 span, human = self.msgs[:cut], self.human[:cut]

@@ -159,6 +159,7 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
     counter = cfg.counter
     rm = RunMetrics(strategy.name, cfg.window, run.id, turns=[] if detail else None, family=run.family)
     strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
+    cfg = strategy.cfg  # this run's budget (strategies.run_budget)
     prev: NeutralRequest | None = None
     prev_tokens = 0
     prev_cands: list[int] | None = None

@@ -24,7 +24,9 @@ An *observation* is a ``tool`` message; in traces without native tool calls (min
 0.x) it is a ``user`` message after the first one. A request still over ``available`` after the
 strategy's own reaction is cut to fit (oldest units dropped, a tool call never split from its result;
 if the newest unit alone is too large, its largest tool outputs are clipped head + tail), and the call
-is counted in ``events["cut"]`` (``events["clipped"]``): the provider would refuse it otherwise.
+is counted in ``events["cut"]`` (``events["clipped"]``): the provider would refuse it otherwise. Where a
+run's system prompt and tools leave the history less than one message's smallest view, every strategy's
+reserved output is lowered to the floor the engine lowers it to (:func:`run_budget`): the same budget for all.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 from ..budget import Budget, BudgetConfig
 from ..cache import plan_cache
 from ..compaction.summarizer import OfflineSummarizer
+from ..layers.shrink import MIN_VIEW
 from ..model import Message, ToolSpec
 from ..registry import ModelSpec
 from ..request import NeutralRequest, Segment
@@ -98,6 +101,7 @@ class Strategy:
     name = "base"
 
     def __init__(self, cfg: BenchConfig) -> None:
+        self.base_cfg = cfg  # the (model, window) budget; ``cfg`` is this run's (:func:`run_budget`)
         self.cfg = cfg
         self.history: list[Message] = []
         self.system: str | None = None
@@ -111,6 +115,8 @@ class Strategy:
         self.system = system or None
         self.tools = tuple(tools)
         self.native_tools = native_tools
+        self.cfg = self.base_cfg
+        self.cfg = run_budget(self.base_cfg, self.cfg.counter.request(self.request(())))
         self.reset()
 
     def reset(self) -> None:
@@ -181,6 +187,19 @@ class Strategy:
             req = self.request(msgs)
             n = self.cfg.counter.request(req)
         return Built(req, n, events, synthetic)
+
+
+def run_budget(cfg: BenchConfig, fixed: int) -> BenchConfig:
+    """The budget of a run whose system prompt and tool definitions take ``fixed`` tokens: ``cfg``'s, or, when
+    they leave the history less than the smallest view of one message (``MIN_VIEW``) under the block threshold,
+    the same budget with the reserved output lowered to its floor (``Budget.output_floor``). That is the engine's
+    rule (``assemble.py``), given to every strategy: the same budget for all, and what a user of any framework
+    does to send such a call at all (a tau2-bench telecom policy is larger than the 8K window's available
+    budget). Without it a peer's every request in such a run is over the window, charged as if the provider
+    took it, its newest message clipped to nothing."""
+    if fixed + cfg.counter.scaled(MIN_VIEW) <= BudgetConfig().block_tokens(cfg.available):
+        return cfg
+    return replace(cfg, budget=replace(cfg.budget, reserved_output=cfg.budget.output_floor()))
 
 
 def messages_tokens(messages: Sequence[Message], counter: TokenCounter) -> int:
