@@ -29,7 +29,7 @@ MODEL = "claude-sonnet-4-5"
 POLICY = "Policy rule: always verify the order id and the customer's identity before any refund. " * 200
 
 
-def _session(e: ws.Engine, turns: int = 40) -> tuple[ws.Session, list[ws.Pack]]:
+def _session(e: ws.Engine, turns: int = 60) -> tuple[ws.Session, list[ws.Pack]]:
     """A long policy leaves little room at 8K: emergency cuts come every few calls."""
     return item_lookup_session(e, "deferred", POLICY, turns)
 
@@ -97,11 +97,16 @@ def test_the_refreshing_cut_takes_the_deferred_span_into_the_work_log(tmp_path):
         # the free cut, not the history layer's fit, takes the history: no span leaves without a work-log line
         assert not any(isinstance(r, TruncateRecord) for r in s.state.records)
         for deferred, refresh in pairs:
-            # the work log names every exchange of the deferred span (the items it looked up)
+            # the work log names every exchange of the deferred span (the items it looked up); where not one line
+            # fits the log's cap (this policy leaves the history a tiny room), the index names them instead
+            # (newest first, within the index's budget)
             span = s.state.span_messages(deferred.first_seq, deferred.last_seq)
-            items = {c.arguments["item_id"] for _, m in span for c in m.tool_calls}
-            assert (items and all(any(x in line for line in refresh.work_log) for x in items)) or \
-                len(refresh.work_log) == 1  # (a log trimmed to its cap keeps its newest line)
+            order = [c.arguments["item_id"] for _, m in span for c in m.tool_calls]
+            items = set(order)
+            if refresh.work_log:
+                assert items and all(any(x in line for line in refresh.work_log) for x in items)
+            else:
+                assert order and order[-1] in refresh.index and len(items & set(refresh.index)) >= len(items) // 2
             # the refresh's transcript chains to the deferred span's, so the whole history stays reachable
             text = e.artifacts.get(refresh.transcript).decode()
             assert f"[earlier history: artifact://{deferred.transcript}]" in text
@@ -158,3 +163,26 @@ def test_plan_cache_ends_the_carry_with_a_breakpoint_and_anthropic_marks_it():
     assert marked == ["the task", "[work log] …", "message 5"]
     assert sum(1 for t in out["tools"] if "cache_control" in t) == 0
     assert len(re.findall("cache_control", str(out))) == 4
+
+
+def test_where_no_work_log_line_fits_its_cap_the_index_takes_it(tmp_path):
+    # the policy leaves the history a tiny room: the work log's cap is scaled down (91 tokens) under one fold line
+    # of an exchange; the summary message used to carry that line anyway (the log kept at least one) and an index of what
+    # the few tokens left allowed; now it carries no line and the index gets the log's cap too
+    from windowsmith.compaction.port import carry_caps_of
+
+    with ws.Engine(model=MODEL, store=tmp_path / "w.db", window=8000) as e:
+        s, packs = _session(e, turns=24)
+        first = _emergencies(s)[0]
+        counter = s.counter("anthropic")
+        log_cap, index_cap = carry_caps_of(CompactionConfig(), counter, s.state, packs[-1].manifest.available)
+        assert 0 < log_cap < 120
+        assert first.work_log == ()
+        used = sum(counter.raw_text(x) + 1 for x in first.index)
+        assert index_cap < used <= index_cap + log_cap + 2
+        # the items the cut took, newest first, are named by the index the summary message carries
+        span = s.state.span_messages(first.first_seq, first.last_seq)
+        order = [c.arguments["item_id"] for _, m in span for c in m.tool_calls]
+        assert order[-1] == first.index[0] and order[-2] in first.index
+        pack = next(p for p in packs if any(a["kind"] == "emergency" for a in p.manifest.actions))
+        assert any(order[-1] in m.text and "identifiers" in m.text for m in pack.neutral.messages)

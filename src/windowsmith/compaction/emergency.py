@@ -192,13 +192,15 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
         p.port.put_blob(raw)
     transcript = store_transcript(p.port, state.span_messages(units[lo].first_seq, units[cut - 1].last_seq),
                                    units[lo].first_seq, units[cut - 1].last_seq)
-    # the record holds the whole new work log (older lines first), trimmed to its budget
+    # the record holds the whole new work log (older lines first), trimmed to its budget; where not even the newest
+    # line fits it (a tiny room: the cap scaled to a few tokens, a line ~100), the log is empty and the index takes
+    # its cap: a few identifiers (ids, names, paths) of the span say more per token than a cut-off line
     log = [*state.work_log, *lines]
     cap = carry_caps(p)[0]
-    while len(log) > 1 and sum(counter.raw_text(x) + 1 for x in log) > cap:
+    while log and sum(counter.raw_text(x) + 1 for x in log) > cap:
         log.pop(0)
     lines = log
-    index = lost_index(p, span_lo, cut, lines)
+    index = lost_index(p, span_lo, cut, lines, budget=index_budget(p) + (0 if log else cap))
     rec = EmergencyRecord(
         first_seq=units[lo].first_seq,
         last_seq=units[cut - 1].last_seq,
