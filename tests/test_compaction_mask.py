@@ -339,3 +339,51 @@ def test_the_fold_floor_does_not_grow_with_a_large_window():
         # each batch paid back by the cost model, and saved less than the floor a 128K room set before
         assert c["net_usd"] > 0 and c["saved_tokens"] < int(cfg.available * 0.08)
         assert c["saved_tokens"] >= CompactionConfig().min_saving(cfg.available) == int(MASK_FLOOR_ROOM * 0.08)
+
+
+def test_images_the_history_must_keep_over_its_share_become_stubs_the_newest_last(tmp_path):
+    # a computer-use step: four parallel screenshots in the newest tool message, 6,400 tokens of images in an 8K
+    # window. No text view can shrink an image, so the build was refused (BudgetBlockedError); now the oldest
+    # images become stubs (a mask record with no fold) until the history fits, the newest screenshot stays
+    db = tmp_path / "w.db"
+    shots = [bytes([k]) * 64 + PNG for k in range(4)]
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=8000) as e:
+        s = e.session("cu", goal="Check out the cart")
+        s.system("You are a computer-use agent.")
+        s.tools([{"name": "screenshot", "description": "Screenshot a display.",
+                  "parameters": {"type": "object", "properties": {"display": {"type": "integer"}}}}])
+        s.user("Check out the cart on every display.")
+        s.assistant("Screenshots of the four displays.",
+                    tool_calls=[{"id": f"d{k}", "name": "screenshot", "arguments": {"display": k}} for k in range(4)])
+        for k in range(4):
+            s.tool_result(f"d{k}", [{"type": "text", "text": f"display {k}"},
+                                    {"type": "image", "data": base64.b64encode(shots[k]).decode(),
+                                     "media_type": "image/png"}])
+        pack = s.build()
+        assert pack.tokens <= pack.manifest.available
+        results = [r for m in pack.neutral.messages if m.role == "tool" for r in m.tool_results]
+        assert [r.call_id for r in results] == ["d0", "d1", "d2", "d3"]
+        kept = [k for k, r in enumerate(results) if any(isinstance(c, ws.Image) for c in r.content)]
+        assert kept and kept[-1] == 3 and 0 not in kept  # the newest screenshot stays, the oldest went first
+        for k in range(4):
+            if k not in kept:
+                stub = f"[image: image/png, {len(shots[k]):,} bytes (artifact://{sha(shots[k])})]"
+                assert results[k].text == f"display {k}\n{stub}"
+                assert e.artifacts.get(sha(shots[k])) == shots[k]
+        act = next(a for a in pack.manifest.actions if a["layer"] == "history")
+        assert act["kind"] == "shrink" and "image(s) of the messages that must stay replaced by stubs" in act["reason"]
+        assert [d["artifact"] for d in act["detail"]["images_stubbed"]] == \
+            [f"artifact://{sha(shots[k])}" for k in range(4) if k not in kept]
+        mask = records(s, "mask")
+        assert len(mask) == 1 and mask[0]["folds"] == [] and len(mask[0]["images"]) == 4 - len(kept)
+        assert isinstance(s.messages[-1].tool_results[0].content[1], ws.Image)  # the log keeps the original
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=8000) as e2:
+        again = e2.session("cu").build()
+    assert again.request == pack.request
+
+
+def test_a_mask_batch_in_a_young_run_pays_back_over_the_turns_it_has_had():
+    cfg = CompactionConfig()
+    assert cfg.expected_turns == 10
+    assert [cfg.remaining_turns(t) for t in (0, 1, 3, 6, 10, 40)] == [3, 3, 3, 6, 10, 10]
+    assert CompactionConfig(expected_turns=2).remaining_turns(8) == 2

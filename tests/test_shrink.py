@@ -403,6 +403,35 @@ def test_never_blind_property(tmp_path_factory, pinned, newest, turns, window):
         assert pack.neutral.messages[0].text.startswith("TASK-HEAD")
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shots=st.integers(1, 7), earlier=st.integers(0, 4), text=st.integers(5, 1500),
+       window=st.sampled_from([4000, 8000, 16000]))
+def test_screenshots_never_block_or_blind_a_build_property(tmp_path_factory, shots, earlier, text, window):
+    """A computer-use agent's steps, each with a screenshot, the newest with ``shots`` parallel ones: the build
+    fits the budget, holds the newest tool results (text first), and if an image of them is kept, the newest is;
+    never a BudgetBlockedError because images cannot shrink."""
+    db = tmp_path_factory.mktemp("i") / "w.db"
+    png = "iVBORw0KGgo" + "A" * 200
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=window) as e:
+        s = e.session("cu")
+        s.user("Pay the invoice in the browser.")
+        for i in range(earlier):
+            s.add(Message("assistant", (ToolCall(f"e{i}", "screenshot", {"step": i}),)))
+            s.tool_result(f"e{i}", [{"type": "text", "text": f"step {i}"},
+                                    {"type": "image", "data": png + str(i), "media_type": "image/png"}])
+        calls = tuple(ToolCall(f"n{k}", "screenshot", {"display": k}) for k in range(shots))
+        s.add(Message("assistant", calls))
+        for k in range(shots):
+            s.tool_result(f"n{k}", [{"type": "text", "text": f"NEWEST-{k} " + "px " * text},
+                                    {"type": "image", "data": png + f"n{k}", "media_type": "image/png"}])
+        pack = s.build()
+        assert pack.manifest.tokens <= pack.manifest.available
+        results = {r.call_id: r for m in pack.neutral.messages if m.role == "tool" for r in m.tool_results}
+        assert all(results[f"n{k}"].text.startswith(f"NEWEST-{k}") for k in range(shots))
+        kept = [k for k in range(shots) if any(isinstance(c, ws.Image) for c in results[f"n{k}"].content)]
+        assert not kept or kept[-1] == shots - 1
+
+
 def test_the_newest_message_is_shrunk_to_the_history_cap_not_to_its_low_water(tmp_path):
     """A newest message larger than the whole history's room keeps as much of itself as fits: its view is cut to
     the cap (the next build drops its unit when a newer one needs the room). Cut to the low water (0.7 of the

@@ -336,12 +336,22 @@ def _shrink_action(before: Item, after: Item, n: int, m: int) -> Action:
             detail["clipped_results"] = list(fit.clipped)
         if fit.carry_left_out:
             detail["carry_left_out"] = True  # the cut's summary message (work log, index) is not in this request
-        if fit.shrinks:
-            detail["shrunk"] = [{"seq": s.entry.seq, "at": list(s.entry.at), "tokens_before": s.entry.tokens_before,
-                                 "tokens_after": s.entry.tokens_after, "artifact": f"artifact://{s.entry.artifact}"}
-                                for s in fit.shrinks]
-            return Action("shrink", "history", "message(s) larger than their share of the history shrunk to a "
-                          "compressed view naming the artifact that holds them whole (never dropped)"
+        if fit.image_stubs:
+            detail["images_stubbed"] = [{"seq": st.entry.seq, "at": list(st.entry.at), "tokens_saved": st.saving,
+                                         "artifact": f"artifact://{st.entry.artifact}"} for st in fit.image_stubs]
+        if fit.shrinks or fit.image_stubs:
+            if fit.shrinks:
+                detail["shrunk"] = [{"seq": s.entry.seq, "at": list(s.entry.at), "tokens_before": s.entry.tokens_before,
+                                     "tokens_after": s.entry.tokens_after, "artifact": f"artifact://{s.entry.artifact}"}
+                                    for s in fit.shrinks]
+            what = []
+            if fit.shrinks:
+                what.append("message(s) larger than their share of the history shrunk to a compressed view naming the "
+                            "artifact that holds them whole (never dropped)")
+            if fit.image_stubs:
+                what.append(f"{len(fit.image_stubs)} image(s) of the messages that must stay replaced by stubs naming "
+                            "their artifacts (the newest image last)")
+            return Action("shrink", "history", "; ".join(what)
                           + (f"; {fit.dropped_units} oldest unit(s) dropped" if fit.dropped_units else ""),
                           n, m, detail)
         kind = "truncate" if not fit.clipped else "clip"

@@ -34,7 +34,7 @@ from .layers.base import Layer
 from .layers.builtin import history_blocked
 from .log import SessionLog
 from .manifest import PART_LEN, Manifest
-from .records import ShrinkRecord, TruncateRecord
+from .records import MaskRecord, ShrinkRecord, TruncateRecord
 from .refs import RefTracker
 from .render import FORMATS
 from .render.base import Rendered
@@ -302,13 +302,23 @@ class Builder:
         """Make the history layer's shrinks durable: the originals as artifacts and a ``shrink`` record, so
         later requests carry the same views (the cache prefix holds) and the log rebuilds this pack."""
         fit = asm.history.fit if asm.history is not None else None
-        if fit is None or not fit.shrinks:
+        if fit is None or not (fit.shrinks or fit.image_stubs):
             return False
-        for s in fit.shrinks:
-            sha = self.log.put_blob(s.original.encode("utf-8"))
-            assert sha == s.entry.artifact, "a shrink's artifact is the sha256 of its original"
-        self.log.append(ShrinkRecord(tuple(s.entry for s in fit.shrinks),
-                                     "message(s) larger than their share of the history: shrunk, never dropped"))
+        if fit.shrinks:
+            for s in fit.shrinks:
+                sha = self.log.put_blob(s.original.encode("utf-8"))
+                assert sha == s.entry.artifact, "a shrink's artifact is the sha256 of its original"
+            self.log.append(ShrinkRecord(tuple(s.entry for s in fit.shrinks),
+                                         "message(s) larger than their share of the history: shrunk, never dropped"))
+        if fit.image_stubs:
+            # images no view makes smaller: a mask record with their stubs and no fold (what aged images get)
+            for st in fit.image_stubs:
+                sha = self.log.put_blob(st.raw)
+                assert sha == st.entry.artifact, "an image stub's artifact is the sha256 of its bytes"
+            self.log.append(MaskRecord((), sum(st.saving for st in fit.image_stubs),
+                                       f"{len(fit.image_stubs)} image(s) of the messages the history must keep, over "
+                                       "its share: replaced by stubs naming their artifacts, never dropped",
+                                       tuple(st.entry for st in fit.image_stubs)))
         return True
 
     def _request_size(self, asm: Assembly) -> int:

@@ -12,12 +12,17 @@ parser side by side), and the tracker of every reference and redaction marker in
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import re
+import urllib.parse
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from .artifacts import REF_RE as ARTIFACT_RE
 from .artifacts import artifact_uri
-from .model import Message, Text, ToolCall, ToolResult
+from .model import Image, Message, Text, ToolCall, ToolResult
 from .request import Lineage, NeutralRequest, extends
 
 #: The notes ingest puts in place of (or under) a result it stored whole: the offload footer and the binary
@@ -28,6 +33,46 @@ OFFLOAD_RE = re.compile(
     r"|\[binary output: [^\]\n]*, stored as artifact://([0-9a-f]{64}); it cannot be shown as text\]"
 )
 REDACTED_RE = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+
+
+class ImageStub(NamedTuple):
+    """The text that stands for an image once it has aged out of the context, and what it links."""
+
+    text: str
+    sha: str
+    raw: bytes  # what the artifact holds: the decoded image, or the URL's text
+
+
+def _b64(data: str) -> bytes:
+    try:
+        return base64.b64decode(data)
+    except (binascii.Error, ValueError):
+        return data.encode("utf-8")  # not base64 after all: keep the text as given
+
+
+def image_stub(image: Image) -> ImageStub:
+    """``[image: <caption> (<media type>, <size>) (artifact://<sha>)]``, and the bytes behind it.
+
+    Inline images (base64, or a ``data:`` URL) store their decoded bytes; a URL image stores the URL."""
+    media = image.media_type
+    if image.data is not None:
+        raw, what = _b64(image.data), None
+    elif image.url is not None and image.url.startswith("data:"):
+        head, _, payload = image.url.partition(",")
+        media = media or head[5:].split(";")[0] or None
+        raw = _b64(payload) if head.endswith(";base64") else urllib.parse.unquote_to_bytes(payload)
+        what = None
+    else:
+        url = image.url or ""
+        raw, what = url.encode("utf-8"), f"at {url if len(url) <= 200 else url[:199] + '…'}"
+    if what is None:
+        what = f"{media or 'image'}, {len(raw):,} bytes"
+    sha = hashlib.sha256(raw).hexdigest()
+    caption = " ".join((image.caption or "").split())
+    if len(caption) > 200:
+        caption = caption[:199] + "…"
+    desc = f"{caption} ({what})" if caption else what
+    return ImageStub(f"[image: {desc} (artifact://{sha})]", sha, raw)
 
 
 def offload_footer(n_lines: int, tokens: int, sha: str) -> str:
@@ -148,5 +193,5 @@ class RefTracker:
         return dict(sorted(out.items()))
 
 
-__all__ = ["ARTIFACT_RE", "OFFLOAD_RE", "REDACTED_RE", "RefTracker", "artifact_uri", "binary_stub", "message_refs",
+__all__ = ["ARTIFACT_RE", "OFFLOAD_RE", "REDACTED_RE", "ImageStub", "RefTracker", "artifact_uri", "binary_stub", "image_stub", "message_refs",
            "offload_footer", "offloaded_artifact", "shrink_footer"]

@@ -14,6 +14,7 @@ STAGES: tuple[str, ...] = ("mask", "summary", "emergency")
 #: floor sets how many turns of growth pass between two cache-breaking batches, and a turn grows a request by
 #: the same tokens in a 200K window as in a 32K one: 8% of a 200K room (16K tokens) held every batch back on the
 #: OpenHands runs at the model's own window while the same batches paid back (validation, gpt-4o 128K: -13%).
+MIN_EXPECTED_TURNS = 3  # the fewest remaining turns a mask batch is priced over (remaining_turns)
 MASK_FLOOR_ROOM = 32_000
 
 
@@ -44,7 +45,8 @@ class CompactionConfig:
     only appends to the previous one (one cache rewrite per batch, not one per turn near the threshold).
     ``emergency_keep``: messages kept verbatim by emergency truncation (fewer when they would leave the
     request above ``summary_target``, the newest unit always; so a rebuild never truncates again). ``expected_turns``: remaining
-    turns the cost model assumes. ``image_keep_turns``: an image (in a user message or a tool result)
+    turns the cost model assumes; a mask batch in a run younger than that pays back over as many turns as the run
+    has had (at least ``MIN_EXPECTED_TURNS``, :meth:`remaining_turns`). ``image_keep_turns``: an image (in a user message or a tool result)
     is replaced by a text stub naming it and its artifact once this many assistant turns followed it,
     in a mask batch (``None``: never). ``index_ratio``: the share of the available budget the emergency stage's
     index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``carry_share``: the work
@@ -106,6 +108,14 @@ class CompactionConfig:
         if self.image_keep_turns is not None and self.image_keep_turns < 1:
             raise ConfigError(f"image_keep_turns must be >= 1 (the model sees an image at least once) or None "
                               f"(images are never replaced), got {self.image_keep_turns}")
+
+    def remaining_turns(self, elapsed: int) -> int:
+        """The turns a run that has had ``elapsed`` assistant turns is expected to have left: ``expected_turns``,
+        or, for a younger run, as many as it has had (at least :data:`MIN_EXPECTED_TURNS`): with nothing else known,
+        a run's future is about as long as its past. A mask batch rewrites the cache once and saves reads on every
+        later call; priced over ten turns in an eight-call run with a screenshot per step, batches made a turn or
+        two before the end paid back on paper only (a browser-like run at 32K: +5.7% against sticky)."""
+        return min(self.expected_turns, max(MIN_EXPECTED_TURNS, elapsed))
 
     def min_saving(self, available: int) -> int:
         if self.mask_min_tokens is not None:

@@ -14,11 +14,8 @@ triggers instead).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import hashlib
-import urllib.parse
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -26,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..assemble import Action
 from ..model import Image, Message, Text, ToolCall, ToolResult
 from ..records import Fold, ImageStubEntry, MaskRecord
-from ..refs import offloaded_artifact
+from ..refs import ImageStub, image_stub, offloaded_artifact
 from ..state import message_images, stub_images
 from .config import CompactionConfig
 from .port import Pass
@@ -62,46 +59,6 @@ class UnitImages:
     saving: int  # raw tokens
     stubs: tuple[ImageStubEntry, ...]
     blobs: tuple[tuple[str, bytes], ...]
-
-
-class ImageStub(NamedTuple):
-    """The text that stands for an image once it has aged out of the context, and what it links."""
-
-    text: str
-    sha: str
-    raw: bytes  # what the artifact holds: the decoded image, or the URL's text
-
-
-def _b64(data: str) -> bytes:
-    try:
-        return base64.b64decode(data)
-    except (binascii.Error, ValueError):
-        return data.encode("utf-8")  # not base64 after all: keep the text as given
-
-
-def image_stub(image: Image) -> ImageStub:
-    """``[image: <caption> (<media type>, <size>) (artifact://<sha>)]``, and the bytes behind it.
-
-    Inline images (base64, or a ``data:`` URL) store their decoded bytes; a URL image stores the URL."""
-    media = image.media_type
-    if image.data is not None:
-        raw, what = _b64(image.data), None
-    elif image.url is not None and image.url.startswith("data:"):
-        head, _, payload = image.url.partition(",")
-        media = media or head[5:].split(";")[0] or None
-        raw = _b64(payload) if head.endswith(";base64") else urllib.parse.unquote_to_bytes(payload)
-        what = None
-    else:
-        url = image.url or ""
-        raw, what = url.encode("utf-8"), f"at {url if len(url) <= 200 else url[:199] + '…'}"
-    if what is None:
-        what = f"{media or 'image'}, {len(raw):,} bytes"
-    sha = hashlib.sha256(raw).hexdigest()
-    caption = " ".join((image.caption or "").split())
-    if len(caption) > 200:
-        caption = caption[:199] + "…"
-    desc = f"{caption} ({what})" if caption else what
-    return ImageStub(f"[image: {desc} (artifact://{sha})]", sha, raw)
 
 
 def has_images(u: Unit) -> bool:
@@ -463,7 +420,8 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     pressure = size >= cfg.mask_at * avail
     first = edits[0].unit if edits else 0
     after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
-    pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.expected_turns, saved_raw=saved_raw,
+    pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
+                                saved_raw=saved_raw,
                                 after_raw=after_raw)
     # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
     # when the alternative is a summary), so the cache prefix breaks every few turns at most

@@ -24,7 +24,7 @@ from ..text import elide
 if TYPE_CHECKING:
     from ..state import SessionState
     from ..tokens import TokenCounter
-    from .shrink import Shrink
+    from .shrink import PlannedStub, Shrink
 
 Phase = Literal["stable", "session", "dynamic"]
 Slot = Literal["system", "tools", "session", "history", "tail"]
@@ -50,6 +50,7 @@ class HistoryFit:
     dropped_tokens: int = 0
     clipped: tuple[str, ...] = ()  # tool-call ids whose results were cut head + tail (the overflow guard)
     shrinks: tuple[Shrink, ...] = ()  # messages too large for their share, shrunk to a view (layers/shrink.py)
+    image_stubs: tuple[PlannedStub, ...] = ()  # images of messages that must stay, over the share: their stubs
     carry_left_out: bool = False  # a cut's summary message did not fit beside what must stay: not in this request
     #: raw tokens of the item's messages that are sent but not billed (thinking the provider strips), already
     #: left out of the item's ``raw_tokens``: the history is fitted on what is billed

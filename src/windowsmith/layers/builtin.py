@@ -15,7 +15,7 @@ from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
 from .evidence import EvidenceLayer
 from .retrieved import KnowledgeLayer, MemoryLayer, RecallLayer
-from .shrink import Shrink, apply_shrinks, plan_shrinks
+from .shrink import PlannedStub, Shrink, apply_shrinks, plan_image_stubs, plan_shrinks
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -278,6 +278,18 @@ class HistoryLayer(Layer):
         messages = head + carry + body
         unbilled = counter.raw_unbilled(messages)
         raw = sum(counter.raw_message(m) for m in messages) - unbilled
+        stubs: list[PlannedStub] = []
+        if raw * counter.scale > cap and not all(m.image_free for m in messages):
+            # images no view can shrink (a computer-use agent's screenshots, several in the newest tool message):
+            # their stubs, oldest first, the newest image last (a mask record makes them durable)
+            units = ([0] if head else []) + list(range(new_lo, n))
+            stubs = plan_image_stubs(state, units, int(raw - cap_raw) + 1, counter)
+            if stubs:
+                head = _unit_messages(state, 0, shrinks, stubs) if head else ()
+                body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks, stubs))
+                messages = head + carry + body
+                unbilled = counter.raw_unbilled(messages)
+                raw = sum(counter.raw_message(m) for m in messages) - unbilled
         clipped: list[str] = []
         if raw * counter.scale > cap:
             # still over (many small blocks): cut the largest tool results head + tail (the overflow guard)
@@ -306,13 +318,15 @@ class HistoryLayer(Layer):
             dropped_tokens=sum(counts[i] for i in dropped),
             clipped=tuple(clipped),
             shrinks=tuple(shrinks),
+            image_stubs=tuple(stubs),
             unbilled=unbilled,
         ))
 
 
-def _unit_messages(state: SessionState, unit: int, shrinks: Sequence[Shrink]) -> tuple[Message, ...]:
-    if any(s.unit == unit for s in shrinks):
-        return apply_shrinks(state, unit, shrinks)
+def _unit_messages(state: SessionState, unit: int, shrinks: Sequence[Shrink],
+                   stubs: Sequence[PlannedStub] = ()) -> tuple[Message, ...]:
+    if any(s.unit == unit for s in shrinks) or any(s.unit == unit for s in stubs):
+        return apply_shrinks(state, unit, shrinks, stubs)
     return state.units[unit].messages
 
 

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from ..ingest.compress import compress
 from ..ingest.pipeline import INDEX_SHARE
 from ..model import Message, Text, ToolResult
-from ..records import ShrinkEntry
-from ..refs import shrink_footer
-from ..state import shrink_texts
+from ..records import ImageStubEntry, ShrinkEntry
+from ..refs import image_stub, shrink_footer
+from ..state import message_images, shrink_texts, stub_images
 from ..text import identifier_index
 
 if TYPE_CHECKING:
@@ -145,8 +145,55 @@ def _plan(blocks: Sequence[_Block], cut: int, counter: TokenCounter) -> list[Shr
     return out
 
 
-def apply_shrinks(state: SessionState, unit: int, shrinks: Sequence[Shrink]) -> tuple[Message, ...]:
-    """The messages of unit ``unit`` with the planned views in place."""
+@dataclass(frozen=True)
+class PlannedStub:
+    """One image of a message the history must keep, planned to become its stub (a mask record's image entry)."""
+
+    entry: ImageStubEntry
+    raw: bytes  # what its artifact holds (``refs.image_stub``)
+    unit: int
+    index: int  # position of the message in the unit
+    saving: int  # raw tokens
+
+
+def plan_image_stubs(state: SessionState, units: Sequence[int], cut: int, counter: TokenCounter) -> list[PlannedStub]:
+    """Stubs for the images of ``units`` (the messages the history must keep: the newest unit, the pinned request)
+    that together remove at least ``cut`` raw tokens where possible: the oldest image first and the newest image of
+    the last unit last, so the screenshot the next step looks at stays while any other can go. A text view cannot
+    make an image smaller, and a request whose kept messages hold more images than the history's share would
+    otherwise be refused."""
+    if cut <= 0:
+        return []
+    found: list[PlannedStub] = []
+    for i in units:
+        u = state.units[i]
+        seqs = [q for q, _ in state.span_messages(u.first_seq, u.last_seq)]
+        for k, m in enumerate(u.messages[: len(seqs)]):  # a repair message after them holds no image
+            for path, img in message_images(m):
+                st = image_stub(img)
+                saving = counter.overheads.image - counter.raw_text(st.text)
+                if saving > 0:
+                    found.append(PlannedStub(ImageStubEntry(seqs[k], tuple(path), st.text, st.sha), st.raw, i, k,
+                                             saving))
+    # the pinned request's images after the other units' (it is every request's task); the newest image last
+    order = [x for x in found if x.unit != 0 or len(units) == 1] + [x for x in found if x.unit == 0 and len(units) > 1]
+    last = [x for x in found if x.unit == max(units)]
+    if last:
+        order.remove(last[-1])
+        order.append(last[-1])
+    out: list[PlannedStub] = []
+    saved = 0
+    for x in order:
+        if saved >= cut:
+            break
+        out.append(x)
+        saved += x.saving
+    return out
+
+
+def apply_shrinks(state: SessionState, unit: int, shrinks: Sequence[Shrink],
+                  stubs: Sequence[PlannedStub] = ()) -> tuple[Message, ...]:
+    """The messages of unit ``unit`` with the planned views (and image stubs) in place."""
     msgs = list(state.units[unit].messages)
     by_index: dict[int, dict[tuple[int, ...], str]] = {}
     for s in shrinks:
@@ -154,7 +201,13 @@ def apply_shrinks(state: SessionState, unit: int, shrinks: Sequence[Shrink]) -> 
             by_index.setdefault(s.index, {})[s.entry.at] = s.entry.text
     for k, views in by_index.items():
         msgs[k] = shrink_texts(msgs[k], views)
+    images: dict[int, dict[tuple[int, ...], str]] = {}
+    for st in stubs:
+        if st.unit == unit:
+            images.setdefault(st.index, {})[st.entry.at] = st.entry.text
+    for k, texts in images.items():
+        msgs[k] = stub_images(msgs[k], texts)
     return tuple(msgs)
 
 
-__all__ = ["MIN_VIEW", "Shrink", "apply_shrinks", "plan_shrinks", "water_level"]
+__all__ = ["MIN_VIEW", "PlannedStub", "Shrink", "apply_shrinks", "plan_image_stubs", "plan_shrinks", "water_level"]
