@@ -114,7 +114,8 @@ class CompactionConfig:
         or, for a younger run, as many as it has had (at least :data:`MIN_EXPECTED_TURNS`): with nothing else known,
         a run's future is about as long as its past. A mask batch rewrites the cache once and saves reads on every
         later call; priced over ten turns in an eight-call run with a screenshot per step, batches made a turn or
-        two before the end paid back on paper only (a browser-like run at 32K: +5.7% against sticky)."""
+        two before the end paid back on paper only (12 tau2-bench runs with a screenshot per tool result at 32K:
+        $1.4268 -> $1.4038, `sticky` $1.3505; no shared trace moves)."""
         return min(self.expected_turns, max(MIN_EXPECTED_TURNS, elapsed))
 
     def min_saving(self, available: int) -> int:
