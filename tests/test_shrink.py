@@ -4,6 +4,7 @@ BudgetBlockedError names the message."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from windowsmith.errors import BudgetBlockedError
 from windowsmith.layers.builtin import HistoryLayer
 from windowsmith.layers.shrink import MIN_VIEW, water_level
 from windowsmith.model import Message, Text, ToolCall, ToolResult
-from windowsmith.records import ShrinkRecord
+from windowsmith.records import ShrinkEntry, ShrinkRecord
 from windowsmith.registry import load_registry
 from windowsmith.traces import load_traces
 
@@ -153,8 +154,9 @@ def test_what_cannot_fit_even_shrunk_is_a_clear_error(tmp_path):
     with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=4000) as e:
         s = e.session("blocked")
         s.user("go")
-        # tool-call arguments cannot be shrunk: the newest exchange alone is over the window
-        s.add(Message("assistant", (ToolCall("c1", "write", {"path": "a.py", "content": "x = 1\n" * 4000}),)))
+        # only a tool call's string arguments can be shrunk (to a view naming their artifact): a list of 5,000
+        # numbers cannot, and the newest exchange alone is over the window
+        s.add(Message("assistant", (ToolCall("c1", "write", {"path": "a.py", "values": list(range(5000))}),)))
         s.tool_result("c1", "ok")
         with pytest.raises(BudgetBlockedError, match=r"the assistant message at seq \d+"):
             s.build()
@@ -504,3 +506,69 @@ def test_the_task_after_a_demonstration_keeps_its_share_in_a_tight_room():
     rm = run_strategy(run, WindowsmithStrategy(BenchConfig.make(spec, 5000)))
     assert rm.error is None and rm.calls == len(run.calls) and rm.blind_calls == 0
     assert HistoryLayer().pinned_share_for(3000, 5840, several=True) == 2 * HistoryLayer.pinned_share
+
+
+def _file_body(n: int) -> str:
+    return "\n".join(f"def handler_{i}(request):\n    return render(request, 'page_{i}.html', {{'id': {i}}})"
+                     for i in range(n))
+
+
+def test_a_tool_call_writing_a_file_larger_than_the_share_is_shrunk_not_refused(tmp_path):
+    # a coding agent writes a 300-function file through its editor at 8K: the newest unit's assistant message
+    # alone is over the history's share. No text block of it could shrink (the file is a tool-call argument),
+    # so the build was refused with BudgetBlockedError; now the argument becomes a view naming its artifact
+    body = _file_body(300)
+    db = tmp_path / "w.db"
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=8000) as e:
+        s = e.session("write")
+        s.user("Add a handler per page to app/views.py")
+        s.add(Message("assistant", (Text("Writing the views."),
+                                    ToolCall("w1", "str_replace_editor",
+                                             {"command": "create", "path": "app/views.py", "file_text": body}))))
+        s.tool_result("w1", "File created successfully at: app/views.py")
+        pack = s.build()
+        assert pack.tokens <= pack.manifest.available
+        call = next(b for m in pack.neutral.messages for b in m.content if isinstance(b, ToolCall))
+        assert call.arguments["command"] == "create" and call.arguments["path"] == "app/views.py"
+        view = call.arguments["file_text"]
+        assert view.startswith("def handler_0(request):") and len(view) < 0.6 * len(body)
+        rec = shrinks(s)[0]
+        entry = next(x for x in rec.entries if x.at == (1, "file_text"))
+        assert f"artifact://{entry.artifact}" in view and e.artifacts.get(entry.artifact) == body.encode()
+        results = [r for m in pack.neutral.messages for r in m.tool_results]
+        assert results[0].text == "File created successfully at: app/views.py"  # the newest result, whole
+        assert s.messages[1].tool_calls[0].arguments["file_text"] == body  # the log keeps the original
+        for fmt, model in (("anthropic", None), ("openai-chat", "gpt-4o"), ("gemini", "gemini-2.5-flash")):
+            built = s.build(fmt, model=model) if model else s.build(fmt)
+            assert "def handler_0(request)" in json.dumps(built.request)
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=8000) as e2:
+        again = e2.session("write").build()
+    assert again.request == pack.request
+
+
+def test_a_shrink_entry_of_a_tool_call_argument_round_trips():
+    entry = ShrinkEntry(7, (1, "file_text"), "view", "ab" * 32, 4000, 300)
+    assert ShrinkEntry.from_dict(json.loads(json.dumps(entry.to_dict()))) == entry
+    assert ShrinkEntry.from_dict({"seq": 3, "at": [0, 2], "text": "v"}).at == (0, 2)  # older logs
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(arg=st.integers(10, 9000), turns=st.integers(0, 4), window=st.sampled_from([4000, 8000, 16000]))
+def test_large_tool_call_arguments_never_block_or_blind_a_build_property(tmp_path_factory, arg, turns, window):
+    """Whatever the size of the newest call's argument: the build fits the budget and holds the newest tool
+    result, or raises BudgetExceededError (the required layers alone); never BudgetBlockedError."""
+    db = tmp_path_factory.mktemp("a") / "w.db"
+    with ws.Engine(model="gpt-4o", store=db, window=window) as e:
+        s = e.session("a")
+        s.user("Write the module.")
+        for i in range(turns):
+            s.add(Message("assistant", (ToolCall(f"c{i}", "bash", {"command": f"ls {i}"}),)))
+            s.tool_result(f"c{i}", f"out_{i} " * 150)
+        s.add(Message("assistant", (ToolCall("w", "write_file", {"path": "m.py", "content": _file_body(arg // 20)}),)))
+        s.tool_result("w", "NEWEST-RESULT written")
+        try:
+            pack = s.build()
+        except ws.BudgetExceededError:
+            return
+        assert pack.manifest.tokens <= pack.manifest.available
+        assert [r.text for m in pack.neutral.messages for r in m.tool_results][-1] == "NEWEST-RESULT written"

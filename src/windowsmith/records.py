@@ -205,11 +205,12 @@ class TruncateRecord:
 
 @dataclass(frozen=True)
 class ShrinkEntry:
-    """The text block at path ``at`` (``[block]``, or ``[block, item]`` inside a tool result) of the message
-    logged at ``seq`` becomes ``text``: a compressed view of it naming ``artifact`` (the original, whole)."""
+    """The text block at path ``at`` (``[block]``, or ``[block, item]`` inside a tool result, or ``[block, key]``:
+    the string argument ``key`` of a tool call) of the message logged at ``seq`` becomes ``text``: a compressed
+    view of it naming ``artifact`` (the original, whole)."""
 
     seq: int
-    at: tuple[int, ...]
+    at: tuple[int | str, ...]
     text: str
     artifact: str
     tokens_before: int = 0
@@ -221,8 +222,8 @@ class ShrinkEntry:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ShrinkEntry:
-        return cls(int(d["seq"]), tuple(int(x) for x in d["at"]), str(d["text"]), str(d.get("artifact", "")),
-                   int(d.get("tokens_before", 0)), int(d.get("tokens_after", 0)))
+        return cls(int(d["seq"]), tuple(x if isinstance(x, str) else int(x) for x in d["at"]), str(d["text"]),
+                   str(d.get("artifact", "")), int(d.get("tokens_before", 0)), int(d.get("tokens_after", 0)))
 
 
 @dataclass(frozen=True)

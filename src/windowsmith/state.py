@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessageError, StoreError
-from .model import Event, Image, Message, Text, ToolResult, ToolSpec, Usage
+from .model import Event, Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage
 from .records import (
     CompactionRecord,
     EmergencyRecord,
@@ -86,33 +86,40 @@ def message_images(m: Message) -> Iterator[tuple[tuple[int, ...], Image]]:
                     yield (i, j), c
 
 
-def stub_images(m: Message, stubs: Mapping[tuple[int, ...], str]) -> Message:
+def stub_images(m: Message, stubs: Mapping[tuple[int | str, ...], str]) -> Message:
     """``m`` with the image at each path replaced by a text block (a path that holds no image is skipped)."""
     return _replace_blocks(m, stubs, Image)
 
 
-def shrink_texts(m: Message, views: Mapping[tuple[int, ...], str]) -> Message:
-    """``m`` with the text block at each path replaced by ``views[path]`` (a path that holds no text is skipped)."""
+def shrink_texts(m: Message, views: Mapping[tuple[int | str, ...], str]) -> Message:
+    """``m`` with the text block at each path replaced by ``views[path]`` (a path that holds no text is skipped);
+    a ``(block, key)`` path names the string argument ``key`` of a tool call."""
     return _replace_blocks(m, views, Text)
 
 
-def _replace_blocks(m: Message, texts: Mapping[tuple[int, ...], str], kind: type[Image] | type[Text]) -> Message:
+def _replace_blocks(m: Message, texts: Mapping[tuple[int | str, ...], str], kind: type[Image] | type[Text]) -> Message:
     """``m`` with the ``kind`` block at each path (a block's index, or a tool result's index and the index of
     a block inside it) replaced by a text block; a path that holds no ``kind`` block is skipped."""
     blocks = list(m.content)
     changed = False
     for path, text in texts.items():
-        if not 1 <= len(path) <= 2 or not 0 <= path[0] < len(blocks):
+        first = path[0] if path else None
+        if not 1 <= len(path) <= 2 or not isinstance(first, int) or not 0 <= first < len(blocks):
             continue
-        b = blocks[path[0]]
+        b = blocks[first]
+        second = path[1] if len(path) == 2 else None
         if len(path) == 1 and isinstance(b, kind):
-            blocks[path[0]] = Text(text)
+            blocks[first] = Text(text)
             changed = True
-        elif len(path) == 2 and isinstance(b, ToolResult) and 0 <= path[1] < len(b.content) \
-                and isinstance(b.content[path[1]], kind):
+        elif isinstance(second, int) and isinstance(b, ToolResult) and 0 <= second < len(b.content) \
+                and isinstance(b.content[second], kind):
             items = list(b.content)
-            items[path[1]] = Text(text)
-            blocks[path[0]] = dataclasses.replace(b, content=tuple(items))
+            items[second] = Text(text)
+            blocks[first] = dataclasses.replace(b, content=tuple(items))
+            changed = True
+        elif isinstance(second, str) and kind is Text and isinstance(b, ToolCall) and isinstance(b.arguments, dict) \
+                and isinstance(b.arguments.get(second), str):
+            blocks[first] = dataclasses.replace(b, arguments={**b.arguments, second: text})
             changed = True
     return Message(m.role, tuple(blocks)) if changed else m
 
@@ -409,10 +416,10 @@ class SessionState:
         self.version += 1
 
     def _apply_block_edits(self, edits: Iterable[ImageStubEntry | ShrinkEntry],
-                           edit: Callable[[Message, Mapping[tuple[int, ...], str]], Message]) -> list[int]:
+                           edit: Callable[[Message, Mapping[tuple[int | str, ...], str]], Message]) -> list[int]:
         """Replace blocks of logged messages by text (aged images by their stubs, a mask record's ``images``;
         oversized texts by their views, a shrink record's ``entries``); returns the units changed."""
-        by_unit: dict[int, dict[int, dict[tuple[int, ...], str]]] = {}
+        by_unit: dict[int, dict[int, dict[tuple[int | str, ...], str]]] = {}
         for im in edits:
             seq = im.seq
             i = bisect.bisect_right(self.units, seq, key=lambda u: u.first_seq) - 1

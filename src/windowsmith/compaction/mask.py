@@ -333,7 +333,7 @@ class MaskPlanner:
             stubs: list[ImageStubEntry] = []
             blobs: list[tuple[str, bytes]] = []
             for k, m in enumerate(u.messages[: len(seqs)]):  # a repair message after them holds no image
-                paths: dict[tuple[int, ...], str] = {}
+                paths: dict[tuple[int | str, ...], str] = {}
                 for path, img in message_images(m):
                     st = image_stub(img)
                     paths[path] = st.text

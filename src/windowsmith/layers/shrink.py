@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ..ingest.compress import compress
 from ..ingest.pipeline import INDEX_SHARE
-from ..model import Message, Text, ToolResult
+from ..model import Message, Text, ToolCall, ToolResult
 from ..records import ImageStubEntry, ShrinkEntry
 from ..refs import image_stub, shrink_footer
 from ..state import message_images, shrink_texts, stub_images
@@ -51,7 +51,7 @@ class _Block:
     unit: int
     index: int
     seq: int
-    at: tuple[int, ...]
+    at: tuple[int | str, ...]
     original: str  # the text as logged (an offloaded result's logged view; its footer names the first artifact)
     size: int  # raw tokens of the block as it is now in the view
     tool: str | None  # the tool's name, for a tool result
@@ -79,6 +79,13 @@ def _blocks(state: SessionState, units: Sequence[int], counter: TokenCounter) ->
                         if isinstance(item, Text) and isinstance(oi, Text):
                             out.append(_Block(ui, k, seq, (bi, j), oi.text, counter.raw_text(item.text),
                                               b.name or state.call_names.get(b.call_id), u.pinned))
+                elif isinstance(b, ToolCall) and isinstance(ob, ToolCall) and isinstance(b.arguments, dict) \
+                        and isinstance(ob.arguments, dict):
+                    # a tool call's long string argument (a file an agent writes through its editor): head + tail
+                    for key, v in b.arguments.items():
+                        ov = ob.arguments.get(key)
+                        if isinstance(v, str) and isinstance(ov, str):
+                            out.append(_Block(ui, k, seq, (bi, key), ov, counter.raw_text(v), None, u.pinned))
     return [b for b in out if b.size >= MIN_SHRINKABLE]
 
 
@@ -195,13 +202,13 @@ def apply_shrinks(state: SessionState, unit: int, shrinks: Sequence[Shrink],
                   stubs: Sequence[PlannedStub] = ()) -> tuple[Message, ...]:
     """The messages of unit ``unit`` with the planned views (and image stubs) in place."""
     msgs = list(state.units[unit].messages)
-    by_index: dict[int, dict[tuple[int, ...], str]] = {}
+    by_index: dict[int, dict[tuple[int | str, ...], str]] = {}
     for s in shrinks:
         if s.unit == unit:
             by_index.setdefault(s.index, {})[s.entry.at] = s.entry.text
     for k, views in by_index.items():
         msgs[k] = shrink_texts(msgs[k], views)
-    images: dict[int, dict[tuple[int, ...], str]] = {}
+    images: dict[int, dict[tuple[int | str, ...], str]] = {}
     for st in stubs:
         if st.unit == unit:
             images.setdefault(st.index, {})[st.entry.at] = st.entry.text
