@@ -572,3 +572,29 @@ def test_large_tool_call_arguments_never_block_or_blind_a_build_property(tmp_pat
             return
         assert pack.manifest.tokens <= pack.manifest.available
         assert [r.text for m in pack.neutral.messages for r in m.tool_results][-1] == "NEWEST-RESULT written"
+
+
+def test_a_newest_exchange_no_view_shrinks_borrows_from_the_output_reservation(tmp_path):
+    # claude-sonnet-5-5 at 5K on a tau2-bench airline run: the policy left the history 1,143 tokens and the newest
+    # assistant message (signed thinking, passed back whole in the current tool loop) needed 1,146: refused,
+    # although the output reservation could lend the room. The history floor counts a newest message at its
+    # smallest view, which thinking does not have; the build now lowers the reservation before refusing
+    from windowsmith.model import Thinking
+
+    thought = " ".join(f"step {i}: check the fare rules and the baggage allowance" for i in range(90))
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=5000) as e:
+        s = e.session("think")
+        s.system("Airline policy: " + "verify the reservation id and the user id before any change. " * 210)
+        s.user("Change my flight to Friday.")
+        s.add(Message("assistant", (Thinking("anthropic", {"type": "thinking", "thinking": thought, "signature": "c2ln"},
+                                             thought),
+                                    ToolCall("t1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))))
+        s.tool_result("t1", '{"reservation_id": "ZFA04Y", "flights": ["HAT170"]}')
+        pack = s.build()
+        out = [a for a in pack.manifest.actions if a["layer"] == "output"]
+        assert out and "even shrunk" in out[0]["reason"]
+        assert pack.request["max_tokens"] == out[0]["tokens_after"] == 512  # the floor: max(512, 1,250 / 4)
+        assert pack.tokens <= pack.manifest.available
+        msgs = pack.neutral.messages
+        assert any(isinstance(b, Thinking) for m in msgs for b in m.content)
+        assert [r.call_id for m in msgs for r in m.tool_results] == ["t1"]

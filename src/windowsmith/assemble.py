@@ -136,7 +136,11 @@ def assemble(
     *,
     model: str,
     cache_key: str,
+    lower_output: bool = False,
 ) -> Assembly:
+    """``lower_output``: lower the reserved output to its floor whatever the history's smallest views (the
+    builder asks for it when the history could not fit beside the whole reservation even shrunk: a newest
+    exchange of signed thinking or non-string arguments, which no view makes smaller)."""
     ctx = BuildContext(state=state, counter=counter, window=budget.window, available=budget.available)
     gathered: list[tuple[Item, int]] = []
     guidance: dict[str, Any] = {}
@@ -165,7 +169,7 @@ def assemble(
     fixed += sum(required_by_layer.values())
     borrowed: Action | None = None
     least = history_floor(gathered, counter)
-    if fixed > budget.available or (least and config.block_tokens(budget.available) - fixed < least):
+    if lower_output or fixed > budget.available or (least and config.block_tokens(budget.available) - fixed < least):
         # the required layers fit the window but not beside the whole reserved output, or leave the history less
         # than the smallest views of what it must keep (the newest unit, the pinned request): lower the reservation
         # to its floor (recorded) rather than refuse; only when they leave not even the floor is it an error
@@ -174,7 +178,10 @@ def assemble(
             before = budget.reserved_output
             what = ("exceed the available budget beside the reserved output" if fixed > budget.available
                     else f"leave the history less than the {least:,} tokens of its smallest views (the newest message "
-                         "and the pinned request) beside the reserved output")
+                         "and the pinned request) beside the reserved output"
+                    if least and config.block_tokens(budget.available) - fixed < least
+                    else "leave the history too little room beside the reserved output for the messages it must "
+                         "keep, even shrunk (thinking and non-string arguments have no smaller view)")
             budget = replace(budget, reserved_output=floor)
             borrowed = Action("shrink", "output", f"the required layers ({fixed:,} tokens) {what}; the reservation "
                               f"was lowered from {before:,} to {floor:,} tokens (the request's max output)", before, floor)

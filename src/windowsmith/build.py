@@ -173,8 +173,17 @@ class Builder:
 
     def _assemble(self, counter: TokenCounter, budget: Budget) -> Assembly:
         eng = self.engine
-        return assemble(self.state, self.layers, counter, budget, eng.budget, model=eng.spec.name,
-                        cache_key=self.cache_key)
+        asm = assemble(self.state, self.layers, counter, budget, eng.budget, model=eng.spec.name,
+                       cache_key=self.cache_key)
+        if asm.history is None and "history" in asm.layers and self.state.units \
+                and asm.budget.reserved_output > budget.output_floor():
+            # what the history must keep does not fit its room even shrunk (a newest exchange of signed thinking
+            # no view shrinks): borrow from the output reservation, down to its floor, before refusing the build
+            lowered = assemble(self.state, self.layers, counter, budget, eng.budget, model=eng.spec.name,
+                               cache_key=self.cache_key, lower_output=True)
+            if lowered.history is not None:
+                return lowered
+        return asm
 
     # ------------------------------------------------------------------ the pipeline
 
