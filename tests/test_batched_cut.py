@@ -105,7 +105,10 @@ def test_between_cuts_requests_only_append_and_cuts_wait_for_the_high_water_mark
         s.user("the task: " + "fix the parser " * pinned)
         prev = None
         prev_head: int | None = None
-        rewrites = cuts = 0
+        rewrites = cuts = forced = 0
+        counter = s.counter("anthropic")
+        # the most one step adds (its result or observation, and the call before it)
+        step_max = max(counter.text(f"out{k} " * size) for k, (_, size) in enumerate(steps)) + 40
         for k, (kind, size) in enumerate(steps):
             s.assistant(f"step {k}", tool_calls=[{"id": f"c{k}", "name": "run", "arguments": {"cmd": f"ls {k}"}}]
                         if kind == "tool" else ())
@@ -134,16 +137,19 @@ def test_between_cuts_requests_only_append_and_cuts_wait_for_the_high_water_mark
                         # record: larger than its share of a full history); else the prefix through it is shared
                         assert shared_prefix_tokens(prev, req, s.counter("anthropic")) >= prev_head
                 cuts += "emergency" in kinds
+                # a tiny room: fixed part, pinned request and the newest unit leave the cut a band under its mark
+                # smaller than two steps, so the next step or the one after must cut again (nothing else to drop)
+                forced += any(a["kind"] == "emergency" and cut_at * m.available - a["tokens_after"] < 2 * step_max
+                              for a in m.actions)
             prev = req
             plan = req.cache
-            counter = s.counter("anthropic")
             prev_head = None
             if plan.head_index is not None:
                 # raw tokens through the head breakpoint, in cache order (as costs.call_cost counts them)
                 prev_head = (counter.overheads.per_request + counter.raw_tools(req.tools)
                              + counter.raw_segment(req.system_text) + counter.raw_segment(req.session_text)
                              + sum(counter.raw_message(x) for x in req.messages[: plan.head_index + 1]))
-        assert rewrites <= max(1, len(steps) // 2) or cuts == 0
+        assert rewrites - forced <= max(1, len(steps) // 2) or cuts == 0
 
 
 def test_a_cut_reads_the_pinned_request_from_cache():
