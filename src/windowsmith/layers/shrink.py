@@ -202,18 +202,13 @@ def apply_shrinks(state: SessionState, unit: int, shrinks: Sequence[Shrink],
                   stubs: Sequence[PlannedStub] = ()) -> tuple[Message, ...]:
     """The messages of unit ``unit`` with the planned views (and image stubs) in place."""
     msgs = list(state.units[unit].messages)
-    by_index: dict[int, dict[tuple[int | str, ...], str]] = {}
-    for s in shrinks:
-        if s.unit == unit:
-            by_index.setdefault(s.index, {})[s.entry.at] = s.entry.text
-    for k, views in by_index.items():
-        msgs[k] = shrink_texts(msgs[k], views)
-    images: dict[int, dict[tuple[int | str, ...], str]] = {}
-    for st in stubs:
-        if st.unit == unit:
-            images.setdefault(st.index, {})[st.entry.at] = st.entry.text
-    for k, texts in images.items():
-        msgs[k] = stub_images(msgs[k], texts)
+    for planned, edit in ((shrinks, shrink_texts), (stubs, stub_images)):
+        by_index: dict[int, dict[tuple[int | str, ...], str]] = {}
+        for x in planned:
+            if x.unit == unit:
+                by_index.setdefault(x.index, {})[x.entry.at] = x.entry.text
+        for k, texts in by_index.items():
+            msgs[k] = edit(msgs[k], texts)
     return tuple(msgs)
 
 
