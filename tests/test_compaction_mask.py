@@ -382,8 +382,27 @@ def test_images_the_history_must_keep_over_its_share_become_stubs_the_newest_las
     assert again.request == pack.request
 
 
-def test_a_mask_batch_in_a_young_run_pays_back_over_the_turns_it_has_had():
+def test_a_mask_batch_in_a_young_run_pays_back_over_the_turns_it_has_had(tmp_path):
     cfg = CompactionConfig()
     assert cfg.expected_turns == 10
     assert [cfg.remaining_turns(t) for t in (0, 1, 3, 6, 10, 40)] == [3, 3, 3, 6, 10, 10]
     assert CompactionConfig(expected_turns=2).remaining_turns(8) == 2
+    # and the cost model prices a batch with it: a browser run's first batch comes before its tenth turn
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=32_000) as e:
+        s = e.session("young")
+        s.tools([{"name": "browser", "description": "Open a URL and screenshot it.",
+                  "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}}])
+        s.user("Open the dashboard.")
+        for i in range(14):
+            s.build()
+            s.assistant(f"Step {i}", tool_calls=[{"id": f"t{i}", "name": "browser", "arguments": {"url": f"https://e/{i}"}}])
+            s.tool_result(f"t{i}", [{"type": "text", "text": f"page {i}: job-{1000 + i} " + "row " * 300},
+                                    {"type": "image", "data": base64.b64encode(PNG + bytes([i]) * 64).decode(),
+                                     "media_type": "image/png"}])
+        s.build()
+        masks = records(s, "mask")
+        assert masks
+        for c in masks:
+            turns = sum(1 for _, m in s.state.span_messages(0, c["seq"]) if m.role == "assistant")
+            assert c["expected_turns"] == cfg.remaining_turns(turns)
+        assert min(c["expected_turns"] for c in masks) < cfg.expected_turns  # (the old code priced it over 10)

@@ -99,7 +99,8 @@ def shrink_texts(m: Message, views: Mapping[tuple[int | str, ...], str]) -> Mess
 
 def _replace_blocks(m: Message, texts: Mapping[tuple[int | str, ...], str], kind: type[Image] | type[Text]) -> Message:
     """``m`` with the ``kind`` block at each path (a block's index, or a tool result's index and the index of
-    a block inside it) replaced by a text block; a path that holds no ``kind`` block is skipped."""
+    a block inside it; for text, also a tool call's index and the key of a string argument) replaced by text; a
+    path that holds no ``kind`` block is skipped."""
     blocks = list(m.content)
     changed = False
     for path, text in texts.items():

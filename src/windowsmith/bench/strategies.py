@@ -115,8 +115,8 @@ class Strategy:
         self.system = system or None
         self.tools = tuple(tools)
         self.native_tools = native_tools
-        self.cfg = self.base_cfg
-        self.cfg = run_budget(self.base_cfg, self.cfg.counter.request(self.request(())))
+        self.cfg = self.base_cfg  # (request() reads it) then this run's: the fixed part is the empty request
+        self.cfg = run_budget(self.base_cfg, self.base_cfg.counter.request(self.request(())))
         self.reset()
 
     def reset(self) -> None:

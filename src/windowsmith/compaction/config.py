@@ -14,8 +14,8 @@ STAGES: tuple[str, ...] = ("mask", "summary", "emergency")
 #: floor sets how many turns of growth pass between two cache-breaking batches, and a turn grows a request by
 #: the same tokens in a 200K window as in a 32K one: 8% of a 200K room (16K tokens) held every batch back on the
 #: OpenHands runs at the model's own window while the same batches paid back (validation, gpt-4o 128K: -13%).
-MIN_EXPECTED_TURNS = 3  # the fewest remaining turns a mask batch is priced over (remaining_turns)
 MASK_FLOOR_ROOM = 32_000
+MIN_EXPECTED_TURNS = 3  # the fewest remaining turns a mask batch is priced over (remaining_turns)
 
 
 @dataclass(frozen=True)

@@ -421,8 +421,7 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     first = edits[0].unit if edits else 0
     after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
     pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
-                                saved_raw=saved_raw,
-                                after_raw=after_raw)
+                                saved_raw=saved_raw, after_raw=after_raw)
     # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
     # when the alternative is a summary), so the cache prefix breaks every few turns at most
     floor = cfg.min_saving(avail)
