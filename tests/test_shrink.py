@@ -196,6 +196,49 @@ def test_bench_replay_of_swe_agent_runs_at_8k_has_no_blind_call(tmp_path, path):
         assert rm.events.get("shrink", 0) >= 1  # the pinned request is over its share of a full history
 
 
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
+def test_a_screenshot_goes_before_the_text_of_a_message_that_must_stay(tmp_path):
+    """The real SWE-agent run with a screenshot attached to every user message (an agent that looks at a browser),
+    at 8K: its pinned request (demonstration + issue + screenshot) and its newest observations are over the
+    history's room. Their views were planned before their images: the issue was cut to its first line beside a
+    1,600-token picture and an 18-line file view to an elision marker (2 blind calls, strict recall 0.77). Images
+    go first now (their stubs name their artifacts); the texts stay readable."""
+    from dataclasses import replace
+
+    spec = load_registry().get("claude-sonnet-4-5")
+    trace = load_traces(DATA / SWE_AGENT)[0]
+    shot = [Message(m.role, (*m.content, ws.Image(url=f"https://shots.invalid/{i}.png")))
+            if m.role == "user" else m for i, m in enumerate(trace.messages)]
+    strat = WindowsmithStrategy(BenchConfig.make(spec, 8000), tmp_dir=str(tmp_path))
+    try:
+        rm = run_strategy(prepare(replace(trace, messages=tuple(shot))), strat)
+    finally:
+        strat.close()
+    assert rm.error is None and rm.calls >= 5
+    assert rm.blind_calls == 0 and rm.over_window == 0
+    assert rm.strict / rm.recall_calls >= 0.99
+
+
+def test_a_newest_message_keeps_its_text_and_stubs_its_image(tmp_path):
+    """A newest user message whose text fits the history's room but not beside its image: the image becomes a stub
+    naming its artifact, the text stays whole (no view)."""
+    png = "iVBORw0KGgo" + "B" * 300
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=4000) as e:
+        s = e.session("img")
+        s.system("You operate a browser. " + "Follow the policy carefully. " * 180)
+        s.user("Find the invoice and pay it.")
+        s.add(Message("assistant", (ToolCall("c0", "open", {"url": "https://bank.invalid"}),)))
+        s.tool_result("c0", "opened")
+        text = "\n".join(f"row {i}: invoice INV-{1000 + i} due 2026-12-{i % 28 + 1:02d}" for i in range(25))
+        s.user([{"type": "text", "text": text}, {"type": "image", "data": png, "media_type": "image/png"}])
+        pack = s.build()
+        assert pack.manifest.tokens <= pack.manifest.available
+        last = pack.neutral.messages[-1]
+        assert last.text.startswith(text) and "elided" not in last.text
+        assert not any(isinstance(b, ws.Image) for b in last.content)
+        assert "artifact://" in last.text
+
+
 def test_shrunk_view_text_is_in_the_log_for_replay(tmp_path):
     with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000) as e:
         s = e.session("replay")

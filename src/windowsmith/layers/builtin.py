@@ -230,15 +230,19 @@ class HistoryLayer(Layer):
             return first + (summary_raw if i > 0 else 0) + prefix[n] - prefix[max(i, p)] - self.unbilled(counter, i, pinned)
 
         shrinks: list[Shrink] = []
+        stubs: list[PlannedStub] = []
         # the pinned request larger than its share of a full history: shrink it (it is never dropped). One of
         # several messages (instructions or a demonstration, then the task) alone over the whole cap shrinks now,
         # straight to its shares, the task last: once, not again (with a rewrite of every cached token after it)
         # when the history behind it fills. A single message shrinks to the low water first (below): its view
-        # keeps head and tail only, and the task its next calls need may be in the middle
+        # keeps head and tail only, and the task its next calls need may be in the middle. Its images go first
+        # (stubs): no view makes an image smaller, and a view of the task loses what the next calls need
         if pinned and first_raw > share * cap_raw and (total(lo, first_raw) > cap_raw if n > 1 else
                                                        several and first_raw > cap_raw):
-            shrinks = plan_shrinks(state, [0], int(first_raw - share * cap_raw), counter, spare_last=True)
-        first_now = _units_raw(state, [0], shrinks, counter) if shrinks else first_raw
+            cut = int(first_raw - share * cap_raw)
+            stubs = plan_image_stubs(state, [0], cut, counter)
+            shrinks = plan_shrinks(state, [0], cut - sum(x.saving for x in stubs), counter, spare_last=True)
+        first_now = _units_raw(state, [0], shrinks, counter, stubs) if shrinks or stubs else first_raw
         new_lo = lo
         # drop oldest units until under the low-water mark, always keeping the newest unit
         while new_lo < n - 1 and total(new_lo, first_now) > target:
@@ -255,36 +259,43 @@ class HistoryLayer(Layer):
             # next build drops the unit when a newer one needs the room (a view may overshoot its estimate: the low
             # water is the fallback). The pinned request stays in every later request: it shrinks to the low water,
             # leaving room for the turns after it
-            def shrink_to(units: list[int], before: int) -> tuple[list[Shrink], int]:
-                """The shrinks of ``units`` and the history's raw size with them (``before`` without)."""
-                others = before - _units_raw(state, units, (), counter)
+            def shrink_to(units: list[int], before: int, done: Sequence[PlannedStub]
+                          ) -> tuple[list[Shrink], list[PlannedStub], int]:
+                """The shrinks and image stubs of ``units`` (beside ``done``) and the history's raw size with them
+                (``before`` without): their images first (a message's text is worth more than the tokens of a
+                picture no view can shrink, the newest image last), then views of their texts."""
+                others = before - _units_raw(state, units, (), counter, done)
                 out: list[Shrink] = []
+                imgs: list[PlannedStub] = []
                 after = before
                 for goal in ((target,) if pinned and units[0] == 0 else (cap_raw, target)):
-                    out = plan_shrinks(state, units, int(before - goal) + 1, counter)
-                    after = others + _units_raw(state, units, out, counter)
+                    imgs = plan_image_stubs(state, units, int(before - goal) + 1, counter, exclude=done)
+                    left = others + _units_raw(state, units, (), counter, [*done, *imgs])
+                    out = plan_shrinks(state, units, int(left - goal) + 1, counter) if left > goal else []
+                    after = others + _units_raw(state, units, out, counter, [*done, *imgs])
                     if after <= cap_raw:
                         break
-                return out, after
+                return out, imgs, after
 
-            more, raw_more = shrink_to(kept, raw)
+            more, imgs, raw_more = shrink_to(kept, raw, stubs)
             if raw_more > cap_raw and pinned and n > 1:
-                more, _ = shrink_to([0, *kept], total(new_lo, first_raw))
-                shrinks = []
+                more, imgs, _ = shrink_to([0, *kept], total(new_lo, first_raw), ())
+                shrinks, stubs = [], []
             shrinks = [*shrinks, *more]
-        head: tuple[Message, ...] = _unit_messages(state, 0, shrinks) if new_lo > 0 and pinned else ()
+            stubs = [*stubs, *imgs]
+        head: tuple[Message, ...] = _unit_messages(state, 0, shrinks, stubs) if new_lo > 0 and pinned else ()
         carry = tuple(summary) if new_lo > 0 else ()
-        body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks))
+        body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks, stubs))
         messages = head + carry + body
         unbilled = counter.raw_unbilled(messages)
         raw = sum(counter.raw_message(m) for m in messages) - unbilled
-        stubs: list[PlannedStub] = []
         if raw * counter.scale > cap and not all(m.image_free for m in messages):
             # images no view can shrink (a computer-use agent's screenshots, several in the newest tool message):
             # their stubs, oldest first, the newest image last (a mask record makes them durable)
             units = ([0] if head else []) + list(range(new_lo, n))
-            stubs = plan_image_stubs(state, units, int(raw - cap_raw) + 1, counter)
-            if stubs:
+            extra = plan_image_stubs(state, units, int(raw - cap_raw) + 1, counter, exclude=stubs)
+            if extra:
+                stubs = [*stubs, *extra]
                 head = _unit_messages(state, 0, shrinks, stubs) if head else ()
                 body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks, stubs))
                 messages = head + carry + body
@@ -330,8 +341,9 @@ def _unit_messages(state: SessionState, unit: int, shrinks: Sequence[Shrink],
     return state.units[unit].messages
 
 
-def _units_raw(state: SessionState, units: Sequence[int], shrinks: Sequence[Shrink], counter: TokenCounter) -> int:
-    return sum(counter.raw_message(m) for i in units for m in _unit_messages(state, i, shrinks))
+def _units_raw(state: SessionState, units: Sequence[int], shrinks: Sequence[Shrink], counter: TokenCounter,
+               stubs: Sequence[PlannedStub] = ()) -> int:
+    return sum(counter.raw_message(m) for i in units for m in _unit_messages(state, i, shrinks, stubs))
 
 
 def history_blocked(state: SessionState, cap: int, counter: TokenCounter) -> BudgetBlockedError:

@@ -163,14 +163,16 @@ class PlannedStub:
     saving: int  # raw tokens
 
 
-def plan_image_stubs(state: SessionState, units: Sequence[int], cut: int, counter: TokenCounter) -> list[PlannedStub]:
+def plan_image_stubs(state: SessionState, units: Sequence[int], cut: int, counter: TokenCounter, *,
+                     exclude: Sequence[PlannedStub] = ()) -> list[PlannedStub]:
     """Stubs for the images of ``units`` (the messages the history must keep: the newest unit, the pinned request)
     that together remove at least ``cut`` raw tokens where possible: the oldest image first and the newest image of
     the last unit last, so the screenshot the next step looks at stays while any other can go. A text view cannot
     make an image smaller, and a request whose kept messages hold more images than the history's share would
-    otherwise be refused."""
+    otherwise be refused. ``exclude``: stubs already planned (neither planned again nor counted)."""
     if cut <= 0:
         return []
+    skip = {(x.entry.seq, x.entry.at) for x in exclude}
     found: list[PlannedStub] = []
     for i in units:
         u = state.units[i]
@@ -179,7 +181,7 @@ def plan_image_stubs(state: SessionState, units: Sequence[int], cut: int, counte
             for path, img in message_images(m):
                 st = image_stub(img)
                 saving = counter.overheads.image - counter.raw_text(st.text)
-                if saving > 0:
+                if saving > 0 and (seqs[k], tuple(path)) not in skip:
                     found.append(PlannedStub(ImageStubEntry(seqs[k], tuple(path), st.text, st.sha), st.raw, i, k,
                                              saving))
     # the pinned request's images after the other units' (it is every request's task); the newest image last
