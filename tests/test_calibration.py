@@ -129,6 +129,50 @@ def test_current_turn_rule_bills_only_the_thinking_since_the_last_user_message()
         TokenCounter("o200k_base", "anthropic", thinking="some")
 
 
+def test_the_cache_holds_what_the_provider_bills_so_stripped_thinking_is_neither_read_nor_a_free_prefix():
+    """Under the ``current_turn`` rule the provider strips earlier turns' thinking before it caches the prompt.
+    The cache prefix was counted with that thinking in: a request's every token looked read from cache (the
+    reads, capped at the billed prompt, covered its new messages too: no write at all in a thinking agent's run).
+    Now the cached prefix is counted as billed, and an assistant message whose thinking was sent in the current
+    turn and is stripped once a user message follows it is where the cache stops."""
+    from dataclasses import replace
+
+    from windowsmith.cache import plan_cache
+    from windowsmith.costs import call_cost
+    from windowsmith.registry import load_registry
+    from windowsmith.request import NeutralRequest, Segment
+
+    spec = load_registry().get("claude-sonnet-4-5")
+    counter = TokenCounter(spec.tokenizer, "anthropic", spec.token_factor, thinking="current_turn")
+    system = "You are an airline agent. " + "Follow the airline policy. " * 400
+
+    def request(msgs: tuple[Message, ...]) -> NeutralRequest:
+        req = NeutralRequest(model=spec.name, system=(Segment(system, "system"),), session=(), tools=(),
+                             messages=msgs, tail=None, max_output_tokens=1024, cache_key="t")
+        return replace(req, cache=plan_cache(req, spec.max_breakpoints))
+
+    loop = (*LOOP, Message("assistant", (thinking("three flights; ask which " * 40), Text("Which one?"))),
+            Message.user("the 9am one"))
+    prev = request(loop[:7])  # the current turn's thinking (message 5) is sent and billed
+    cur = request(loop)  # a user message follows: message 5's thinking is stripped now
+    prev_cost, cands = call_cost(spec, "anthropic", None, prev, counter, prompt_tokens=counter.request(prev))
+    cost, _ = call_cost(spec, "anthropic", prev, cur, counter, prompt_tokens=counter.request(cur),
+                        prev_candidates=cands)
+    assert prev_cost.cache_write_tokens > 0
+    # the cache reaches the end of the system prompt at most: message 5 differs from what was cached
+    before_loop = counter.scaled(counter.overheads.per_request + counter.raw_segment(system)
+                                 + sum(counter.raw_message(m) - counter.raw_thinking(m) for m in loop[:5]))
+    assert cost.cache_read_tokens <= before_loop
+    assert cost.cache_write_tokens > 0 and cost.cache_read_tokens + cost.cache_write_tokens <= counter.request(cur)
+    # a request that only appends to a stripped history reads all of it back and writes the new part
+    nxt = request((*loop, Message("assistant", (thinking("book it " * 40), Text("Booked."))),
+                   Message.user("thanks")))
+    _, cands = call_cost(spec, "anthropic", None, cur, counter, prompt_tokens=counter.request(cur))
+    more, _ = call_cost(spec, "anthropic", cur, nxt, counter, prompt_tokens=counter.request(nxt), prev_candidates=cands)
+    assert more.cache_write_tokens > 0 and more.cache_read_tokens > before_loop
+    assert more.cache_read_tokens < counter.request(nxt)
+
+
 def test_engine_counts_what_anthropic_bills_for_sonnet_4_5_and_everything_for_opus_4_5(tmp_path):
     tokens = {}
     for model in ("claude-sonnet-4-5", "claude-opus-4-5"):

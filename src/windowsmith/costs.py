@@ -70,12 +70,29 @@ def shared_prefix_tokens(prev: NeutralRequest | None, cur: NeutralRequest, count
     raw = ses_end
     limit = min(_stable_messages(prev), len(cur.messages))
     pm, cm = prev.messages, cur.messages
+    # the thinking the provider strips (before the last user message that is not a tool result) is not part of
+    # the prompt it caches: an assistant message whose thinking was sent last time and is stripped now (a user
+    # message came after it) differs from what the cache holds
+    sp, sc = counter.stripped_before(pm), counter.stripped_before(cm)
     for i in range(limit):
         a, b = pm[i], cm[i]
         if a is not b and a.digest != b.digest:
             break
-        raw += counter.raw_message(b)
+        size = counter.raw_message(b)
+        if i < sc or i < sp:
+            thought = counter.raw_thinking(b)
+            if thought and (i < sp) != (i < sc):
+                break
+            size -= thought
+        raw += size
     return raw
+
+
+def _billed_ends(req: NeutralRequest, counter: TokenCounter, upto: int) -> int:
+    """Raw billed tokens of ``req.messages[:upto]`` (the thinking the provider strips left out)."""
+    msgs = req.messages[:upto]
+    stripped = counter.stripped_before(req.messages)
+    return sum(counter.raw_message(m) for m in msgs) - sum(counter.raw_thinking(m) for m in msgs[:stripped])
 
 
 def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[int]:
@@ -89,12 +106,9 @@ def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[int]:
         out.append(sys_end)
     if plan.session:
         out.append(ses_end)
-    if plan.head_index is not None:
-        out.append(ses_end + sum(counter.raw_message(m) for m in req.messages[: plan.head_index + 1]))
-    if plan.carry_index is not None:
-        out.append(ses_end + sum(counter.raw_message(m) for m in req.messages[: plan.carry_index + 1]))
-    if plan.message_index is not None:
-        out.append(ses_end + sum(counter.raw_message(m) for m in req.messages[: plan.message_index + 1]))
+    for index in (plan.head_index, plan.carry_index, plan.message_index):
+        if index is not None:
+            out.append(ses_end + _billed_ends(req, counter, index + 1))
     return out
 
 

@@ -437,17 +437,21 @@ class TokenCounter:
         """Raw tokens of ``messages`` that are sent but not billed: under the ``"current_turn"`` rule,
         the thinking of the assistant messages before the last user message that is not a tool result
         (the provider strips it). Part of :meth:`raw_message`'s counts, so subtract it from their sum."""
+        upto = self.stripped_before(messages)
+        return sum(self.raw_thinking(m) for m in messages[:upto]) if upto else 0
+
+    def stripped_before(self, messages: Sequence[Message]) -> int:
+        """How many leading ``messages`` have their thinking stripped by the provider (and not billed): under
+        the ``"current_turn"`` rule, those before the last user message that is not a tool result; else 0."""
         if self.thinking != "current_turn" or self._thinking_provider is None:
             return 0
         if not self._saw_thinking:  # every message of a request was counted by raw_message first: none has any
             return 0
-        last_user = -1
-        for i in range(len(messages) - 1, -1, -1):
+        for i in range(len(messages) - 1, 0, -1):
             m = messages[i]
             if m.role == "user" and not m.tool_results:
-                last_user = i
-                break
-        return sum(self.raw_thinking(m) for m in messages[:last_user]) if last_user > 0 else 0
+                return i
+        return 0
 
     def raw_tools(self, tools: tuple[ToolSpec, ...] | list[ToolSpec]) -> int:
         if not tools:
