@@ -173,6 +173,66 @@ def test_the_cache_holds_what_the_provider_bills_so_stripped_thinking_is_neither
     assert more.cache_read_tokens < counter.request(nxt)
 
 
+def test_compaction_weighs_a_unit_by_what_is_billed_so_stripped_thinking_saves_nothing(tmp_path):
+    """The compaction stages price a fold or a cut by the units' counts; the thinking the provider strips was in
+    them, so a fold of an old exchange looked like it saved its thinking (and paid back) while it saved only the
+    rest. ``HistoryFit.billed`` gives them the counts less the stripped thinking, without copying the lists."""
+    from windowsmith.layers.base import HistoryFit
+    from windowsmith.layers.builtin import HistoryLayer
+
+    with ws.Engine("claude-sonnet-4-5", store=tmp_path / "t.db") as eng:
+        s = eng.session("t")
+        s.system("You help with flights.")
+        for m in LOOP:
+            s.add(m)
+        counter = s.counter("anthropic")
+        layer = HistoryLayer()
+        counts, prefix = layer.unit_counts(s.state, counter)
+        fit = HistoryFit(first_unit=0, counts=counts, prefix=prefix, summary_raw=0, **layer.stripped(counter))
+        units = s.state.units
+        last_user = max(i for i, u in enumerate(units) if u.messages[0].role == "user" and not u.messages[0].tool_results)
+        assert fit.stripped == last_user > 0
+        billed, bprefix = fit.billed()
+        for i, u in enumerate(units):
+            thought = sum(counter.raw_thinking(m) for m in u.messages)
+            assert billed[i] == counts[i] - (thought if i < last_user else 0)
+            assert bprefix[i + 1] - bprefix[i] == billed[i]
+        assert any(billed[i] < counts[i] for i in range(len(units)))
+        assert billed[-1] == counts[-1] and billed[1:3] == [billed[1], billed[2]]
+        assert sum(billed) == prefix[-1] - layer.unbilled(counter, 0, s.state.pinned)
+    # a model that bills every thinking block (opus 4.5) weighs the counts as they are
+    with ws.Engine("claude-opus-4-5", store=tmp_path / "o.db") as eng:
+        s = eng.session("o")
+        for m in LOOP:
+            s.add(m)
+        layer = HistoryLayer()
+        counts, prefix = layer.unit_counts(s.state, s.counter("anthropic"))
+        assert layer.stripped(s.counter("anthropic")) == {}
+
+
+def test_a_mask_batch_claims_only_the_billed_tokens_it_removes(tmp_path):
+    """An airline agent thinking at every turn (stripped once the next user message comes): the fold of its old
+    exchanges claimed their thinking as saved (3,585 tokens, when the request lost 2,436 with a summary on top),
+    which is what made such batches look like they paid back."""
+    from windowsmith.records import MaskRecord
+
+    with ws.Engine("claude-sonnet-4-5", store=tmp_path / "t.db") as eng:
+        s = eng.session("t")
+        s.system("You help with flights.")
+        for k in range(20):
+            s.user(f"turn {k}: check reservation R{k}")
+            s.add(Message("assistant", (thinking(f"reasoning about reservation R{k} and its fare rules " * 40),
+                                        ToolCall(f"c{k}", "get_reservation", {"id": f"R{k}"}))))
+            s.tool_result(f"c{k}", {"reservation": f"R{k}",
+                                    "flights": [{"no": f"HAT{k}{j}", "date": f"2024-05-0{j + 1}"} for j in range(8)]})
+            s.add(Message("assistant", (thinking("done " * 30), Text(f"R{k} is fine."))))
+        before = s.build().tokens
+        s.compact()
+        lost = before - s.build().tokens
+        masks = [r for r in s.state.records if isinstance(r, MaskRecord)]
+        assert len(masks) == 1 and 0 < masks[0].saved_tokens <= lost
+
+
 def test_engine_counts_what_anthropic_bills_for_sonnet_4_5_and_everything_for_opus_4_5(tmp_path):
     tokens = {}
     for model in ("claude-sonnet-4-5", "claude-opus-4-5"):

@@ -350,7 +350,7 @@ class Builder:
         counts: list[int] | Any = []
         prefix = None
         if fit is not None:
-            counts, prefix = fit.counts, fit.prefix
+            counts, prefix = fit.billed()  # what folding or cutting a unit saves: its stripped thinking is not billed
         elif self.state.units:
             counts = [sum(counter.raw_message(m) for m in u.messages) for u in self.state.units]
         eng = self.engine

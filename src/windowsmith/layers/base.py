@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..model import Message, ToolSpec
 from ..request import Lineage
@@ -55,6 +55,65 @@ class HistoryFit:
     #: raw tokens of the item's messages that are sent but not billed (thinking the provider strips), already
     #: left out of the item's ``raw_tokens``: the history is fitted on what is billed
     unbilled: int = 0
+    #: prefix sums of each unit's thinking tokens (as ``prefix``), and how many leading units the provider strips
+    #: the thinking of (0: none): what :meth:`billed` leaves out
+    thinking_prefix: Sequence[int] = ()
+    stripped: int = 0
+
+    def billed(self) -> tuple[Sequence[int], Sequence[int]]:
+        """``counts`` and ``prefix`` as the provider bills them (the stripped thinking left out), for compaction:
+        folding or cutting a unit whose thinking is stripped saves only the rest of it."""
+        if not self.stripped:
+            return self.counts, self.prefix
+        return BilledCounts(self.counts, self.thinking_prefix, self.stripped), \
+            BilledPrefix(self.prefix, self.thinking_prefix, self.stripped)
+
+
+class BilledCounts(Sequence[int]):
+    """Per-unit raw counts less the thinking of the units before ``stripped`` (a view: nothing is copied)."""
+
+    def __init__(self, counts: Sequence[int], thinking_prefix: Sequence[int], stripped: int) -> None:
+        self._counts, self._t, self._stripped = counts, thinking_prefix, stripped
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self._counts)
+        c = self._counts[i]
+        return c - (self._t[i + 1] - self._t[i]) if i < self._stripped else c
+
+
+class BilledPrefix(Sequence[int]):
+    """Prefix sums of :class:`BilledCounts` (a view)."""
+
+    def __init__(self, prefix: Sequence[int], thinking_prefix: Sequence[int], stripped: int) -> None:
+        self._prefix, self._t, self._stripped = prefix, thinking_prefix, stripped
+
+    def __len__(self) -> int:
+        return len(self._prefix)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self._prefix)
+        return self._prefix[i] - self._t[min(i, self._stripped)]
 
 
 @dataclass(frozen=True)
