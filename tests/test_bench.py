@@ -274,6 +274,27 @@ def test_full_history_is_cut_to_fit_dropping_the_oldest_units(cfg):
     assert b.request.messages[0].role == "assistant" and pairs_ok(b.request)
 
 
+@needs_data
+def test_a_peers_cut_fits_what_is_billed_when_earlier_thinking_is_stripped():
+    """The Claude airline runs think (claude-sonnet-4-5 strips earlier turns' thinking): the bench's cut for a
+    framework with no reaction of its own took the request's non-message part as the request less every message's
+    tokens, stripped thinking included, so it stopped dropping too early and the request stayed over the window
+    (``full`` at 8K: 2 to 6 calls over in 10 of 25 runs, 23 on the validation half). Now it counts what is billed."""
+    from windowsmith.traces import load_traces
+
+    spec = load_registry().get("claude-sonnet-4-5")
+    cfg = BenchConfig.make(spec, 8000)
+    traces = load_traces(DATA / "tau2-bench" / "claude-sonnet-4-5_airline.json")
+    for k in (6, 21, 23):
+        s = make_strategy("full", cfg)
+        try:
+            rm = run_strategy(prepare(traces[k]), s)
+        finally:
+            s.close()
+        assert rm.error is None and rm.events.get("cut", 0) >= 1
+        assert rm.over_window == 0 and rm.peak <= cfg.available
+
+
 def test_a_system_prompt_over_the_budget_lowers_every_strategys_reserved_output_like_the_engine(cfg):
     # a policy larger than the 8K window's available budget (tau2-bench telecom): the engine lowers the reserved
     # output to its floor (assemble.py); every strategy gets the same budget (run_budget), so its requests fit,

@@ -179,7 +179,9 @@ class Strategy:
         req = self.request(messages)
         n = self.cfg.counter.request(req)
         if n > self.cfg.available:
-            msgs, clipped = fit_messages(messages, self.cfg, base=n - messages_tokens(messages, self.cfg.counter),
+            counter = self.cfg.counter
+            billed = messages_tokens(messages, counter) - counter.scaled(counter.raw_unbilled(messages))
+            msgs, clipped = fit_messages(messages, self.cfg, base=n - billed,
                                          pinned=pinned)
             events["cut"] = 1
             if clipped:
@@ -228,10 +230,20 @@ def fit_messages(messages: Sequence[Message], cfg: BenchConfig, *, base: int, pi
     starts = unit_starts(body)
     total = sum(raw)
     k = 0
+
+    def billed(start: int) -> int:
+        """Raw billed tokens of the head and the body from ``start``: less the thinking the provider strips."""
+        kept = head + body[start:]
+        return head_raw + sum(raw[start:]) - counter.raw_unbilled(kept)
+
     while k < len(starts) - 1 and (head_raw + total) * scale > limit:
+        if billed(starts[k]) * scale <= limit:
+            break  # what is over is thinking the provider strips: it is not billed
         nxt = starts[k + 1]
         total -= sum(raw[starts[k]:nxt])
         k += 1
+    if starts:
+        total = billed(starts[k]) - head_raw
     keep = body[starts[k]:] if starts else body
     if (head_raw + total) * scale <= limit:
         return tuple(head + keep), False
