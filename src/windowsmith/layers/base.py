@@ -69,14 +69,15 @@ class HistoryFit:
             BilledPrefix(self.prefix, self.thinking_prefix, self.stripped)
 
 
-class BilledCounts(Sequence[int]):
-    """Per-unit raw counts less the thinking of the units before ``stripped`` (a view: nothing is copied)."""
+class _BilledView(Sequence[int]):
+    """A per-unit list (``base``) less the thinking the provider strips (``thinking_prefix``, units before
+    ``stripped``), read element by element: nothing is copied."""
 
-    def __init__(self, counts: Sequence[int], thinking_prefix: Sequence[int], stripped: int) -> None:
-        self._counts, self._t, self._stripped = counts, thinking_prefix, stripped
+    def __init__(self, base: Sequence[int], thinking_prefix: Sequence[int], stripped: int) -> None:
+        self._base, self._t, self._stripped = base, thinking_prefix, stripped
 
     def __len__(self) -> int:
-        return len(self._counts)
+        return len(self._base)
 
     @overload
     def __getitem__(self, i: int) -> int: ...
@@ -86,34 +87,26 @@ class BilledCounts(Sequence[int]):
 
     def __getitem__(self, i: int | slice) -> int | list[int]:
         if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self._counts)
-        c = self._counts[i]
+            return [self._at(k) for k in range(*i.indices(len(self)))]
+        return self._at(i + len(self._base) if i < 0 else i)
+
+    def _at(self, i: int) -> int:
+        raise NotImplementedError
+
+
+class BilledCounts(_BilledView):
+    """Per-unit raw counts less the thinking of the units before ``stripped``."""
+
+    def _at(self, i: int) -> int:
+        c = self._base[i]
         return c - (self._t[i + 1] - self._t[i]) if i < self._stripped else c
 
 
-class BilledPrefix(Sequence[int]):
-    """Prefix sums of :class:`BilledCounts` (a view)."""
+class BilledPrefix(_BilledView):
+    """Prefix sums of :class:`BilledCounts`."""
 
-    def __init__(self, prefix: Sequence[int], thinking_prefix: Sequence[int], stripped: int) -> None:
-        self._prefix, self._t, self._stripped = prefix, thinking_prefix, stripped
-
-    def __len__(self) -> int:
-        return len(self._prefix)
-
-    @overload
-    def __getitem__(self, i: int) -> int: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[int]: ...
-
-    def __getitem__(self, i: int | slice) -> int | list[int]:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self._prefix)
-        return self._prefix[i] - self._t[min(i, self._stripped)]
+    def _at(self, i: int) -> int:
+        return self._base[i] - self._t[min(i, self._stripped)]
 
 
 @dataclass(frozen=True)
