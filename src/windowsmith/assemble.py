@@ -169,7 +169,8 @@ def assemble(
     fixed += sum(required_by_layer.values())
     borrowed: Action | None = None
     least = history_floor(gathered, counter)
-    if lower_output or fixed > budget.available or (least and config.block_tokens(budget.available) - fixed < least):
+    short = bool(least) and config.block_tokens(budget.available) - fixed < least
+    if lower_output or fixed > budget.available or short:
         # the required layers fit the window but not beside the whole reserved output, or leave the history less
         # than the smallest views of what it must keep (the newest unit, the pinned request): lower the reservation
         # to its floor (recorded) rather than refuse; only when they leave not even the floor is it an error
@@ -178,8 +179,7 @@ def assemble(
             before = budget.reserved_output
             what = ("exceed the available budget beside the reserved output" if fixed > budget.available
                     else f"leave the history less than the {least:,} tokens of its smallest views (the newest message "
-                         "and the pinned request) beside the reserved output"
-                    if least and config.block_tokens(budget.available) - fixed < least
+                         "and the pinned request) beside the reserved output" if short
                     else "leave the history too little room beside the reserved output for the messages it must "
                          "keep, even shrunk (thinking and non-string arguments have no smaller view)")
             budget = replace(budget, reserved_output=floor)

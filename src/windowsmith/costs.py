@@ -15,6 +15,7 @@ Uncached input is everything else. Output tokens are priced as given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 from .registry import ModelSpec
 from .request import NeutralRequest
@@ -88,13 +89,6 @@ def shared_prefix_tokens(prev: NeutralRequest | None, cur: NeutralRequest, count
     return raw
 
 
-def _billed_ends(req: NeutralRequest, counter: TokenCounter, upto: int) -> int:
-    """Raw billed tokens of ``req.messages[:upto]`` (the thinking the provider strips left out)."""
-    msgs = req.messages[:upto]
-    stripped = counter.stripped_before(req.messages)
-    return sum(counter.raw_message(m) for m in msgs) - sum(counter.raw_thinking(m) for m in msgs[:stripped])
-
-
 def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[int]:
     """Raw token positions of each cache breakpoint of ``req`` (Anthropic)."""
     plan = req.cache
@@ -106,9 +100,13 @@ def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[int]:
         out.append(sys_end)
     if plan.session:
         out.append(ses_end)
-    for index in (plan.head_index, plan.carry_index, plan.message_index):
-        if index is not None:
-            out.append(ses_end + _billed_ends(req, counter, index + 1))
+    ends = [i + 1 for i in (plan.head_index, plan.carry_index, plan.message_index) if i is not None]
+    if ends:
+        # billed: the thinking the provider strips is not part of the prompt it caches (one pass to the last end)
+        stripped = counter.stripped_before(req.messages)
+        at = [0, *accumulate(counter.raw_message(m) - (counter.raw_thinking(m) if k < stripped else 0)
+                             for k, m in enumerate(req.messages[: max(ends)]))]
+        out += [ses_end + at[e] for e in ends]
     return out
 
 

@@ -62,6 +62,7 @@ from .records import (
     compaction_record,
     render_index,
 )
+from .refs import image_stub
 from .request import Lineage
 from .snapshot import Snapshot
 
@@ -525,6 +526,15 @@ class SessionState:
                 out.append(Message("user", (Text("\n".join(parts)),)))
             self._summary_messages = tuple(out)
         return self._summary_messages
+
+    def image_stubs(self, unit: Unit) -> Iterator[tuple[int, ImageStubEntry, bytes]]:
+        """Each image of ``unit``'s logged messages as the stub that would replace it: the message's position in
+        the unit, the entry (seq, path, stub text, artifact) and what the artifact holds (``refs.image_stub``)."""
+        seqs = [q for q, _ in self.span_messages(unit.first_seq, unit.last_seq)]
+        for k, m in enumerate(unit.messages[: len(seqs)]):  # a repair message after them holds no image
+            for path, img in message_images(m):
+                st = image_stub(img)
+                yield k, ImageStubEntry(seqs[k], tuple(path), st.text, st.sha), st.raw
 
     def span_messages(self, first_seq: int, last_seq: int) -> list[tuple[int, Message]]:
         """The original (never compacted) messages logged at seqs ``first_seq..last_seq``."""

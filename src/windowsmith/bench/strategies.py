@@ -228,22 +228,24 @@ def fit_messages(messages: Sequence[Message], cfg: BenchConfig, *, base: int, pi
     scale = counter.scale
     limit = cfg.available - base
     starts = unit_starts(body)
+    # the thinking the provider strips (before the last user message that is not a tool result) is not billed, as
+    # long as that message stays: dropping units from the front keeps it unless it drops them all
+    upto = counter.stripped_before(msgs) - pinned
+    thought = [counter.raw_thinking(m) if i < upto else 0 for i, m in enumerate(body)]
     total = sum(raw)
+    stripped = sum(thought)
     k = 0
 
-    def billed(start: int) -> int:
-        """Raw billed tokens of the head and the body from ``start``: less the thinking the provider strips."""
-        kept = head + body[start:]
-        return head_raw + sum(raw[start:]) - counter.raw_unbilled(kept)
+    def billed() -> int:
+        """Raw billed tokens of the body kept (from ``starts[k]``)."""
+        return total - (stripped if not starts or starts[k] <= upto else 0)
 
-    while k < len(starts) - 1 and (head_raw + total) * scale > limit:
-        if billed(starts[k]) * scale <= limit:
-            break  # what is over is thinking the provider strips: it is not billed
+    while k < len(starts) - 1 and (head_raw + billed()) * scale > limit:
         nxt = starts[k + 1]
         total -= sum(raw[starts[k]:nxt])
+        stripped -= sum(thought[starts[k]:nxt])
         k += 1
-    if starts:
-        total = billed(starts[k]) - head_raw
+    total = billed()
     keep = body[starts[k]:] if starts else body
     if (head_raw + total) * scale <= limit:
         return tuple(head + keep), False

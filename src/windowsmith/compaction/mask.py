@@ -24,7 +24,7 @@ from ..assemble import Action
 from ..model import Image, Message, Text, ToolCall, ToolResult
 from ..records import Fold, ImageStubEntry, MaskRecord
 from ..refs import ImageStub, image_stub, offloaded_artifact
-from ..state import message_images, stub_images
+from ..state import stub_images
 from .config import CompactionConfig
 from .port import Pass
 from .references import format_args, outline_keys, result_keys
@@ -328,19 +328,16 @@ class MaskPlanner:
                 break  # turn numbers only grow: every later unit is younger
             if i in skip or u.is_open:
                 continue
-            seqs = [q for q, _ in state.span_messages(u.first_seq, u.last_seq)]
             msgs = list(u.messages)
             stubs: list[ImageStubEntry] = []
             blobs: list[tuple[str, bytes]] = []
-            for k, m in enumerate(u.messages[: len(seqs)]):  # a repair message after them holds no image
-                paths: dict[tuple[int | str, ...], str] = {}
-                for path, img in message_images(m):
-                    st = image_stub(img)
-                    paths[path] = st.text
-                    stubs.append(ImageStubEntry(seqs[k], tuple(path), st.text, st.sha))
-                    blobs.append((st.sha, st.raw))
-                if paths:
-                    msgs[k] = stub_images(m, paths)
+            paths: dict[int, dict[tuple[int | str, ...], str]] = {}
+            for k, entry, raw in state.image_stubs(u):
+                paths.setdefault(k, {})[entry.at] = entry.text
+                stubs.append(entry)
+                blobs.append((entry.artifact, raw))
+            for k, texts in paths.items():
+                msgs[k] = stub_images(msgs[k], texts)
             old = counts[i] if i < len(counts) else sum(counter.raw_message(m) for m in u.messages)
             saving = old - sum(counter.raw_message(m) for m in msgs)
             if stubs and saving > 0:

@@ -294,24 +294,28 @@ class HistoryLayer(Layer):
                 shrinks, stubs = [], []
             shrinks = [*shrinks, *more]
             stubs = [*stubs, *imgs]
-        head: tuple[Message, ...] = _unit_messages(state, 0, shrinks, stubs) if new_lo > 0 and pinned else ()
+        with_head = new_lo > 0 and pinned
         carry = tuple(summary) if new_lo > 0 else ()
-        body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks, stubs))
+
+        def compose() -> tuple[tuple[Message, ...], tuple[Message, ...], int, int]:
+            """The kept head and body with the planned views and stubs, the messages' unbilled and billed raw tokens."""
+            head = _unit_messages(state, 0, shrinks, stubs) if with_head else ()
+            body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks, stubs))
+            msgs = head + carry + body
+            unbilled = counter.raw_unbilled(msgs)
+            return head, body, unbilled, sum(counter.raw_message(m) for m in msgs) - unbilled
+
+        head, body, unbilled, raw = compose()
         messages = head + carry + body
-        unbilled = counter.raw_unbilled(messages)
-        raw = sum(counter.raw_message(m) for m in messages) - unbilled
         if raw * counter.scale > cap and not all(m.image_free for m in messages):
             # images no view can shrink (a computer-use agent's screenshots, several in the newest tool message):
             # their stubs, oldest first, the newest image last (a mask record makes them durable)
-            units = ([0] if head else []) + list(range(new_lo, n))
+            units = ([0] if with_head else []) + list(range(new_lo, n))
             extra = plan_image_stubs(state, units, int(raw - cap_raw) + 1, counter, exclude=stubs)
             if extra:
                 stubs = [*stubs, *extra]
-                head = _unit_messages(state, 0, shrinks, stubs) if head else ()
-                body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks, stubs))
+                head, body, unbilled, raw = compose()
                 messages = head + carry + body
-                unbilled = counter.raw_unbilled(messages)
-                raw = sum(counter.raw_message(m) for m in messages) - unbilled
         clipped: list[str] = []
         if raw * counter.scale > cap:
             # still over (many small blocks): cut the largest tool results head + tail (the overflow guard)

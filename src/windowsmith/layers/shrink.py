@@ -23,8 +23,8 @@ from ..ingest.compress import compress
 from ..ingest.pipeline import INDEX_SHARE
 from ..model import Message, Text, ToolCall, ToolResult
 from ..records import ImageStubEntry, ShrinkEntry
-from ..refs import image_stub, shrink_footer
-from ..state import message_images, shrink_texts, stub_images
+from ..refs import shrink_footer
+from ..state import shrink_texts, stub_images
 from ..text import identifier_index
 
 if TYPE_CHECKING:
@@ -175,15 +175,10 @@ def plan_image_stubs(state: SessionState, units: Sequence[int], cut: int, counte
     skip = {(x.entry.seq, x.entry.at) for x in exclude}
     found: list[PlannedStub] = []
     for i in units:
-        u = state.units[i]
-        seqs = [q for q, _ in state.span_messages(u.first_seq, u.last_seq)]
-        for k, m in enumerate(u.messages[: len(seqs)]):  # a repair message after them holds no image
-            for path, img in message_images(m):
-                st = image_stub(img)
-                saving = counter.overheads.image - counter.raw_text(st.text)
-                if saving > 0 and (seqs[k], tuple(path)) not in skip:
-                    found.append(PlannedStub(ImageStubEntry(seqs[k], tuple(path), st.text, st.sha), st.raw, i, k,
-                                             saving))
+        for k, entry, raw in state.image_stubs(state.units[i]):
+            saving = counter.overheads.image - counter.raw_text(entry.text)
+            if saving > 0 and (entry.seq, entry.at) not in skip:
+                found.append(PlannedStub(entry, raw, i, k, saving))
     # the pinned request's images after the other units' (it is every request's task); the newest image last
     order = [x for x in found if x.unit != 0 or len(units) == 1] + [x for x in found if x.unit == 0 and len(units) > 1]
     last = [x for x in found if x.unit == max(units)]
