@@ -1,7 +1,8 @@
 """Stress variants of the shared real traces: the families we do not have, approximated one change at a time.
 
 Run:  .venv/bin/python benchmarks/bench_stress.py [--split dev] [--variants think,shots] [--windows 8000,16000]
-      (writes benchmarks/results/stress.json and stress.md; about 10 minutes on 2 workers for everything)
+                                                 [--out benchmarks/results/stress]
+      (writes <out>.json and <out>.md; about 11 minutes on 2 workers for everything)
 
 Each variant takes every run of a family and changes it one way, keeping the rest of the run as recorded:
 
@@ -156,6 +157,7 @@ def main() -> None:
     ap.add_argument("--split", default="dev", choices=("dev", "validation", "all"))
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--windows", default="8000,16000,32000")
+    ap.add_argument("--out", default=str(OUT / "stress"), help="where the results go: <out>.json and <out>.md")
     args = ap.parse_args()
     variants = [v for v in args.variants.split(",") if v]
     for v in variants:
@@ -177,10 +179,11 @@ def main() -> None:
         print(file=sys.stderr)
     table = summarize(rows)
     command = "python benchmarks/bench_stress.py " + " ".join(sys.argv[1:])
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "stress.json").write_text(json.dumps({"split": args.split, "model": MODEL, "command": command,
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"split": args.split, "model": MODEL, "command": command,
                                                  "table": table}, indent=1) + "\n", encoding="utf-8")
-    (OUT / "stress.md").write_text(markdown(table, command.strip(), args.split), encoding="utf-8")
+    out.with_suffix(".md").write_text(markdown(table, command.strip(), args.split), encoding="utf-8")
     print(markdown(table, command.strip(), args.split))
 
 
