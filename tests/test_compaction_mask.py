@@ -406,3 +406,48 @@ def test_a_mask_batch_in_a_young_run_pays_back_over_the_turns_it_has_had(tmp_pat
             turns = sum(1 for _, m in s.state.span_messages(0, c["seq"]) if m.role == "assistant")
             assert c["expected_turns"] == cfg.remaining_turns(turns)
         assert min(c["expected_turns"] for c in masks) < cfg.expected_turns  # (the old code priced it over 10)
+
+
+@needs_data
+def test_an_image_batch_after_a_fold_batch_claims_only_what_it_saves():
+    """A real tau-bench run with a screenshot in every tool result, at 16K: a fold batch at the summary threshold,
+    then batches that stub aged images only. Each batch's claimed saving is what the next request really lost:
+    an image-only batch once counted the folds of the batch before it (a 1,548-token stub claimed 5,806 tokens
+    saved and passed the cost model on that saving, rewriting the cache every turn). And the cache rewrite each
+    batch is priced at is the one the provider bills: with explicit breakpoints the cache holds the prefixes the
+    last request marked, so an edit re-writes from the carry (here the pinned head) on, not from the edit."""
+    from windowsmith.costs import call_cost
+    from windowsmith.model import Image, Message, ToolResult
+
+    spec = load_registry().get("claude-sonnet-4-5")
+    cfg = BenchConfig.make(spec, 16_000)
+    trace = next(t for t in load_traces(DATA / "tau-bench" / "gpt-4o-airline.json")
+                 if t.id.endswith("task-4/trial-0"))
+    run = prepare(trace)
+    strategy = WindowsmithStrategy(cfg)
+    strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
+    calls = set(run.calls)
+    checked = []
+    prices = spec.prices
+    prev = None
+    try:
+        for i, m in enumerate(run.messages):
+            if i in calls:
+                pack = strategy.session.build(cfg.fmt)
+                cost, _ = call_cost(spec, cfg.fmt, prev, pack.neutral, cfg.counter, prompt_tokens=pack.manifest.tokens)
+                prev = pack.neutral
+                for a in pack.manifest.actions:
+                    if a["kind"] == "mask":
+                        # the counted request after the batch is what the batch said it would leave
+                        assert abs(pack.manifest.tokens - a["tokens_after"]) <= 0.02 * pack.manifest.tokens, a
+                        rewrite = a["detail"]["rewrite_usd"] * 1e6 / (prices.cache_write - prices.cache_read)
+                        assert abs(rewrite - cost.cache_write_tokens) <= 0.02 * cost.cache_write_tokens, (a, cost)
+                        checked.append(a["detail"].get("images", 0))
+            if m.role == "tool":
+                m = Message("tool", tuple(ToolResult(r.call_id, (*r.content, Image(url=f"https://shots.invalid/{i}.png")),
+                                                     r.is_error, r.name) for r in m.tool_results))
+            strategy.observe(m)
+    finally:
+        strategy.finish()
+        strategy.close()
+    assert any(checked) and len(checked) >= 2, checked  # a fold batch and at least one image batch

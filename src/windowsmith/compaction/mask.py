@@ -243,7 +243,7 @@ class MaskPlanner:
         """Folds for every unfolded exchange older than the last ``keep_turns`` exchanges (or, in a small
         window, older than the newest ``keep_raw`` tokens of exchanges; at least two stay) that gets shorter.
         ``copy=False`` returns the planner's own list (read it, never change it; :attr:`planned_saving` is
-        its total saving), so a build that folds nothing does not copy it."""
+        its total saving when it is not empty), so a build that folds nothing does not copy it."""
         units = state.units
         turns = self.turn_numbers(state)
         exchanges = state.exchange_units  # (the state keeps them, folds included)
@@ -398,7 +398,8 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     deep = cfg.mask_low_water if near_summary else 1.0
     # the planner's own list, not a copy: a build that folds nothing costs O(new units), not O(planned folds)
     folds = planner.plan_mask(state, p.counter, p.counts, keep_raw=p.keep_ratio * deep * avail / scale, copy=False)
-    fold_raw = planner.planned_saving
+    # (no fold due leaves the planner's list for later builds: its saving is not this batch's)
+    fold_raw = planner.planned_saving if folds else 0
     keep: frozenset[int] = frozenset()
     if folds and planner.limit is not None and cfg.working_set:
         # the files the agent is still working on: their old reads stay out of the batch, in the room the
@@ -416,7 +417,12 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     saved = int(fold_raw * scale + image_saved)
     pressure = size >= cfg.mask_at * avail
     first = edits[0].unit if edits else 0
-    after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
+    if p.spec.max_breakpoints > 0:
+        # explicit cache breakpoints (Anthropic): the cache holds the prefixes the last request marked, the head, the
+        # carry and its end; an edit in the history after the carry re-writes from the carry on, not from the edit
+        first = min(first, state.first_compactable_unit())
+    after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else \
+        sum(p.counts[first:])
     pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
                                 saved_raw=saved_raw, after_raw=after_raw)
     # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
