@@ -107,6 +107,46 @@ def test_fold_artifacts_reads_records_written_before_the_per_call_mapping(tmp_pa
 # --------------------------------------------------------------------------- keys
 
 
+def test_fold_keys_of_a_json_result_are_its_values_not_its_field_names():
+    """A customer-service profile (a real tau-bench result): its field names ('first_name', 'payment_methods') are
+    the schema, its values the ids the agent looks up next; with the names in the keys, the fold's twelve kept
+    neither of the last two reservations the agent read next (tau-bench with thinking at 16K: strict recall
+    97.8% -> 98.9% on the dev runs, `full` 99.3%)."""
+    profile = ('{"name": {"first_name": "Sophia", "last_name": "Martin"}, "email": "sophia.martin3149@example.com", '
+               '"payment_methods": {"gift_card_6829926": {"source": "gift_card", "amount": 35, "id": "gift_card_6829926"}, '
+               '"credit_card_1402274": {"source": "credit_card", "last_four": "8834", "id": "credit_card_1402274"}}, '
+               '"saved_passengers": [{"first_name": "Ivan"}], "reservations": ["MFRB94", "PUNERT", "HSR97W", "SE9KEL", '
+               '"FDZ0T5", "HTR26G", "5BGGWZ"]}')
+    assert result_keys(profile) == ["sophia.martin3149@example.com", "gift_card_6829926", "credit_card_1402274",
+                                    "MFRB94", "HSR97W", "SE9KEL", "FDZ0T5", "HTR26G", "5BGGWZ"]
+    assert result_keys("{'user_id': 'mia_li_3668'}") == ["mia_li_3668"]  # a Python dict's repr too
+    assert result_keys("see credit_card and gift_card") == ["credit_card", "gift_card"]  # no ids: the words stay
+
+
+
+def test_a_fold_line_keeps_its_keys_beside_its_preview(tmp_path):
+    """What the fold's preview shows does not use up one of its ``fold_keys``."""
+    profile = ('{"name": {"first_name": "Sophia", "last_name": "Martin"}, "email": "sophia.martin3149@example.com", '
+               '"reservations": [' + ", ".join(f'"R{k:04d}X"' for k in range(20)) + '], "notes": "'
+               + "prefers aisle seats, travels for work " * 40 + '"}')
+    cfg = CompactionConfig(keep_turns=2, fold_keys=12)
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", compaction=cfg) as e:
+        s = e.session("cs")
+        s.user("Which of my reservations are on the same day?")
+        s.assistant("Looking you up.", tool_calls=[{"id": "u", "name": "get_user_details",
+                                                    "arguments": {"user_id": "sophia_martin_4574"}}])
+        s.tool_result("u", profile)
+        for i in range(3):
+            filler(s, i)
+        s.compact()
+        line = next(f["text"] for r in records(s, "mask") for f in r["folds"] if "u" in f["calls"])
+    assert "sophia.martin3149@example.com" in line  # in the preview (160 characters)
+    preview, rest = line.split("[keys: ", 1)
+    keys = rest.split("]", 1)[0].split(", ")
+    shown = [f"R{k:04d}X" for k in range(20) if f"R{k:04d}X" in preview]
+    assert shown and keys == [f"R{k:04d}X" for k in range(20) if f"R{k:04d}X" not in shown][:12]
+
+
 def test_fold_keys_skip_windowsmith_boilerplate(tmp_path):
     footer = (f"[windowsmith: the full result (400 lines, 9,000 tokens) is stored as artifact://{'a' * 64}; "
               "read more with read_result(ref, offset, limit) or search_result(ref, pattern)]")

@@ -17,7 +17,7 @@ PIECES = ["a", "Z", "_", "1", "0", "9", "#", "@", ".", "/", "-", "+", ":", "(", 
           "def ", "class ", "fn\n", "Error", "Exception", "ValueError", "xfailed", "FAILED", "failed", "error:",
           "fatal:", "panic:", "not found", "deNIED", "Traceback", "src/", ".py", "a.py:12", "../", "x.com", "a@b.co",
           "é", "ß", "\u017f", "\u212a", "\u0130", "ID", "AB12C", "req-", "snake_case", "HAT170", "#W23", "abc", "DEF9", "0123456789abcdef",
-          "[REDACTED:aws]"]
+          "[REDACTED:aws]", '"first_name": ', "'a_bc':", "credit_card", "_1402274"]
 texts = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
 
 
@@ -44,7 +44,8 @@ def plain_keys(text: str, limit: int) -> list[str]:
             seen[k] = None
             if len(seen) >= limit:
                 break
-    return list(seen)
+    # a kind word before its ids ('credit_card' beside 'credit_card_1402274') is left out
+    return [k for k in seen if not any(re.fullmatch(re.escape(k) + r"_\d+", o) for o in seen) or "_" not in k]
 
 
 @settings(max_examples=400, deadline=None)

@@ -123,12 +123,13 @@ def test_extract_refs_equals_the_plain_loop(msgs, goal, artifacts, with_seqs, li
 
 # The records a compaction (fold and summary, then a second summary absorbing the first) appends on real traces:
 # sha256 of their JSON, as the code before the per-message scans (375006a) wrote them. A deliberate change of what
-# a summary holds updates these; a speed-up must not.
+# a summary holds updates these; a speed-up must not. (The OpenHands pair: updated when the fold and summary keys
+# left out JSON field names — 'view_range', 'insert_line' — for the identifiers after them.)
 PINNED = {
     ("mini-swe-agent/astropy__astropy-12907.traj.json", 0):
         "b152aff1f3b989999d0394ce61b8aa58df089d9c4b8cfdd779072d813b86c0e8",
-    ("openhands/msb_example_output.jsonl", 1): "8a5eb53b84539eee5a16c0cb55e1558d1b707f3baaa667953c33b53b806cdb52",
-    ("openhands/msb_example_output.jsonl", 2): "358837a1aa2d7f2096614bc52656c0f9b77592bd2ac62c575309a994deac4d6e",
+    ("openhands/msb_example_output.jsonl", 1): "ff9e336e3352323d4cfd834e07b6f05f618250d6ffa9d13c34d10fff5496058f",
+    ("openhands/msb_example_output.jsonl", 2): "2cd99c89729fa871fb46114228c91961ae068486a51318a7b8ef606932c2d4be",
     ("tau2-bench/gpt-4.1_retail_default_1trial.json", 1):
         "c4902351d99aa255e3439c9b961d5dcb7cd57b676808d5afc198ddd2282b29f9",
 }

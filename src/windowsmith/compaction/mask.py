@@ -153,7 +153,7 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
         preview = _preview(text, chars)
         # a file read's outline first (each definition's name and lines), then the result's other identifiers
         extra = outline_keys(text, keys) if keys else []
-        extra += [k for k in result_keys(text, keys) if k not in preview][: keys - len(extra)] if keys else []
+        extra += [k for k in result_keys(text, keys + 8) if k not in preview][: keys - len(extra)] if keys else []
         more = f" [keys: {', '.join(extra)}]" if extra else ""
         more += f" {shown}" if shown else ""
         parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{preview}{more} (artifact://{sha})")

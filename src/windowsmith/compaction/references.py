@@ -431,7 +431,7 @@ _KEY_RE = re.compile(
     r"|(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+"  # e-mail (from the start of its run only: linear on long runs)
     r"|\b[A-Z]\w+(?:Error|Exception)\b"  # 'IntegrityError'
     r"|(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b"  # 'src/a/b.py'
-    r"|\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b"  # 'snake_case'
+    r"|\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)"  # 'snake_case', not a JSON object's key ('"first_name": ')
 )
 
 
@@ -443,7 +443,7 @@ _KEY_BRANCHES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     (r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+", ("@",)),
     (r"\b[A-Z]\w+(?:Error|Exception)\b", ("Error", "Exception")),
     (r"(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b", ("/",)),
-    (r"\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b", ("_",)),
+    (r"\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)", ("_",)),
 )
 assert "|".join(b for b, _ in _KEY_BRANCHES) == _KEY_RE.pattern
 _KEY_VARIANTS: dict[tuple[bool, ...], re.Pattern[str]] = {}
@@ -490,7 +490,8 @@ def _result_keys(text: str, limit: int) -> list[str]:
             seen[k] = None
             if len(seen) >= limit:
                 break
-    return list(seen)
+    # a word that only names the kind of the ids it prefixes ('credit_card' beside 'credit_card_1402274') adds nothing
+    return [k for k in seen if "_" not in k or not any(o.startswith(k + "_") and o[len(k) + 1:].isdigit() for o in seen)]
 
 
 OUTLINE_HEAD = f"\n{OUTLINE_TITLE}\n"  # what the ingest's file-read view prints above its outline
