@@ -188,7 +188,9 @@ def test_compaction_weighs_a_unit_by_what_is_billed_so_stripped_thinking_saves_n
         counter = s.counter("anthropic")
         layer = HistoryLayer()
         counts, prefix = layer.unit_counts(s.state, counter)
-        fit = HistoryFit(first_unit=0, counts=counts, prefix=prefix, summary_raw=0, **layer.stripped(counter))
+        thinking_prefix, stripped = layer.stripped(counter)
+        fit = HistoryFit(first_unit=0, counts=counts, prefix=prefix, summary_raw=0, thinking_prefix=thinking_prefix,
+                         stripped=stripped)
         units = s.state.units
         last_user = max(i for i, u in enumerate(units) if u.messages[0].role == "user" and not u.messages[0].tool_results)
         assert fit.stripped == last_user > 0
@@ -207,7 +209,7 @@ def test_compaction_weighs_a_unit_by_what_is_billed_so_stripped_thinking_saves_n
             s.add(m)
         layer = HistoryLayer()
         counts, prefix = layer.unit_counts(s.state, s.counter("anthropic"))
-        assert layer.stripped(s.counter("anthropic")) == {}
+        assert layer.stripped(s.counter("anthropic")) == ((), 0)
 
 
 def test_a_mask_batch_claims_only_the_billed_tokens_it_removes(tmp_path):

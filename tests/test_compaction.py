@@ -28,7 +28,7 @@ from windowsmith.compaction import (
     reconstruct,
     render_transcript,
 )
-from windowsmith.compaction.mask import PlannedFold, mask_pays
+from windowsmith.compaction.mask import PlannedFold, mask_pays, rewrite_from
 from windowsmith.compaction.providers import AnthropicSummarizer, OpenAISummarizer
 from windowsmith.registry import load_registry
 
@@ -191,6 +191,16 @@ def test_cost_model_masks_below_pressure_only_when_it_pays(tmp_path):
         assert pays and econ["net_usd"] > 0  # big fold near the end: saves 10k cached tokens per turn
         pays, econ = mask_pays([PlannedFold(0, 1, 2, "x", 100, ())], [200, 50_000, 50_000], 1.0, e.spec, turns)
         assert not pays and econ["rewrite_usd"] > econ["saving_usd_per_turn"] * 10
+        # explicit breakpoints: a batch after the carry re-writes from the carry (unit 1 here), not from its edit
+        assert rewrite_from([fold], e.spec, 0) == 0 and rewrite_from([fold], e.spec, 3) == 1
+        late = PlannedFold(3, 7, 8, "x", 250, ())
+        _, near = mask_pays([late], [100, 10_500, 200, 300], 1.0, e.spec, turns)
+        _, carry = mask_pays([late], [100, 10_500, 200, 300], 1.0, e.spec, turns, cached_upto=1)
+        prices = e.spec.prices
+        assert near["rewrite_usd"] == round(50 * (prices.cache_write - prices.cache_read) / 1e6, 6)
+        assert carry["rewrite_usd"] == round((11_000 - 250) * (prices.cache_write - prices.cache_read) / 1e6, 6)
+    with ws.Engine(model="gpt-4o", store=tmp_path / "o.db") as e:
+        assert rewrite_from([late], e.spec, 1) == 3  # implicit prefix caching reads up to the edit
 
 
 # --------------------------------------------------------------------------- summaries

@@ -27,7 +27,7 @@ from ..refs import ImageStub, image_stub, offloaded_artifact
 from ..state import stub_images
 from .config import CompactionConfig
 from .port import Pass
-from .references import format_args, outline_keys, result_keys
+from .references import KEY_SCAN, format_args, outline_keys, result_keys
 from .working_set import WorkingSet
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
         preview = _preview(text, chars)
         # a file read's outline first (each definition's name and lines), then the result's other identifiers
         extra = outline_keys(text, keys) if keys else []
-        extra += [k for k in result_keys(text, keys + 8) if k not in preview][: keys - len(extra)] if keys else []
+        extra += [k for k in result_keys(text, max(keys, KEY_SCAN)) if k not in preview][: keys - len(extra)] if keys else []
         more = f" [keys: {', '.join(extra)}]" if extra else ""
         more += f" {shown}" if shown else ""
         parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{preview}{more} (artifact://{sha})")
@@ -358,14 +358,24 @@ class _FoldedUnits:
         return j < len(self.folds) and self.folds[j].unit == unit
 
 
+def rewrite_from(edits: Sequence[PlannedFold | UnitImages], spec: ModelSpec, cached_upto: int) -> int:
+    """The first unit a batch re-writes the cache from: its first edit, or, with explicit cache breakpoints
+    (Anthropic), ``cached_upto`` if that is earlier (the first unit after the carry, else after the pinned
+    head): the cache holds only the prefixes the last request marked (head, carry, end), so an edit after the
+    carry re-writes everything from the carry on."""
+    first = min(f.unit for f in edits)
+    return min(first, cached_upto) if spec.max_breakpoints > 0 else first
+
+
 def mask_pays(edits: Sequence[PlannedFold | UnitImages], counts: Sequence[int], scale: float, spec: ModelSpec,
               expected_turns: int, *, saved_raw: int | None = None, after_raw: int | None = None,
-              ) -> tuple[bool, dict[str, float | int]]:
+              cached_upto: int | None = None) -> tuple[bool, dict[str, float | int]]:
     """Whether folding (and stubbing images) now saves money over ``expected_turns``: the saved tokens would
-    otherwise be read from cache every turn; the batch rewrites the cache from its first edit on, once.
+    otherwise be read from cache every turn; the batch rewrites the cache once, from :func:`rewrite_from` on
+    (``cached_upto``: the session's first compactable unit; None: from the first edit).
 
     ``edits`` are in unit order. ``saved_raw`` (their total saving) and ``after_raw`` (the raw tokens of the
-    units from the first edit on) may be passed when the caller keeps them; else they are summed here."""
+    units the batch re-writes) may be passed when the caller keeps them; else they are summed here."""
     if not edits:
         return False, {}
     p = spec.prices
@@ -374,7 +384,8 @@ def mask_pays(edits: Sequence[PlannedFold | UnitImages], counts: Sequence[int], 
     if saved_raw is None:
         saved_raw = sum(f.saving for f in edits)
     if after_raw is None:
-        after_raw = sum(counts[min(f.unit for f in edits):])
+        first = min(f.unit for f in edits) if cached_upto is None else rewrite_from(edits, spec, cached_upto)
+        after_raw = sum(counts[first:])
     saved = saved_raw * scale
     after = after_raw * scale - saved
     per_turn = saved * read / 1e6
@@ -416,15 +427,11 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     saved_raw = fold_raw + image_raw
     saved = int(fold_raw * scale + image_saved)
     pressure = size >= cfg.mask_at * avail
-    first = edits[0].unit if edits else 0
-    if p.spec.max_breakpoints > 0:
-        # explicit cache breakpoints (Anthropic): the cache holds the prefixes the last request marked, the head, the
-        # carry and its end; an edit in the history after the carry re-writes from the carry on, not from the edit
-        first = min(first, state.first_compactable_unit())
-    after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else \
-        sum(p.counts[first:])
+    cached_upto = state.first_compactable_unit()
+    first = rewrite_from(edits, p.spec, cached_upto) if edits else 0
+    after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
     pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
-                                saved_raw=saved_raw, after_raw=after_raw)
+                                saved_raw=saved_raw, after_raw=after_raw, cached_upto=cached_upto)
     # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
     # when the alternative is a summary), so the cache prefix breaks every few turns at most
     floor = cfg.min_saving(avail)
@@ -498,4 +505,4 @@ def fold_artifacts(state: SessionState, first_seq: int) -> dict[str, str]:
 
 
 __all__ = ["Folded", "ImageStub", "MaskPlanner", "PlannedFold", "TurnNumbers", "UnitImages", "fold_artifacts", "fold_line", "has_images",
-           "image_stub", "is_exchange", "logged_results", "mask_pays", "run_mask"]
+           "image_stub", "is_exchange", "logged_results", "mask_pays", "rewrite_from", "run_mask"]

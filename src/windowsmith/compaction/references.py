@@ -459,15 +459,22 @@ def _key_pattern(text: str) -> re.Pattern[str]:
     return p
 
 
+#: How many keys one scan of a result finds (and the memo keeps): every caller asking for up to this many
+#: (a fold line's ``fold_keys`` before it drops those its preview shows, the summarizer's 40 a block) shares it.
+KEY_SCAN = 40
+
+
 def result_keys(text: str, limit: int = 12) -> list[str]:
-    """Identifiers in a tool result worth keeping in its one-line fold (ids, paths, errors, symbols).
+    """Identifiers in a tool result worth keeping in its one-line fold (ids, paths, errors, symbols), in the order
+    of their first sighting: values, not a JSON (or Python dict) object's field names (``"first_name": …``), and
+    not a word that only names the kind of the ids beside it (``credit_card`` next to ``credit_card_1402274``).
 
     windowsmith's own notes in the text (the offload footer naming ``read_result``/``search_result``,
     the binary stub, ``[REDACTED:<type>]`` markers, image stubs) are skipped: they are not the result's."""
     hit = _KEYS.get(text)
     if hit is not None and (limit <= hit[0] or len(hit[1]) < hit[0]):
         return list(hit[1][:limit])
-    cap = max(limit, 40)  # one scan answers every caller's limit up to this
+    cap = max(limit, KEY_SCAN)  # one scan answers every caller's limit up to this
     keys = _result_keys(text, cap)
     _KEYS.put(text, (cap, tuple(keys)))
     return keys[:limit]
@@ -555,6 +562,6 @@ def merge_refs(*groups: Iterable[Reference], limit: int = 200) -> list[Reference
     return out[:limit]
 
 
-__all__ = ["ARTIFACT_RE", "BOILERPLATE_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "OUTLINE_HEAD", "MessageScan", "extract_refs",
+__all__ = ["KEY_SCAN", "ARTIFACT_RE", "BOILERPLATE_RE", "KIND_WEIGHTS", "OFFLOAD_RE", "OUTLINE_HEAD", "MessageScan", "extract_refs",
            "format_args", "merge_refs", "message_scan", "outline_keys", "result_keys", "score_ref", "SENTENCE_RE",
            "sentences_with"]

@@ -24,8 +24,8 @@ from typing import Any
 from ..model import Message, Text, ToolCall, ToolResult
 from ..tokens import count_text
 from .base import Reference, Summary
+from .references import KEY_SCAN, extract_refs, format_args, merge_refs, result_keys, sentences_with
 from .references import decisions as find_decisions
-from .references import extract_refs, format_args, merge_refs, result_keys, sentences_with
 
 SUMMARY_HEADER = "[windowsmith: summary of the earlier conversation; the full transcript is kept in the session log]"
 
@@ -230,21 +230,21 @@ def _block_text(b: Any) -> str:
 
 
 def _recent_identifiers(messages: Sequence[Message], earlier: Sequence[str], n: int) -> list[str]:
-    """The ``n`` identifiers (``result_keys``, 40 a block) sighted last, oldest first, after ``earlier``
+    """The ``n`` identifiers (``result_keys``, ``KEY_SCAN`` a block) sighted last, oldest first, after ``earlier``
     (the previous summary's). Read from the newest block back, so a long span stops being read once
     ``n`` are found."""
     if n <= 0:  # [-0:] keeps everything: the forward fold, as written
         idents: dict[str, None] = dict.fromkeys(earlier)
         for m in messages:
             for b in m.content:
-                for k in result_keys(_block_text(b), 40):
+                for k in result_keys(_block_text(b), KEY_SCAN):
                     idents.pop(k, None)
                     idents[k] = None
         return list(idents)[-n:]
     found: dict[str, None] = {}
     for m in reversed(messages):
         for b in reversed(m.content):
-            for k in reversed(result_keys(_block_text(b), 40)):
+            for k in reversed(result_keys(_block_text(b), KEY_SCAN)):
                 if k not in found:
                     found[k] = None
                     if len(found) >= n:

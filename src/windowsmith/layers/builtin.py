@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import partial
 from itertools import accumulate, islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..budget import room_factor
 from ..errors import BudgetBlockedError, TaskRequiredError
@@ -182,15 +182,15 @@ class HistoryLayer(Layer):
         last = users[-1] if users else -1
         return tprefix[last] - tprefix[lo] if last > lo else 0
 
-    def stripped(self, counter: TokenCounter) -> dict[str, Any]:
+    def stripped(self, counter: TokenCounter) -> tuple[Sequence[int], int]:
         """The thinking prefix sums and how many leading units the provider strips the thinking of (those before
-        the newest unit that opens with a user text message, past the first), for :meth:`HistoryFit.billed`; empty
-        when it strips none. Call after :meth:`unit_counts` with the same counter."""
+        the newest unit that opens with a user text message, past the first), for :meth:`HistoryFit.billed`;
+        ``((), 0)`` when it strips none. Call after :meth:`unit_counts` with the same counter."""
         if counter.thinking != "current_turn":
-            return {}
+            return (), 0
         tprefix, users = self._thinking[id(counter)]
         last = users[-1] if users else 0
-        return {"thinking_prefix": tprefix, "stripped": last} if last > 0 and tprefix[last] else {}
+        return (tprefix, last) if last > 0 and tprefix[last] else ((), 0)
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:
         state = ctx.state
@@ -205,11 +205,12 @@ class HistoryLayer(Layer):
         unbilled = self.unbilled(counter, lo, state.pinned)
         raw = prefix[-1] - prefix[lo] + (counts[0] if pinned else 0) + summary_raw - unbilled
         messages, lineage = state.history_view(lo)
+        thinking_prefix, stripped = self.stripped(counter)
         yield Item(
             self.name, "history", "session", messages, priority=50, provenance="log",
             shrink=partial(self._shrink, state, available=ctx.available), raw_tokens=raw, lineage=lineage,
             fit=HistoryFit(first_unit=lo, counts=counts, prefix=prefix, summary_raw=summary_raw, unbilled=unbilled,
-                           **self.stripped(counter)),
+                           thinking_prefix=thinking_prefix, stripped=stripped),
             # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it; the
             # summary message after it (the carry) stays as it is through a cut that defers its refresh: another may
             meta=_head_meta(state, state.summary_message is not None and bool(summary)),
