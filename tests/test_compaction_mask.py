@@ -18,6 +18,7 @@ from windowsmith.compaction.config import MASK_FLOOR_ROOM
 from windowsmith.compaction.mask import fold_artifacts, image_stub
 from windowsmith.compaction.references import result_keys
 from windowsmith.registry import load_registry
+from windowsmith.text import identifiers
 from windowsmith.traces import load_traces
 
 BIG = "\n".join(f"2024-01-01 12:00:{i % 60:02d} worker-{i % 7} RefundError in refund_twice ZFA{i:03d}Y" for i in range(400))
@@ -121,6 +122,18 @@ def test_fold_keys_of_a_json_result_are_its_values_not_its_field_names():
                                     "MFRB94", "HSR97W", "SE9KEL", "FDZ0T5", "HTR26G", "5BGGWZ"]
     assert result_keys("{'user_id': 'mia_li_3668'}") == ["mia_li_3668"]  # a Python dict's repr too
     assert result_keys("see credit_card and gift_card") == ["credit_card", "gift_card"]  # no ids: the words stay
+
+
+def test_a_timestamp_is_not_an_id():
+    """'2024-05-13T19:22:05' holds '13T19', capitals and digits like an id: a real tau-bench reservation's
+    ``created_at`` put it in every fold line's keys (and the index), in place of an id the agent reads next."""
+    reservation = ('{"reservation_id": "SE9KEL", "flights": [{"flight_number": "HAT034", "date": "2024-05-17"}], '
+                   '"payment_history": [{"payment_id": "credit_card_1402274", "amount": 349}], '
+                   '"created_at": "2024-05-13T19:22:05"}')
+    assert result_keys(reservation) == ["SE9KEL", "HAT034", "credit_card_1402274"]
+    found = identifiers(reservation)
+    assert "13T19" not in found and "2024-05-13" in found  # the timestamp's date is one, as a date
+    assert "ZFA04Y" in identifiers("order-ZFA04Y") and "ZFA04Y" in result_keys("order-ZFA04Y")  # after a word: still
 
 
 

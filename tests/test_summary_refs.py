@@ -127,7 +127,7 @@ def test_extract_refs_equals_the_plain_loop(msgs, goal, artifacts, with_seqs, li
 # left out JSON field names — 'view_range', 'insert_line' — for the identifiers after them.)
 PINNED = {
     ("mini-swe-agent/astropy__astropy-12907.traj.json", 0):
-        "b152aff1f3b989999d0394ce61b8aa58df089d9c4b8cfdd779072d813b86c0e8",
+        "d9bfaffc52aab49ae56f2814695dccedefe95863d0f444eaed3f770503f09838",
     ("openhands/msb_example_output.jsonl", 1): "ff9e336e3352323d4cfd834e07b6f05f618250d6ffa9d13c34d10fff5496058f",
     ("openhands/msb_example_output.jsonl", 2): "2cd99c89729fa871fb46114228c91961ae068486a51318a7b8ef606932c2d4be",
     ("tau2-bench/gpt-4.1_retail_default_1trial.json", 1):

@@ -137,12 +137,12 @@ _IDENT_RE = re.compile(
     r"|(?P<error>\b[A-Z]\w*(?:Error|Exception|Warning)\b)"  # error names
     r"|(?P<email>(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+)"  # e-mail addresses
     r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"  # UUIDs
-    r"|(?P<date>(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w]))"  # ISO dates: 2024-05-23
+    r"|(?P<date>(?<![\w-])\d{4}-\d{2}-\d{2}(?=T\d|(?!\w)))"  # ISO dates: 2024-05-23 (also a timestamp's date)
     r"|(?P<dotted>\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)"  # dotted: models.py, os.path.join
     r"|(?P<snake>\b(?=\w{4})(?:[A-Za-z][A-Za-z0-9]*_\w*|_+[A-Za-z0-9]\w*))"  # snake_case, UPPER_CASE, dir_, _private
     r"|(?P<camel>\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b[A-Z]{2,}[a-z]\w*\b)"  # camelCase, CamelCase, HTTPServer
     r"|(?P<id>#[\w-]*\d[\w-]*"  # #W2378156
-    r"|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # HAT170
+    r"|(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # HAT170
     r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b)"  # digests
     r"|(?P<code>\b[A-Z]{1,3}\d{3,4}\b)"  # linter / error codes: E501, W0611
     r"|(?P<digit>\b(?=\w{4})[A-Za-z]+\d\w*\b)"  # words with a digit, 4+ characters: float64, sha256, number1

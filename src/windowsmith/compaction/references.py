@@ -427,7 +427,7 @@ def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any]
 
 _KEY_RE = re.compile(
     r"#[\w-]*\d[\w-]*"  # '#W2378156'
-    r"|\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # 'HAT170', 'ZFA04Y'
+    r"|(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # 'HAT170', 'ZFA04Y'
     r"|(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+"  # e-mail (from the start of its run only: linear on long runs)
     r"|\b[A-Z]\w+(?:Error|Exception)\b"  # 'IntegrityError'
     r"|(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b"  # 'src/a/b.py'
@@ -439,7 +439,7 @@ _KEY_RE = re.compile(
 # match a text is left out of the pattern scanning it (the matches are the same, each position tries fewer)
 _KEY_BRANCHES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     (r"#[\w-]*\d[\w-]*", ("#",)),
-    (r"\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b", None),
+    (r"(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b", None),
     (r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+", ("@",)),
     (r"\b[A-Z]\w+(?:Error|Exception)\b", ("Error", "Exception")),
     (r"(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b", ("/",)),
