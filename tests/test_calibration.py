@@ -226,7 +226,8 @@ def test_a_mask_batch_claims_only_the_billed_tokens_it_removes(tmp_path):
             s.add(Message("assistant", (thinking(f"reasoning about reservation R{k} and its fare rules " * 40),
                                         ToolCall(f"c{k}", "get_reservation", {"id": f"R{k}"}))))
             s.tool_result(f"c{k}", {"reservation": f"R{k}",
-                                    "flights": [{"no": f"HAT{k}{j}", "date": f"2024-05-0{j + 1}"} for j in range(8)]})
+                                    "flights": [{"no": f"HAT{k}{j}", "date": f"2024-05-0{j + 1}"} for j in range(8)],
+                                    "fare_rules": "changes allowed for a fee, refunds to the original payment " * 6})
             s.add(Message("assistant", (thinking("done " * 30), Text(f"R{k} is fine."))))
         before = s.build().tokens
         s.compact()

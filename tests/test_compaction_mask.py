@@ -124,13 +124,18 @@ def test_fold_keys_of_a_json_result_are_its_values_not_its_field_names():
     assert result_keys("see credit_card and gift_card") == ["credit_card", "gift_card"]  # no ids: the words stay
 
 
-def test_a_timestamp_is_not_an_id():
+def test_fold_keys_hold_a_results_dates_and_no_timestamp_fragment():
     """'2024-05-13T19:22:05' holds '13T19', capitals and digits like an id: a real tau-bench reservation's
-    ``created_at`` put it in every fold line's keys (and the index), in place of an id the agent reads next."""
+    ``created_at`` put it in every fold line's keys (and the index), in place of an id the agent reads next. Its
+    flights' dates were in no key: an agent that lists the customer's flights by day needs them. They come after
+    the ids (dates first: on the dev runs with thinking, strict recall at 16K fell 98.4% -> 97.6%; after: 98.6%)."""
     reservation = ('{"reservation_id": "SE9KEL", "flights": [{"flight_number": "HAT034", "date": "2024-05-17"}], '
                    '"payment_history": [{"payment_id": "credit_card_1402274", "amount": 349}], '
                    '"created_at": "2024-05-13T19:22:05"}')
-    assert result_keys(reservation) == ["SE9KEL", "HAT034", "credit_card_1402274"]
+    assert result_keys(reservation) == ["SE9KEL", "HAT034", "credit_card_1402274", "2024-05-17"]
+    # a date takes a key only where the ids leave room: dated flights in front of the ids keep the ids first
+    flights = ", ".join(f'{{"date": "2024-05-{d:02d}", "flight_number": "HAT{d:03d}"}}' for d in range(10, 20))
+    assert result_keys(f"[{flights}]", 12) == [f"HAT{d:03d}" for d in range(10, 20)] + ["2024-05-10", "2024-05-11"]
     found = identifiers(reservation)
     assert "13T19" not in found and "2024-05-13" in found  # the timestamp's date is one, as a date
     assert "ZFA04Y" in identifiers("order-ZFA04Y") and "ZFA04Y" in result_keys("order-ZFA04Y")  # after a word: still

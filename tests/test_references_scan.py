@@ -17,7 +17,7 @@ PIECES = ["a", "Z", "_", "1", "0", "9", "#", "@", ".", "/", "-", "+", ":", "(", 
           "def ", "class ", "fn\n", "Error", "Exception", "ValueError", "xfailed", "FAILED", "failed", "error:",
           "fatal:", "panic:", "not found", "deNIED", "Traceback", "src/", ".py", "a.py:12", "../", "x.com", "a@b.co",
           "é", "ß", "\u017f", "\u212a", "\u0130", "ID", "AB12C", "req-", "snake_case", "HAT170", "#W23", "abc", "DEF9", "0123456789abcdef",
-          "[REDACTED:aws]", '"first_name": ', "'a_bc':", "credit_card", "_1402274"]
+          "[REDACTED:aws]", '"first_name": ', "'a_bc':", "credit_card", "_1402274", "2024-05-17", "T19:22"]
 texts = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
 
 
@@ -34,6 +34,9 @@ def plain_items(text: str, errors: bool) -> list[tuple[str, str]]:
 
 
 def plain_keys(text: str, limit: int) -> list[str]:
+    """``result_keys``: the first ``KEY_SCAN`` keys (at least ``limit``) found, kind words left out, dates after
+    the rest, then the first ``limit``."""
+    cap = max(limit, R.KEY_SCAN)
     seen: dict[str, None] = {}
     text = text[:50_000]
     if "[windowsmith:" in text or "[binary output:" in text or "[REDACTED:" in text or "[image: " in text:
@@ -42,10 +45,12 @@ def plain_keys(text: str, limit: int) -> list[str]:
         k = m.group(0)
         if len(k) <= 48 and k not in seen:
             seen[k] = None
-            if len(seen) >= limit:
+            if len(seen) >= cap:
                 break
     # a kind word before its ids ('credit_card' beside 'credit_card_1402274') is left out
-    return [k for k in seen if not any(re.fullmatch(re.escape(k) + r"_\d+", o) for o in seen) or "_" not in k]
+    out = [k for k in seen if not any(re.fullmatch(re.escape(k) + r"_\d+", o) for o in seen) or "_" not in k]
+    dates = [k for k in out if re.fullmatch(r"\d{4}-\d{2}-\d{2}", k)]
+    return ([k for k in out if k not in dates] + dates)[:limit]
 
 
 @settings(max_examples=400, deadline=None)

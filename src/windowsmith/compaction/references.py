@@ -432,6 +432,7 @@ _KEY_RE = re.compile(
     r"|\b[A-Z]\w+(?:Error|Exception)\b"  # 'IntegrityError'
     r"|(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b"  # 'src/a/b.py'
     r"|\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)"  # 'snake_case', not a JSON object's key ('"first_name": ')
+    r"|(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])"  # '2024-05-17' (a date, not a timestamp's)
 )
 
 
@@ -444,8 +445,10 @@ _KEY_BRANCHES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     (r"\b[A-Z]\w+(?:Error|Exception)\b", ("Error", "Exception")),
     (r"(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b", ("/",)),
     (r"\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)", ("_",)),
+    (r"(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])", ("-",)),
 )
 assert "|".join(b for b, _ in _KEY_BRANCHES) == _KEY_RE.pattern
+_DATE_KEY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _KEY_VARIANTS: dict[tuple[bool, ...], re.Pattern[str]] = {}
 
 
@@ -465,8 +468,8 @@ KEY_SCAN = 40
 
 
 def result_keys(text: str, limit: int = 12) -> list[str]:
-    """Identifiers in a tool result worth keeping in its one-line fold (ids, paths, errors, symbols), in the order
-    of their first sighting: values, not a JSON (or Python dict) object's field names (``"first_name": …``), and
+    """Identifiers in a tool result worth keeping in its one-line fold (ids, paths, errors, symbols; ISO dates after
+    them), in the order of their first sighting: values, not a JSON (or Python dict) object's field names (``"first_name": …``), and
     not a word that only names the kind of the ids beside it (``credit_card`` next to ``credit_card_1402274``).
 
     windowsmith's own notes in the text (the offload footer naming ``read_result``/``search_result``,
@@ -498,7 +501,11 @@ def _result_keys(text: str, limit: int) -> list[str]:
             if len(seen) >= limit:
                 break
     # a word that only names the kind of the ids it prefixes ('credit_card' beside 'credit_card_1402274') adds nothing
-    return [k for k in seen if "_" not in k or not any(o.startswith(k + "_") and o[len(k) + 1:].isdigit() for o in seen)]
+    out = [k for k in seen if "_" not in k or not any(o.startswith(k + "_") and o[len(k) + 1:].isdigit() for o in seen)]
+    # dates after the rest: a flight list's day is a key where its ids leave room (dates first pushed ids out of the
+    # twelve: tau-bench with thinking at 16K, strict recall 98.4% -> 97.6% on the dev runs; dates last: 98.6%)
+    dates = [k for k in out if _DATE_KEY.fullmatch(k)]
+    return [k for k in out if not _DATE_KEY.fullmatch(k)] + dates if dates else out
 
 
 OUTLINE_HEAD = f"\n{OUTLINE_TITLE}\n"  # what the ingest's file-read view prints above its outline
