@@ -128,7 +128,8 @@ def head_tail(text: str, budget_tokens: int, count_tokens: CountTokens, *, head_
 # ---------------------------------------------------------------------------------------------------
 
 #: Identifiers an agent's next action reuses: paths and file names, error names and codes, dotted /
-#: snake_case / UPPER_CASE / _private / camelCase / acronym-led (``HTTPServer``) symbols, words with a digit
+#: snake_case (not a JSON object's field name: ``"first_name": …`` is the schema, not data) / UPPER_CASE /
+#: _private / camelCase / acronym-led (``HTTPServer``) symbols, words with a digit
 #: (``float64``), ids (capitals + digits, ``#123``, e-mail addresses, UUIDs, hex digests), ISO dates, numbers
 #: of 3+ digits. Every alternative starts at a boundary and its repetitions are delimited, so a scan is
 #: linear in the text.
@@ -139,7 +140,7 @@ _IDENT_RE = re.compile(
     r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"  # UUIDs
     r"|(?P<date>(?<![\w-])\d{4}-\d{2}-\d{2}(?=T\d|(?!\w)))"  # ISO dates: 2024-05-23 (also a timestamp's date)
     r"|(?P<dotted>\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)"  # dotted: models.py, os.path.join
-    r"|(?P<snake>\b(?=\w{4})(?:[A-Za-z][A-Za-z0-9]*_\w*|_+[A-Za-z0-9]\w*))"  # snake_case, UPPER_CASE, dir_, _private
+    r"|(?P<snake>\b(?=\w{4})(?:[A-Za-z][A-Za-z0-9]*_\w*|_+[A-Za-z0-9]\w*)\b(?![\"']\s*:))"  # snake_case, UPPER_CASE, dir_, _private (not a JSON object's key)
     r"|(?P<camel>\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b[A-Z]{2,}[a-z]\w*\b)"  # camelCase, CamelCase, HTTPServer
     r"|(?P<id>#[\w-]*\d[\w-]*"  # #W2378156
     r"|(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # HAT170
