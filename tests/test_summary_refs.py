@@ -128,8 +128,8 @@ def test_extract_refs_equals_the_plain_loop(msgs, goal, artifacts, with_seqs, li
 PINNED = {
     ("mini-swe-agent/astropy__astropy-12907.traj.json", 0):
         "d9bfaffc52aab49ae56f2814695dccedefe95863d0f444eaed3f770503f09838",
-    ("openhands/msb_example_output.jsonl", 1): "ff9e336e3352323d4cfd834e07b6f05f618250d6ffa9d13c34d10fff5496058f",
-    ("openhands/msb_example_output.jsonl", 2): "2cd99c89729fa871fb46114228c91961ae068486a51318a7b8ef606932c2d4be",
+    ("openhands/msb_example_output.jsonl", 1): "3cb627532a1c463cf2bfccd6e704fbbb9b3628331ad5a72a81df0b7d6baa371f",
+    ("openhands/msb_example_output.jsonl", 2): "154139a6ba1d58c88fda3a7102319876130eeeb5a56110d0547b6aaf8e077467",
     ("tau2-bench/gpt-4.1_retail_default_1trial.json", 1):
         "c4902351d99aa255e3439c9b961d5dcb7cd57b676808d5afc198ddd2282b29f9",
 }
