@@ -141,7 +141,6 @@ def test_fold_keys_hold_a_results_dates_and_no_timestamp_fragment():
     assert "ZFA04Y" in identifiers("order-ZFA04Y") and "ZFA04Y" in result_keys("order-ZFA04Y")  # after a word: still
 
 
-
 def test_a_fold_line_keeps_its_keys_beside_its_preview(tmp_path):
     """What the fold's preview shows does not use up one of its ``fold_keys``."""
     profile = ('{"name": {"first_name": "Sophia", "last_name": "Martin"}, "email": "sophia.martin3149@example.com", '

@@ -124,7 +124,8 @@ def test_extract_refs_equals_the_plain_loop(msgs, goal, artifacts, with_seqs, li
 # The records a compaction (fold and summary, then a second summary absorbing the first) appends on real traces:
 # sha256 of their JSON, as the code before the per-message scans (375006a) wrote them. A deliberate change of what
 # a summary holds updates these; a speed-up must not. (The OpenHands pair: updated when the fold and summary keys
-# left out JSON field names — 'view_range', 'insert_line' — for the identifiers after them.)
+# left out JSON field names — 'view_range', 'insert_line' — for the identifiers after them, and when fold lines went
+# from 12 keys to 16; the mini-swe-agent run: when a timestamp's '19T00' stopped being an identifier.)
 PINNED = {
     ("mini-swe-agent/astropy__astropy-12907.traj.json", 0):
         "d9bfaffc52aab49ae56f2814695dccedefe95863d0f444eaed3f770503f09838",

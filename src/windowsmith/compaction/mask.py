@@ -104,9 +104,11 @@ class Folded(NamedTuple):
 FOLD_SCHEME = 2  # 2: a file read's fold names its outline (outline_keys) before the other keys
 
 
-def fold_line(turn: int, unit: Unit, *, chars: int = 160, keys: int = 12,
+def fold_line(turn: int, unit: Unit, *, chars: int, keys: int,
               originals: Mapping[str, ToolResult] | None = None) -> Folded:
-    """One line per tool call of an exchange unit, call and result together, with the result's artifact.
+    """One line per tool call of an exchange unit, call and result together, with the result's artifact: a
+    ``chars`` preview and up to ``keys`` identifiers (the caller's: ``fold_chars``/``fold_keys`` for a fold, the
+    work log's own for an emergency cut's line; no default to drift from either).
 
     A result offloaded at ingest already has its artifact (named by its footer); any other result's text is
     stored now. ``originals``: the results as logged, by call id, in case the view's copy was rewritten."""
