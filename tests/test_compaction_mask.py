@@ -508,3 +508,144 @@ def test_an_image_batch_after_a_fold_batch_claims_only_what_it_saves():
         strategy.finish()
         strategy.close()
     assert any(checked) and len(checked) >= 2, checked  # a fold batch and at least one image batch
+
+
+# --------------------------------------------------------------------------- a text-protocol agent's observations
+
+
+def _listing(i: int) -> str:
+    """A command's output as a text-protocol agent gets it back: a user message."""
+    rows = "".join(f"{k:4d}\tdef handler_{i}_{k}(request): return Refund{i}Error('R{i:02d}{k:03d}')\n"
+                   for k in range(60))
+    return f"<returncode>0</returncode>\n<output>\nsrc/billing/refund_{i}.py\n{rows}</output>"
+
+
+def text_agent(e: ws.Engine, sid: str, rounds: int, *, tools: bool = False) -> ws.Session:
+    """mini-swe-agent's protocol: the command in the reply's text, its output back as the next user message."""
+    s = e.session(sid)
+    if tools:
+        s.tools([{"name": "noop", "description": "Unused.", "parameters": {"type": "object", "properties": {}}}])
+    s.user("Fix the double refund. Reply with one bash block per turn.")
+    for i in range(rounds):
+        s.assistant(f"THOUGHT: read the handlers of module {i}.\n\n```bash\nnl -ba src/billing/refund_{i}.py\n```")
+        s.user(_listing(i))
+    return s
+
+
+def test_a_text_agents_old_observations_fold_into_user_messages_naming_their_artifact(tmp_path):
+    db = tmp_path / "w.db"
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=200_000,
+                   compaction=CompactionConfig(keep_turns=2)) as e:
+        s = text_agent(e, "txt", 6)
+        replies = [m for m in s.state.view if m.role == "assistant"]
+        s.compact()
+        masks = records(s, "mask")
+        assert len(masks) == 1 and "4 observation(s) (user messages) older than the last 2 folded" in masks[0]["reason"]
+        folds = masks[0]["folds"]
+        assert [f["role"] for f in folds] == ["user"] * 4
+        assert [f["first_seq"] for f in folds] == [s.state.message_seqs[2 + 2 * i] for i in range(4)]
+        for i, f in enumerate(folds):
+            assert f["text"].startswith(f"[turn {i + 1}] output → ")
+            assert f["calls"] == {} and f["artifacts"] == [sha(_listing(i))]
+            assert f["text"].endswith(f"(artifact://{sha(_listing(i))})")
+            assert e.artifacts.get(sha(_listing(i))).decode() == _listing(i)  # the whole output, readable
+            assert f"Refund{i}Error" in f["text"] and f"src/billing/refund_{i}.py" in f["text"]  # its keys
+        view = s.state.view
+        assert [m.role for m in view] == ["user", *(["assistant", "user"] * 6)]
+        assert [m.text for m in view[2:9:2]] == [f["text"] for f in folds]
+        assert [m for m in view if m.role == "assistant"] == replies  # the replies that ran the commands stay
+        assert view[-1].text == _listing(5) and view[-3].text == _listing(4)  # the newest two stay verbatim
+        # the log is untouched, and the turn numbers of later folds did not move (a user fold starts no turn)
+        assert s.messages[2].text == _listing(0) and len(s.state.turn_units) == 6
+        pack = s.build()
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=200_000,
+                   compaction=CompactionConfig(keep_turns=2)) as e2:  # a resume replays the record
+        again = e2.session("txt").build()
+    assert again.request == pack.request
+
+
+def test_observations_fold_only_in_a_session_without_tools_unless_asked(tmp_path):
+    def folded(cfg: CompactionConfig, sid: str, *, tools: bool) -> list[str]:
+        with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / f"{sid}.db", window=200_000, compaction=cfg) as e:
+            s = text_agent(e, sid, 6, tools=tools)
+            s.compact()
+            return [f.get("role", "assistant") for r in records(s, "mask") for f in r["folds"]]
+
+    assert folded(CompactionConfig(keep_turns=2), "auto", tools=False) == ["user"] * 4
+    # a session that declares tools: a user message after a text reply is the user speaking
+    assert folded(CompactionConfig(keep_turns=2), "tools", tools=True) == []
+    assert folded(CompactionConfig(keep_turns=2, fold_observations=True), "forced", tools=True) == ["user"] * 4
+    assert folded(CompactionConfig(keep_turns=2, fold_observations=False), "off", tools=False) == []
+
+
+def test_a_customers_messages_never_fold_where_the_agent_calls_tools_without_declaring_them(tmp_path):
+    """tau-bench traces without tool definitions: the agent calls tools, and the user messages after its text
+    replies are a customer's (ids, dates), not a command's output."""
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=200_000,
+                   compaction=CompactionConfig(keep_turns=2)) as e:
+        s = e.session("cs")
+        s.user("I want to cancel a reservation.")
+        for i in range(6):
+            s.assistant(f"Looking up reservation {i}.",
+                        tool_calls=[{"id": f"c{i}", "name": "get_reservation", "arguments": {"id": f"R{i}"}}])
+            s.tool_result(f"c{i}", _listing(i))
+            s.assistant("Which one should I cancel?")
+            s.user(f"The one from my trip {i}: " + _listing(i))
+        s.compact()
+        folds = [f for r in records(s, "mask") for f in r["folds"]]
+        assert folds and all("role" not in f for f in folds)  # exchanges only
+        assert all(m.text.startswith("The one from my trip") for m in s.state.view[1:] if m.role == "user")
+
+
+def test_a_user_fold_for_a_unit_that_is_no_observation_changes_nothing():
+    from windowsmith.model import Event
+    from windowsmith.records import Fold, MaskRecord
+    from windowsmith.state import SessionState
+
+    st = SessionState("s")
+    head = None
+    msgs = [ws.Message("user", (ws.Text("task"),)), ws.Message("user", (ws.Text("more task"),)),
+            ws.Message("assistant", (ws.Text("reply"),)), ws.Message("user", (ws.Text("observation " * 50),))]
+    for seq, m in enumerate(msgs):
+        ev = Event(seq=seq, kind="message", data={"message": m.to_dict()}, parent=head, hash=f"h{seq}")
+        st.apply(ev)
+        head = ev.hash
+    assert st.observation_units == [2]  # the pinned request's messages and the reply are no observation
+    view = list(st.view)
+    rec = MaskRecord((Fold(2, 2, "[turn 1] reply folded", (), {}, "user"),
+                      Fold(1, 1, "[turn 0] the request folded", (), {}, "user")), 0, "test")
+    st.apply(Event(seq=4, kind="compaction", data=rec.to_dict(), parent=head, hash="h4"))
+    assert st.view == view  # an assistant unit, a pinned one: not folded as observations
+    rec = MaskRecord((Fold(3, 3, "[turn 1] output → observation (artifact://x)", ("x",), {}, "user"),), 0, "test")
+    st.apply(Event(seq=5, kind="compaction", data=rec.to_dict(), parent="h4", hash="h5"))
+    assert st.view[-1] == ws.Message("user", (ws.Text("[turn 1] output → observation (artifact://x)"),))
+    assert st.turn_units == [1] and st.exchange_units == []
+
+
+@needs_data
+def test_a_real_mini_swe_agent_run_folds_its_observations_where_the_batch_pays():
+    """gpt-4o's window and prices (a cache read at half the input price, no write premium): the run's history fits
+    whole, so only a fold batch that pays back makes it cheaper. Each fold names an artifact holding the observation
+    as the trace sent it."""
+    spec = load_registry().get("gpt-4o")
+    trace = load_traces(DATA / "mini-swe-agent" / "django__django-11119.traj.json")[0]
+    run = prepare(trace)
+    strat = WindowsmithStrategy(BenchConfig.make(spec))
+    try:
+        strat.start(run.id, run.system, run.tools)
+        calls = set(run.calls)
+        for i, m in enumerate(run.messages):
+            if i in calls:  # a build before every model call, as the agent made them
+                strat.session.build()
+            strat.observe(m)
+        state = strat.session.state
+        folds = [(r, f) for r in state.records if r.kind == "mask" for f in r.folds]
+        assert folds and all(f.role == "user" for _r, f in folds)
+        assert all(r.economics["net_usd"] > 0 for r, _f in folds)  # each batch paid back on the cost model
+        logged = dict(zip(state.message_seqs, state.messages, strict=True))
+        for _r, f in folds:
+            assert logged[f.first_seq].role == "user" and f.text.startswith("[turn ")
+            assert strat.engine.artifacts.get(f.artifacts[0]).decode() == logged[f.first_seq].text
+    finally:
+        strat.finish()
+        strat.close()

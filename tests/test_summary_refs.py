@@ -125,10 +125,11 @@ def test_extract_refs_equals_the_plain_loop(msgs, goal, artifacts, with_seqs, li
 # sha256 of their JSON, as the code before the per-message scans (375006a) wrote them. A deliberate change of what
 # a summary holds updates these; a speed-up must not. (The OpenHands pair: updated when the fold and summary keys
 # left out JSON field names — 'view_range', 'insert_line' — for the identifiers after them, and when fold lines went
-# from 12 keys to 16; the mini-swe-agent run: when a timestamp's '19T00' stopped being an identifier.)
+# from 12 keys to 16; the mini-swe-agent run: when a timestamp's '19T00' stopped being an identifier, and when its observations, user
+# messages, began to fold like exchanges.)
 PINNED = {
     ("mini-swe-agent/astropy__astropy-12907.traj.json", 0):
-        "d9bfaffc52aab49ae56f2814695dccedefe95863d0f444eaed3f770503f09838",
+        "86c060f4439095377e6eb52e31e50b83db5421c0161703b4f89418c1043eacf7",
     ("openhands/msb_example_output.jsonl", 1): "3cb627532a1c463cf2bfccd6e704fbbb9b3628331ad5a72a81df0b7d6baa371f",
     ("openhands/msb_example_output.jsonl", 2): "154139a6ba1d58c88fda3a7102319876130eeeb5a56110d0547b6aaf8e077467",
     ("tau2-bench/gpt-4.1_retail_default_1trial.json", 1):

@@ -29,27 +29,33 @@ EconomicsDict = dict[str, float | int]
 
 @dataclass(frozen=True)
 class Fold:
-    """One exchange unit folded into one line (``calls``: tool-call id → artifact of its full result;
-    None in records written before the mapping existed)."""
+    """One unit folded into one line: an exchange (``role`` ``assistant``; ``calls``: tool-call id → artifact of
+    its full result, None in records written before the mapping existed), or a text-protocol agent's observation,
+    a user message answering an assistant message without tool calls (``role`` ``user``; ``artifacts`` holds it
+    whole)."""
 
     first_seq: int
     last_seq: int
     text: str
     artifacts: tuple[str, ...] = ()
     calls: Mapping[str, str] | None = None
+    role: str = "assistant"
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"first_seq": self.first_seq, "last_seq": self.last_seq, "text": self.text,
                              "artifacts": list(self.artifacts)}
         if self.calls is not None:
             d["calls"] = dict(self.calls)
+        if self.role != "assistant":  # (an exchange's fold is written as before: older readers take it)
+            d["role"] = self.role
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Fold:
         calls = d.get("calls")
         return cls(int(d["first_seq"]), int(d["last_seq"]), str(d["text"]), tuple(str(a) for a in d.get("artifacts", ())),
-                   {str(k): str(v) for k, v in calls.items()} if isinstance(calls, Mapping) else None)
+                   {str(k): str(v) for k, v in calls.items()} if isinstance(calls, Mapping) else None,
+                   "user" if d.get("role") == "user" else "assistant")
 
 
 @dataclass(frozen=True)

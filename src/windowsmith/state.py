@@ -222,6 +222,10 @@ class SessionState:
     # a stub replaced it since or not): kept as the log is folded, so the mask planner walks no unit to find them
     turn_units: list[int] = field(default_factory=list)
     exchange_units: list[int] = field(default_factory=list)
+    # indices of the user units that answer an assistant message without tool calls: a text-protocol agent's
+    # observations (mini-swe-agent, SWE-agent 0.x: the command is in the reply's text, its output comes back as the
+    # next user message), which the mask planner may fold like an exchange (``CompactionConfig.fold_observations``)
+    observation_units: list[int] = field(default_factory=list)
     image_units: list[int] = field(default_factory=list)
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
@@ -332,6 +336,9 @@ class SessionState:
                         self.call_names.update(calls)
                         opened = frozenset([c[0] for c in calls])
                         self.exchange_units.append(n)
+            elif role == "user" and n and self.turn_units and self.turn_units[-1] == n - 1 \
+                    and not (self.exchange_units and self.exchange_units[-1] == n - 1):
+                self.observation_units.append(n)  # (the unit before is an assistant message without calls)
             if not message.image_free:
                 self.image_units.append(n)
             view = self.view
@@ -353,12 +360,19 @@ class SessionState:
                 u = self.units[i]
                 if u.folded or u.pinned or u.is_open or u.first_seq != f.first_seq:
                     continue  # a fold of a fold is not possible; nor of the pinned request or an open call
-                fold = Message("assistant", (Text(f.text),))
-                self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
-                for at in (self.turn_units, self.exchange_units):  # a fold is both
-                    k = bisect.bisect_left(at, i)
-                    if k == len(at) or at[k] != i:
-                        at.insert(k, i)
+                if f.role == "user":  # an observation's fold: the unit stays a user message, in no turn list
+                    k = bisect.bisect_left(self.observation_units, i)
+                    if k == len(self.observation_units) or self.observation_units[k] != i:
+                        continue  # not an observation (a record of another log, or edited by hand)
+                    self.units[i] = Unit((Message("user", (Text(f.text),)),), u.first_seq, u.last_seq, frozenset(),
+                                         False, True)
+                else:
+                    fold = Message("assistant", (Text(f.text),))
+                    self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
+                    for at in (self.turn_units, self.exchange_units):  # a fold is both
+                        k = bisect.bisect_left(at, i)
+                        if k == len(at) or at[k] != i:
+                            at.insert(k, i)
                 first_changed = i if first_changed is None else min(first_changed, i)
             for i in self._apply_block_edits(rec.images, stub_images):
                 first_changed = i if first_changed is None else min(first_changed, i)

@@ -54,8 +54,13 @@ class CompactionConfig:
     and system leave (``port.carry_caps``; ``None``: their shares of the budget only). ``working_set``
     (opt-in): a mask batch leaves out the old reads of the files the kept exchanges still name (an edit's path),
     newest first, in the room the kept exchanges leave of ``keep_ratio`` (``compaction/working_set.py``); it
-    keeps what an edit quotes (exact text, line numbers) and costs the cache reads of those tokens every turn. ``enabled=False`` turns proactive compaction off (the assembler
-    still truncates to fit).
+    keeps what an edit quotes (exact text, line numbers) and costs the cache reads of those tokens every turn.
+    ``fold_observations``: a text-protocol agent (mini-swe-agent, SWE-agent 0.x, any agent that writes its command
+    in the reply's text) gets each command's output back as the next user message; a mask batch folds those
+    observations like exchanges, into ``[turn N] output → preview [keys: …] (artifact://sha)`` (a user message),
+    the agent's reply before it staying as it was. ``None`` (the default): only in a session that declares no tools
+    (with tools, a user message after a text reply is the user speaking); ``True``/``False``: always/never.
+    ``enabled=False`` turns proactive compaction off (the assembler still truncates to fit).
     """
 
     enabled: bool = True
@@ -83,6 +88,13 @@ class CompactionConfig:
     carry_refresh: int = 2  # the emergency stage rewrites its summary message at most every this many cuts (1: every cut)
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
     working_set: bool = False  # opt-in: old reads of files the kept exchanges name stay unfolded (working_set.py)
+    fold_observations: bool | None = None  # None: a session without tools folds its observations (user messages)
+
+    def folds_observations(self, tools: bool) -> bool:
+        """Whether a session folds a text-protocol agent's observations (``tools``: it declares tools or has called
+        one: its user messages after a text reply are the user speaking, a customer in tau-bench traces that carry
+        no tool definitions)."""
+        return self.fold_observations if self.fold_observations is not None else not tools
 
     def __post_init__(self) -> None:
         if self.keep_turns < 1:
