@@ -520,14 +520,23 @@ def _listing(i: int) -> str:
     return f"<returncode>0</returncode>\n<output>\nsrc/billing/refund_{i}.py\n{rows}</output>"
 
 
-def text_agent(e: ws.Engine, sid: str, rounds: int, *, tools: bool = False) -> ws.Session:
+#: how a text-protocol agent's reply acts (mini-swe-agent, ReAct, an action tag) and a chat reply that does not
+REPLIES = {
+    "bash": "THOUGHT: read the handlers of module {i}.\n\n```bash\nnl -ba src/billing/refund_{i}.py\n```",
+    "react": "Thought: read module {i}.\nAction: read_file[src/billing/refund_{i}.py]",
+    "tag": "Reading module {i}.\n<execute_bash>\nnl -ba src/billing/refund_{i}.py\n</execute_bash>",
+    "chat": "Thanks! Could you paste the handlers of module {i} too?",
+}
+
+
+def text_agent(e: ws.Engine, sid: str, rounds: int, *, tools: bool = False, reply: str = "bash") -> ws.Session:
     """mini-swe-agent's protocol: the command in the reply's text, its output back as the next user message."""
     s = e.session(sid)
     if tools:
         s.tools([{"name": "noop", "description": "Unused.", "parameters": {"type": "object", "properties": {}}}])
     s.user("Fix the double refund. Reply with one bash block per turn.")
     for i in range(rounds):
-        s.assistant(f"THOUGHT: read the handlers of module {i}.\n\n```bash\nnl -ba src/billing/refund_{i}.py\n```")
+        s.assistant(REPLIES[reply].format(i=i))
         s.user(_listing(i))
     return s
 
@@ -565,17 +574,22 @@ def test_a_text_agents_old_observations_fold_into_user_messages_naming_their_art
 
 
 def test_observations_fold_only_in_a_session_without_tools_unless_asked(tmp_path):
-    def folded(cfg: CompactionConfig, sid: str, *, tools: bool) -> list[str]:
+    def folded(cfg: CompactionConfig, sid: str, *, tools: bool = False, reply: str = "bash") -> list[str]:
         with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / f"{sid}.db", window=200_000, compaction=cfg) as e:
-            s = text_agent(e, sid, 6, tools=tools)
+            s = text_agent(e, sid, 6, tools=tools, reply=reply)
             s.compact()
             return [f.get("role", "assistant") for r in records(s, "mask") for f in r["folds"]]
 
-    assert folded(CompactionConfig(keep_turns=2), "auto", tools=False) == ["user"] * 4
+    for reply in ("bash", "react", "tag"):  # a reply that acts in its text: its answer is the action's output
+        assert folded(CompactionConfig(keep_turns=2), f"auto-{reply}", reply=reply) == ["user"] * 4
+    # a chat reply (a question) is answered by the user speaking, even with the same long text (a tau-bench
+    # customer before the agent's first call, in a trace without tool definitions)
+    assert folded(CompactionConfig(keep_turns=2), "chat", reply="chat") == []
     # a session that declares tools: a user message after a text reply is the user speaking
     assert folded(CompactionConfig(keep_turns=2), "tools", tools=True) == []
     assert folded(CompactionConfig(keep_turns=2, fold_observations=True), "forced", tools=True) == ["user"] * 4
-    assert folded(CompactionConfig(keep_turns=2, fold_observations=False), "off", tools=False) == []
+    assert folded(CompactionConfig(keep_turns=2, fold_observations=True), "forced-chat", reply="chat") == ["user"] * 4
+    assert folded(CompactionConfig(keep_turns=2, fold_observations=False), "off") == []
 
 
 def test_a_customers_messages_never_fold_where_the_agent_calls_tools_without_declaring_them(tmp_path):

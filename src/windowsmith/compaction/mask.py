@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import heapq
+import re
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -191,6 +192,17 @@ def observation_line(turn: int, unit: Unit, *, chars: int, keys: int,
     return Folded(f"[turn {turn}] output → {shown}", blobs, {}, list(dict.fromkeys([sha, *images])))
 
 
+#: what a text-protocol agent's reply writes to act: a fenced command block (mini-swe-agent, SWE-agent 0.x), a
+#: ReAct ``Action:`` line, or an action tag (``<execute_bash>``, ``<function=…>``, ``<tool_call>``, ``<invoke …>``)
+ACTION_RE = re.compile(r"```|^[ \t]*Action[ \t]*:|<(?:execute_\w+|function=|tool_call\b|invoke\b)", re.M)
+
+
+def acts(reply: Message) -> bool:
+    """Whether an assistant reply without tool calls acts in its text (:data:`ACTION_RE`): the user message that
+    answers it is then the action's output, an observation, not the user speaking."""
+    return ACTION_RE.search(reply.text) is not None
+
+
 def is_exchange(u: Unit) -> bool:
     if not u.messages:
         return False
@@ -233,6 +245,8 @@ class MaskPlanner:
         self.limit: int | None = None  # the first exchange the last plan keeps (None: nothing to fold)
         self.keep_room = 0.0  # raw tokens of the verbatim share (keep_raw) the kept exchanges leave
         self.working_set = WorkingSet()
+        self._observed = 0  # entries of SessionState.observation_units looked at
+        self._acted: list[int] = []  # those whose reply acts in its text (acts()): the observations folded by default
 
     def seed(self, scheme: str, lo: int, compactions: int, fold_raw: dict[int, int]) -> None:
         """Take the raw counts of fold messages planned by an earlier process (a counter of ``scheme``, the view
@@ -271,6 +285,20 @@ class MaskPlanner:
                                     original=logged[0] if logged else None)
         return fold_line(turns[i], u, chars=cfg.fold_chars, keys=cfg.fold_keys, originals=logged_results(state, u))
 
+    def observations(self, state: SessionState) -> Sequence[int]:
+        """The observation units a batch may fold: every one of ``SessionState.observation_units`` with
+        ``fold_observations=True``; by default those whose reply before acts in its text (:func:`acts`: a command
+        block, an ``Action:`` line, an action tag), so a customer's answer to a question is never folded (tau-bench
+        runs without tool definitions talk before the first call). Kept incrementally: each reply is read once."""
+        units = state.observation_units
+        if self.config.fold_observations:
+            return units
+        for i in units[self._observed:]:
+            if acts(state.units[i - 1].messages[0]):
+                self._acted.append(i)
+        self._observed = len(units)
+        return self._acted
+
     def turn_numbers(self, state: SessionState) -> TurnNumbers:
         return TurnNumbers(state)
 
@@ -284,7 +312,8 @@ class MaskPlanner:
         units = state.units
         turns = self.turn_numbers(state)
         exchanges = state.exchange_units  # (the state keeps them, folds included)
-        observations = state.observation_units if self.config.folds_observations(bool(state.tools or state.exchange_units)) else []
+        observations = self.observations(state) \
+            if self.config.folds_observations(bool(state.tools or state.exchange_units)) else []
         kept = 0
         limit = None
         newest = heapq.merge(reversed(exchanges), reversed(observations), reverse=True) if observations \
