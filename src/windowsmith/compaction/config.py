@@ -90,7 +90,7 @@ class CompactionConfig:
     carry_refresh: int = 2  # the emergency stage rewrites its summary message at most every this many cuts (1: every cut)
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
     working_set: bool = False  # opt-in: old reads of files the kept exchanges name stay unfolded (working_set.py)
-    fold_observations: bool | None = None  # None: a session without tools folds its observations (user messages)
+    fold_observations: bool | None = None  # None: a session without tools folds the answers to replies that act
 
     def folds_observations(self, tools: bool) -> bool:
         """Whether a session folds a text-protocol agent's observations (``tools``: it declares tools or has called

@@ -156,9 +156,9 @@ def fold_line(turn: int, unit: Unit, *, chars: int, keys: int,
 def _folded_output(text: str, content: Sequence[object], chars: int, keys: int,
                    blobs: list[tuple[str, bytes]]) -> tuple[str, str, list[str]]:
     """What a fold line says of one output (a tool result, or an observation's text and images): a ``chars``
-    preview, up to ``keys`` identifiers and the output's artifact (``artifact://`` at the end), and that artifact's
-    sha, and its images' artifacts. Images are named by their stubs, never inlined; what has to be stored is appended to ``blobs`` (an output
-    offloaded at ingest already has its artifact, named by its footer)."""
+    preview, up to ``keys`` identifiers and the output's artifact (``artifact://`` at the end); with that artifact's
+    sha and its images' artifacts. Images are named by their stubs, never inlined. What has to be stored is appended
+    to ``blobs`` (an output offloaded at ingest already has its artifact, named by its footer)."""
     images = [image_stub(b) for b in content if isinstance(b, Image)]
     blobs.extend((im.sha, im.raw) for im in images)
     shown = " ".join(im.text for im in images)
