@@ -15,7 +15,7 @@ import windowsmith as ws
 from conftest import item_lookup_session
 from windowsmith.cli import main
 from windowsmith.compaction import CompactionConfig
-from windowsmith.compaction.keys import Mention, fit_index, present, rank_lost
+from windowsmith.compaction.keys import BODY_CHARS, Mention, fit_index, mention, present, rank_lost
 from windowsmith.errors import ConfigError
 from windowsmith.records import INDEX_HEAD, EmergencyRecord, render_index
 from windowsmith.refs import offload_footer
@@ -55,6 +55,31 @@ def test_the_index_lists_a_json_results_values_not_its_field_names():
     assert {"2FBBAH", "omar_davis_3817", "HAT080", "2024-05-28", "gift_card_3481935", "2024-05-06"} <= set(ranked)
     assert not {"reservation_id", "user_id", "flight_number", "payment_id", "created_at"} & set(ranked)
     assert "payment_history" in ranked  # named outside a key: an identifier
+
+
+def test_a_file_body_the_agent_writes_is_named_not_acted_on():
+    """An assistant's long argument value (the body of a file it writes) goes to ``Mention.written``: its names are
+    mentions, not names the agent acted on, so they do not outrank the ids it passed in short arguments."""
+    body = "\n".join(f"def helper_{k}(): return CONFIG_{k}" for k in range(120))
+    call = ws.Message("assistant", (ws.Text("Writing the module for RES7Q2."), ws.ToolCall(
+        "c1", "create", {"path": "src/mod.py", "file_text": body, "options": {"mode": "w"}})))
+    m = mention(call)
+    assert m.text == "Writing the module for RES7Q2.\nsrc/mod.py\nw" and m.written == body
+    assert mention(ws.Message("assistant", (ws.ToolCall("c2", "get", {"id": "HAT170"}),))) == \
+        Mention("assistant", "HAT170")  # short arguments only: as message_text reads it
+    assert len(body) >= BODY_CHARS
+    # the id the agent passed a turn before ranks above the hundreds of names of the file it then writes
+    older = [Mention("tool", "log line one"), Mention("tool", "log line two"), Mention("tool", "log line three"),
+             Mention("assistant", "get_reservation ZZ9X1Q")]
+    ranked = rank_lost([*older, m])
+    assert ranked[:2] == ["src/mod.py", "RES7Q2"]  # the writing message's own short values first
+    assert ranked.index("ZZ9X1Q") < ranked.index("helper_0")
+    # read as one text (before), the body's names took the agent's bonus too and pushed the id behind them
+    flat = rank_lost([*older, Mention("assistant", f"{m.text}\n{body}")])
+    assert flat.index("helper_0") < flat.index("ZZ9X1Q")
+    # counted once per message: a name in both parts is one mention, not two
+    both = rank_lost([Mention("assistant", "CONFIG_1 again", body)])
+    assert "CONFIG_1" in both
 
 
 def test_present_sees_path_tails_and_skips_windowsmith_notes():
