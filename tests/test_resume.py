@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +33,24 @@ def _turn(s: ws.Session, i: int) -> None:
     s.assistant(f"done {i}")
 
 
-def _engine(store: Any, **kw: Any) -> ws.Engine:
-    return ws.Engine(model=MODEL, store=store, window=200_000, compaction=CompactionConfig(keep_turns=4), **kw)
+def _text_turn(s: ws.Session, i: int) -> None:
+    """A text-protocol agent's turn (mini-swe-agent): the command in the reply, its output as a user message."""
+    s.assistant(f"THOUGHT: check item {i}.\n\n```bash\nnl -ba src/m{i}.py\n```")
+    s.user("<returncode>0</returncode>\n<output>\n"
+           + "".join(f"{k:6d}\tdef f{i}_{k}(): return {i * 7919 % 10007 + k}\n" for k in range(4 + i % 5)) + "</output>")
 
 
-def _grow(store: Any, turns: int, offset: int = 0) -> None:
-    with _engine(store) as e:
+def _engine(store: Any, compaction: CompactionConfig | None = None, **kw: Any) -> ws.Engine:
+    return ws.Engine(model=MODEL, store=store, window=200_000, compaction=compaction or CompactionConfig(keep_turns=4),
+                     **kw)
+
+
+def _grow(store: Any, turns: int, offset: int = 0, turn: Callable[[ws.Session, int], None] = _turn,
+          compaction: CompactionConfig | None = None) -> None:
+    with _engine(store, compaction) as e:
         s = e.session("long", goal="Check every item")
         for i in range(turns):
-            _turn(s, i + offset)
+            turn(s, i + offset)
             if i % 8 == 7:
                 s.build(FMT)
         s.build(FMT)
@@ -51,12 +61,14 @@ def _sent(pack: ws.Pack) -> str:
     return json.dumps([pack.request, pack.manifest.checksum, pack.rendered.prefix_hash], sort_keys=True)
 
 
-def _packs(store: Any, start: int, turns: int, hinted: list[int] | None = None) -> tuple[list[str], int, bool]:
+def _packs(store: Any, start: int, turns: int, hinted: list[int] | None = None,
+           turn: Callable[[ws.Session, int], None] = _turn,
+           compaction: CompactionConfig | None = None) -> tuple[list[str], int, bool]:
     """Resume, then (a build, a turn) ``turns`` times: the requests as JSON (with their checksums), how many
     counts were seeded and whether the first build planned folds from persisted counts. ``hinted``: gets how many
     persisted part digests the first build used."""
     out = []
-    with _engine(store) as e:
+    with _engine(store, compaction) as e:
         s = e.session("long")
         s.user("resume here")
         out.append(_sent(s.build(FMT)))
@@ -65,7 +77,7 @@ def _packs(store: Any, start: int, turns: int, hinted: list[int] | None = None) 
         seeded = s._builder.counts.seeded
         lazy = any(f.lazy for f in s.compactor.planner._planned)
         for j in range(turns):
-            _turn(s, start + j)
+            turn(s, start + j)
             if j == 1:
                 s.compact(FMT)  # on demand: folds the aged exchanges, the lazily planned ones written out
             out.append(_sent(s.build(FMT)))
@@ -304,6 +316,28 @@ def test_resume_with_persisted_counts_sends_the_same_bytes(tmp_path: Path) -> No
     assert hinted[0] >= 5 * COUNTS_CHUNK and hinted[1] == 0  # the first build took the persisted part digests
     assert lazy  # the first build after resume planned folds without writing their lines
     assert with_counts == without
+
+
+def test_a_text_agents_resume_plans_its_observation_folds_from_persisted_counts(tmp_path: Path) -> None:
+    """The observations of a text-protocol agent fold like exchanges; their fold counts persist with the
+    exchanges' and a resumed process plans them lazily (the line written only when the batch is applied), sending
+    the same bytes as a resume that counts every fold line again."""
+    # no batch is ever big enough here (mask_batch): the aged observations stay unfolded, with their fold counts
+    # persisted, until the on-demand compaction after the resume
+    cfg = CompactionConfig(keep_turns=4, mask_batch=100_000)
+    a = tmp_path / "a.db"
+    _grow(a, 700, turn=_text_turn, compaction=cfg)
+    b = tmp_path / "b.db"
+    shutil.copy(a, b)
+    _drop_counts(b)
+    with_counts, seeded, lazy = _packs(a, 700, 6, turn=_text_turn, compaction=cfg)
+    without, none, _ = _packs(b, 700, 6, turn=_text_turn, compaction=cfg)
+    assert seeded >= COUNTS_CHUNK and none == 0
+    assert lazy  # the first build after resume planned observation folds without writing their lines
+    assert with_counts == without
+    with _engine(a, cfg) as e:
+        folds = [f for r in e.session("long").state.records if r.kind == "mask" for f in r.folds]
+    assert len(folds) > 600 and {f.role for f in folds} == {"user"}  # (written out from the lazy plan)
 
 
 def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
