@@ -592,6 +592,22 @@ def test_observations_fold_only_in_a_session_without_tools_unless_asked(tmp_path
     assert folded(CompactionConfig(keep_turns=2, fold_observations=False), "off") == []
 
 
+def test_observations_never_fold_at_the_summary_threshold_where_the_cut_takes_them(tmp_path):
+    """At gpt-4o's prices a batch of observations pays back even at the summary threshold (86% to 95% full here),
+    but the free cut there makes deeper room for the same rewrite: the batch is left out and the cut runs. (Without
+    the rule this session folds observations at 86%, 95% and 92% full, each a 'cost model: pays back' batch.)"""
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=16_000) as e:
+        s = e.session("thr")
+        s.user("Fix the double refund. Reply with one bash block per turn.")
+        for i in range(40):
+            s.build()
+            s.assistant(REPLIES["bash"].format(i=i))
+            s.user(_listing(i))
+        assert not [f for r in records(s, "mask") for f in r["folds"] if f.get("role") == "user"]
+        cuts = records(s, "emergency")
+        assert len(cuts) >= 4 and all("% of the 11,680 available" in c["reason"] for c in cuts)
+
+
 def test_a_customers_messages_never_fold_where_the_agent_calls_tools_without_declaring_them(tmp_path):
     """tau-bench traces without tool definitions: the agent calls tools, and the user messages after its text
     replies are a customer's (ids, dates), not a command's output."""

@@ -491,27 +491,24 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
         if keep:
             folds = [f for f in folds if f.unit not in keep]
             fold_raw = sum(f.saving for f in folds)
-    while True:
-        images = planner.plan_images(state, p.counter, p.counts, skip=_FoldedUnits(folds))
-        edits: Sequence[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit) if images \
-            else folds
-        image_raw = sum(x.saving for x in images)
-        image_saved = image_raw * scale
-        saved_raw = fold_raw + image_raw
-        saved = int(fold_raw * scale + image_saved)
-        cached_upto = state.first_compactable_unit()
-        first = rewrite_from(edits, p.spec, cached_upto) if edits else 0
-        after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
-        pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
-                                    saved_raw=saved_raw, after_raw=after_raw, cached_upto=cached_upto)
-        if p.urgent or not near_summary or not any(f.role == "user" for f in folds):
-            break
+    if near_summary and not p.urgent and any(f.role == "user" for f in folds):
         # observations fold under the summary threshold (where the batch pays back), never at it: there the cut
         # (a work log, an index, the newest turns) makes deeper room for the same rewrite, and a batch of
         # observations folded instead kept twice the tokens for the rest of the run (mini-swe-agent, dev: +1.9% at
         # 32K with Claude's prices, +1.7% at 16K with gpt-4o's, where the batch paid against keeping the span)
         folds = [f for f in folds if f.role != "user"]
         fold_raw = sum(f.saving for f in folds)
+    images = planner.plan_images(state, p.counter, p.counts, skip=_FoldedUnits(folds))
+    edits: Sequence[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit) if images else folds
+    image_raw = sum(x.saving for x in images)
+    image_saved = image_raw * scale
+    saved_raw = fold_raw + image_raw
+    saved = int(fold_raw * scale + image_saved)
+    cached_upto = state.first_compactable_unit()
+    first = rewrite_from(edits, p.spec, cached_upto) if edits else 0
+    after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
+    pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
+                                saved_raw=saved_raw, after_raw=after_raw, cached_upto=cached_upto)
     pressure = size >= cfg.mask_at * avail
     # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
     # when the alternative is a summary), so the cache prefix breaks every few turns at most
