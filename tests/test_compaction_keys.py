@@ -77,9 +77,10 @@ def test_a_file_body_the_agent_writes_is_named_not_acted_on():
     # read as one text (before), the body's names took the agent's bonus too and pushed the id behind them
     flat = rank_lost([*older, Mention("assistant", f"{m.text}\n{body}")])
     assert flat.index("helper_0") < flat.index("ZZ9X1Q")
-    # counted once per message: a name in both parts is one mention, not two
-    both = rank_lost([Mention("assistant", "CONFIG_1 again", body)])
-    assert "CONFIG_1" in both
+    # counted once per message: a name in both parts is one mention, not two (two would rank ZZZ_SHARED first;
+    # one ties it with AAA_NAME, which the name order puts first)
+    both = rank_lost([Mention("assistant", "check AAA_NAME and ZZZ_SHARED", body + "\nZZZ_SHARED = 1")])
+    assert "CONFIG_1" in both and both.index("AAA_NAME") < both.index("ZZZ_SHARED")
 
 
 def test_present_sees_path_tails_and_skips_windowsmith_notes():
