@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..budget import room_factor
 from ..errors import BudgetBlockedError, TaskRequiredError
-from ..model import Message
+from ..model import Message, Text
 from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
 from .evidence import EvidenceLayer
@@ -106,6 +106,13 @@ def _head_meta(state: SessionState, summary: bool) -> dict[str, int]:
     if summary:
         out["carry"] = head + 1
     return out
+
+
+#: raw tokens under which the first view of a single pinned message of several blocks is not cut to its two shares:
+#: a view that small is mostly its footer and index beside a few lines of head and tail, and in a small history
+#: cap the two shares would leave a message only a little over the cap a third of itself, to save a few hundred
+#: tokens a call
+ALONE_FLOOR = 512
 
 
 class HistoryLayer(Layer):
@@ -246,9 +253,14 @@ class HistoryLayer(Layer):
         # the pinned request larger than its share of a full history: shrink it (it is never dropped). One of
         # several messages (instructions or a demonstration, then the task) alone over the whole cap shrinks now,
         # straight to its shares, the task last: once, not again (with a rewrite of every cached token after it)
-        # when the history behind it fills. A single message shrinks to the low water first (below): its view
-        # keeps head and tail only, and the task its next calls need may be in the middle. Its images go first
-        # (stubs): no view makes an image smaller, and a view of the task loses what the next calls need
+        # when the history behind it fills. A single message over the whole cap shrinks below: of one text block, to
+        # the low water (its view keeps head and tail, and the task its next calls need may be in the middle: at two
+        # shares a SWE-agent request of demonstration and issue in one block lost 19 points of strict recall); of
+        # several (a pasted document beside the ask), to the two shares, since the water level cuts the largest
+        # block first and the others stay whole, and every later call reads the view, in a run that may never fill
+        # the history (an 80,000-character paste in a 16K window: 0.7 of the cap read by each call cost 13% more
+        # than dropping it). Its images go first (stubs): no view makes an image smaller, and a view of the task
+        # loses what the next calls need
         if pinned and first_raw > share * cap_raw and (total(lo, first_raw) > cap_raw if n > 1 else
                                                        several and first_raw > cap_raw):
             cut = int(first_raw - share * cap_raw)
@@ -269,8 +281,11 @@ class HistoryLayer(Layer):
             # even the newest unit(s) do not fit: shrink their largest messages, then the pinned request's. The newest
             # unit is cut to the cap, not to the low water: its newest message is what the next step reads, and the
             # next build drops the unit when a newer one needs the room (a view may overshoot its estimate: the low
-            # water is the fallback). The pinned request stays in every later request: it shrinks to the low water,
-            # leaving room for the turns after it
+            # water is the fallback). The pinned request stays in every later request: it shrinks to the low water
+            # (alone, a message of several blocks to its two shares: above), leaving room for the turns after it
+            blocks = sum(isinstance(b, Text) for b in state.units[0].messages[0].content) if n == 1 and not several else 0
+            alone = min(target, max(2 * self.pinned_share * cap_raw, ALONE_FLOOR)) if blocks > 1 else target
+
             def shrink_to(units: list[int], before: int, done: Sequence[PlannedStub]
                           ) -> tuple[list[Shrink], list[PlannedStub], int]:
                 """The shrinks and image stubs of ``units`` (beside ``done``) and the history's raw size with them
@@ -280,7 +295,7 @@ class HistoryLayer(Layer):
                 out: list[Shrink] = []
                 imgs: list[PlannedStub] = []
                 after = before
-                for goal in ((target,) if pinned and units[0] == 0 else (cap_raw, target)):
+                for goal in ((alone,) if pinned and units[0] == 0 else (cap_raw, target)):
                     imgs = plan_image_stubs(state, units, int(before - goal) + 1, counter, exclude=done)
                     left = others + _units_raw(state, units, (), counter, [*done, *imgs])
                     out = plan_shrinks(state, units, int(left - goal) + 1, counter) if left > goal else []
