@@ -492,6 +492,37 @@ def test_never_blind_property(tmp_path_factory, pinned, newest, turns, window):
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ask=st.integers(5, 600), doc=st.integers(50, 12_000), turns=st.integers(1, 8),
+       window=st.sampled_from([4000, 8000, 16000]))
+def test_a_pasted_document_beside_its_ask_property(tmp_path_factory, ask, doc, turns, window):
+    """An opening message of two blocks, the ask then a pasted document, of any sizes: every build fits the budget
+    (or refuses with a BudgetExceededError), the ask's head leads the request, the newest result is there, and the
+    opening message changes at most once: to its two shares at its first call when it is over the cap, to its share
+    when the history behind it fills when it is not (a view is never shrunk again)."""
+    db = tmp_path_factory.mktemp("p") / "w.db"
+    with ws.Engine(model="gpt-4o", store=db, window=window) as e:
+        s = e.session("p")
+        s.add(pasted("ASK-HEAD " + " ".join(f"need{i}" for i in range(ask)),
+                     " ".join(f"doc_line_{i}" for i in range(doc))))
+        versions: list[Message] = []
+        for i in range(turns):
+            try:
+                pack = s.build()
+            except ws.BudgetExceededError:
+                return
+            msgs = pack.neutral.messages
+            assert pack.manifest.tokens <= pack.manifest.available
+            assert msgs[0].text.startswith("ASK-HEAD")
+            if not versions or msgs[0] != versions[-1]:
+                versions.append(msgs[0])
+            assert len(versions) <= 2
+            s.add(Message("assistant", (ToolCall(f"c{i}", "bash", {"command": f"ls {i}"}),)))
+            s.tool_result(f"c{i}", f"out_{i} " * 300)
+        pack = s.build()
+        assert any(r.call_id == f"c{turns - 1}" for m in pack.neutral.messages for r in m.tool_results)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shots=st.integers(1, 7), earlier=st.integers(0, 4), text=st.integers(5, 1500),
        window=st.sampled_from([4000, 8000, 16000]))
 def test_screenshots_never_block_or_blind_a_build_property(tmp_path_factory, shots, earlier, text, window):
