@@ -187,8 +187,7 @@ def observation_line(turn: int, unit: Unit, *, chars: int, keys: int,
     in the view as it was. ``original``: the message as logged, in case the view's copy was shrunk."""
     m = original if original is not None else unit.messages[0]
     blobs: list[tuple[str, bytes]] = []
-    text = "\n".join(b.text for b in m.content if isinstance(b, Text))
-    shown, sha, images = _folded_output(text, m.content, chars, keys, blobs)
+    shown, sha, images = _folded_output(m.text, m.content, chars, keys, blobs)
     return Folded(f"[turn {turn}] output → {shown}", blobs, {}, list(dict.fromkeys([sha, *images])))
 
 
@@ -280,9 +279,8 @@ class MaskPlanner:
         u = state.units[i]
         cfg = self.config
         if u.messages[0].role == "user":
-            logged = [m for _, m in state.span_messages(u.first_seq, u.first_seq)]
-            return observation_line(turns[i], u, chars=cfg.fold_chars, keys=cfg.fold_keys,
-                                    original=logged[0] if logged else None)
+            logged = next((m for _, m in state.span_messages(u.first_seq, u.first_seq)), None)
+            return observation_line(turns[i], u, chars=cfg.fold_chars, keys=cfg.fold_keys, original=logged)
         return fold_line(turns[i], u, chars=cfg.fold_chars, keys=cfg.fold_keys, originals=logged_results(state, u))
 
     def observations(self, state: SessionState) -> Sequence[int]:
