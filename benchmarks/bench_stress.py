@@ -2,7 +2,7 @@
 
 Run:  .venv/bin/python benchmarks/bench_stress.py [--split dev] [--variants think,shots] [--windows 8000,16000]
                                                  [--out benchmarks/results/stress]
-      (writes <out>.json and <out>.md; about 11 minutes on 2 workers for everything)
+      (writes <out>.json and <out>.md; 11 to 21 minutes on 2 workers for everything, by the machine's load)
 
 Each variant takes every run of a family and changes it one way, keeping the rest of the run as recorded:
 
