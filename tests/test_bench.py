@@ -641,6 +641,25 @@ def test_blind_calls_are_counted_when_the_newest_message_is_missing(cfg):
     assert is_blind(replace(full, messages=(Message.user("task"), Message.assistant("x"), other)), u, True)
 
 
+def test_a_view_naming_the_newest_messages_own_artifact_is_not_blind(cfg):
+    """A shrunk view keeps lines of the message (head, lines that name identifiers, tail) with a footer naming the
+    artifact holding the message's text byte for byte: the message is there. A view naming another artifact, whose
+    first 600 characters differ, is not."""
+    import hashlib
+
+    from windowsmith.bench.metrics import is_blind
+
+    task = "\n".join(["Fix the crash in the parser."] + [f"context line {i} of the report" for i in range(60)]
+                     + ["type CrashIt is (I32 | (I32, (I32)))"] + ["steps: explore, reproduce, fix, test"] * 20)
+    newest = Message.user(task)
+    sha = hashlib.sha256(task.encode("utf-8")).hexdigest()
+    view = ("Something else first, then\n[... 80 lines elided ...]\ntype CrashIt is (I32 | (I32, (I32)))\n"
+            "[windowsmith: the full message (102 lines, 1,200 tokens) is stored as artifact://{}]")
+    full = feed(FullHistory(cfg), tool_trace(1), 3).request
+    assert not is_blind(replace(full, messages=(Message.user(view.format(sha)),)), newest, False)
+    assert is_blind(replace(full, messages=(Message.user(view.format("0" * 64)),)), newest, False)
+
+
 def test_summaries_are_charged_as_model_calls(cfg):
     msgs = [Message.user("task")]
     for i in range(1, 12):

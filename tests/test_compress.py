@@ -545,3 +545,75 @@ def test_compress_always_fits_the_budget(text: str, budget: int, kind: str | Non
     assert c.kind in KINDS
     if ("fallback: head_tail" in c.notes or c.kind == "text") and c.text != text:
         _check_marker(text, c.text)
+
+
+# ---------------------------------------------------------------------------------------------------
+# message views (the pinned request, a user message): head, tail, and the middle lines that name identifiers
+# ---------------------------------------------------------------------------------------------------
+
+_ISSUE = "\n".join(
+    ["<uploaded_files>", "/workspace/repo", "</uploaded_files>", "Consider the following issue description:",
+     "<issue_description>", "the compiler segfaults when matching a single element tuple"]
+    + [f"I understand that this is a strange thing to write, paragraph {i} of the story." for i in range(30)]
+    + ["```pony", "type CrashIt is (I32 | (I32, (I32)))", "    let x: CrashIt = 123", "```"]
+    + [f"More prose about the use case and what was expected, line {i}." for i in range(30)]
+    + ["</issue_description>"]
+    + [f"Step {i}: follow the usual process and run the tests before you finish." for i in range(12)]
+    + ["Your thinking should be thorough."])
+
+
+def test_a_message_view_keeps_the_middle_lines_that_name_identifiers_between_head_and_tail() -> None:
+    from windowsmith.ingest.compressors import message_view
+
+    out = message_view(_ISSUE, 160, count)
+    assert count(out) <= 160
+    lines = out.splitlines()
+    assert lines[0] == "<uploaded_files>" and lines[-1] == "Your thinking should be thorough."
+    assert "    let x: CrashIt = 123" in lines  # the issue's code, which head + tail lost (one line names it)
+    assert "CrashIt" not in head_tail(_ISSUE, 160, count)
+    # every kept line is a line of the message, in its order; every gap says how many lines it cut
+    src = _ISSUE.split("\n")
+    pos, kept, elided = 0, 0, 0
+    for ln in lines:
+        m = re.fullmatch(r"\[… ([\d,]+) lines elided …\]", ln)
+        if m:
+            elided += int(m.group(1).replace(",", ""))
+            continue
+        pos = src.index(ln, pos) + 1
+        kept += 1
+    assert kept + elided == len(src)
+
+
+def test_a_message_view_without_identifiers_in_its_middle_is_head_and_tail() -> None:
+    from windowsmith.ingest.compressors import message_view
+
+    plain = "\n".join(f"just some words on a line of a long note{' again' * (i % 7)}" for i in range(300))
+    assert message_view(plain, 120, count) == head_tail(plain, 120, count)
+    assert message_view("short message", 120, count) == "short message"
+    assert message_view(_ISSUE, 0, count) == ""
+
+
+_LINE = st.lists(st.sampled_from(["the", "word", "and", "foo_bar", "src/app/models.py", "ValueError", "123456",
+                                  "HTTPServer", "x", "#W2378156", "deadbeef42", "   ", "é", "—"]), max_size=20).map(" ".join)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(_LINE, min_size=1, max_size=300).map("\n".join), st.integers(min_value=40, max_value=1500))
+def test_a_message_view_fits_keeps_lines_in_order_and_counts_its_cuts(text: str, budget: int) -> None:
+    from windowsmith.ingest.compressors import message_view
+
+    out = message_view(text, budget, count)
+    assert count(out) <= budget
+    if out == text or "chars elided" in out or not out:
+        return  # unchanged, or head + tail (its own test above)
+    src = text.removesuffix("\n").split("\n")  # (a last newline ends the last line)
+    pos, kept, elided = 0, 0, 0
+    for ln in out.split("\n"):
+        m = re.fullmatch(r"\[… ([\d,]+) lines elided …\]", ln)
+        if m:
+            elided += int(m.group(1).replace(",", ""))
+            continue
+        pos = src.index(ln, pos) + 1
+        kept += 1
+    assert kept + elided == len(src)
+    assert out.split("\n")[0] == src[0]

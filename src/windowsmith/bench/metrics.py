@@ -19,6 +19,7 @@ targets held.
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -234,8 +235,9 @@ def is_blind(req: NeutralRequest, newest: Message | None, had_history: bool, bef
     """A *blind* call: the request lacks the newest user or tool message before the call (a tool
     message counts as present when one of its results is, by call id, however compressed; a user
     message when the request's last user message is the same message, or follows the same assistant
-    message as in the trace (``before``), or its first 600 characters are at least 60% alike:
-    compressed, redacted or offloaded by the strategy),
+    message as in the trace (``before``), or its first 600 characters are at least 60% alike
+    (compressed, redacted or offloaded by the strategy), or it names the ``artifact://`` of one of the message's
+    text blocks (a strategy's view of it that keeps some of its lines, whatever they start with)),
     or its message list is empty while the trace had messages before the call."""
     if had_history and not req.messages:
         return True
@@ -255,6 +257,12 @@ def is_blind(req: NeutralRequest, newest: Message | None, had_history: bool, bef
     a, b = message_text(last_user).strip(), message_text(newest).strip()
     if not (a or b) or (a[:64] == b[:64] != "" and len(a) >= len(b) and a.startswith(b[:200])):
         return False
+    if "artifact://" in a:
+        # a view of the message that names the artifact holding one of its text blocks byte for byte: shrunk, not
+        # dropped (its kept lines need not start where the message does)
+        own = {hashlib.sha256(t.text.encode("utf-8")).hexdigest() for t in newest.content if isinstance(t, Text)}
+        if own.intersection(REF_RE.findall(a)):
+            return False
     # the same message, compressed, redacted or offloaded by the strategy: most of its head survives
     from difflib import SequenceMatcher
 

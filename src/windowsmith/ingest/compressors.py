@@ -8,17 +8,18 @@ compressor returns None. Structure is analysed on bounded slices so inputs of an
 from __future__ import annotations
 
 import csv
+import heapq
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import CountTokens
+from ..text import _IDENT_RE, _KIND_WEIGHT, CountTokens, chars_per_token, fits_cheaply, head_tail, identifier_kinds
 
 #: the line a file-read view prints above its outline (``compaction.references.outline_keys`` reads what follows)
 OUTLINE_TITLE = "Outline (lines: definition):"
 
-__all__ = ["COMPRESSORS", "LINE_CAP", "SCAN_LIMIT", "Context", "cap_line", "fit_levels"]
+__all__ = ["COMPRESSORS", "LINE_CAP", "SCAN_LIMIT", "Context", "cap_line", "fit_levels", "message_view"]
 
 SCAN_LIMIT = 16_000_000  # chars of a file/HTML/table analysed for structure
 LINE_CAP = 1_000  # chars kept of any single line
@@ -406,6 +407,136 @@ def _table(text: str, ctx: Context) -> str | None:
         return head + "\n" + _render_pieces(text, kept)
 
     return fit_levels(build, len(levels), ctx)
+
+
+# ---------------------------------------------------------------------------------------------------
+# messages (the pinned request, a user message, a text-protocol agent's observation)
+# ---------------------------------------------------------------------------------------------------
+
+MESSAGE_HEAD_SHARE = 0.5  # of a message view's budget: its first lines (what the message is)
+MESSAGE_TAIL_SHARE = 0.15  # its last lines (the ask a task often ends with)
+_MARKER_TOKENS = 8  # an elision marker between two kept pieces, roughly
+_MESSAGE_SCAN_LINES = 20_000  # lines of a message weighed for its view (the rest can only be head or tail)
+
+
+def _line_spans(text: str) -> list[tuple[int, int]]:
+    spans = []
+    start = 0
+    for _ in range(_MESSAGE_SCAN_LINES + 1):
+        k = text.find("\n", start)
+        if k < 0:
+            break
+        spans.append((start, k + 1))
+        start = k + 1
+    if start < len(text):
+        spans.append((start, len(text)))
+    return spans
+
+
+def message_view(text: str, budget_tokens: int, count_tokens: CountTokens) -> str:
+    """A message cut to ``budget_tokens``: its head and its tail, and between them the lines that name the most
+    identifiers the kept text does not (``text.identifier_kinds``: paths, error names, symbols, ids, numbers,
+    weighted by kind, a failure line's more), chosen greedily by weight per token and kept in their order, each
+    gap marked; the rest of the budget extends the head. Head + tail (``head_tail``) when no middle line names
+    one, or the text is one line.
+
+    A task's middle is what its first calls need (an issue's code, the error it reports, the names it uses) while
+    its head says what it is and its tail often repeats a template; a head + tail cut kept the template and lost the
+    issue (an OpenHands task in an 8K window, where tools and system leave 2,500 tokens of history)."""
+    if budget_tokens <= 0:
+        return ""
+    if fits_cheaply(text, budget_tokens) or (len(text) <= 400_000 and count_tokens(text) <= budget_tokens):
+        return text
+    spans = _line_spans(text)
+    if not 3 <= len(spans) <= _MESSAGE_SCAN_LINES:
+        return head_tail(text, budget_tokens, count_tokens)
+    cpt = chars_per_token(text, count_tokens)
+
+    def cost(a: int, b: int) -> float:
+        return min(b - a, LINE_CAP) / cpt + 1
+
+    room = budget_tokens - 2 * _MARKER_TOKENS
+
+    def take(order: range, share: float) -> tuple[int, float]:
+        """How many lines from one end (in ``order``) fit ``share`` of the room: at least the first non-blank one."""
+        n, got, seen = 0, 0.0, False
+        for i in order:
+            c = cost(*spans[i])
+            if seen and got + c > share * room:
+                break
+            seen = seen or bool(text[spans[i][0]:spans[i][1]].strip())
+            n, got = n + 1, got + c
+        return n, got
+
+    h, used = take(range(len(spans) - 2), MESSAGE_HEAD_SHARE)
+    n_tail, tail_used = take(range(len(spans) - 1, h, -1), MESSAGE_TAIL_SHARE)
+    t = len(spans) - n_tail
+    if used + tail_used > room or t <= h:
+        return head_tail(text, budget_tokens, count_tokens)
+    kinds = identifier_kinds(text)
+    weight = {k: 1 + _KIND_WEIGHT.get(kind, 0) + (3 if fail else 0) for k, (kind, fail) in kinds.items()}
+    ends = ((0, spans[h - 1][1]), (spans[t][0] if t < len(spans) else len(text), len(text)))
+    covered = set(weight).intersection(m.group(0).rstrip(".-") for a, b in ends for m in _IDENT_RE.finditer(text, a, b))
+    names: dict[int, set[str]] = {}
+    for i in range(h, t):
+        a, b = spans[i]
+        got = {name for m in _IDENT_RE.finditer(text, a, min(b, a + LINE_CAP))
+               if (name := m.group(0).rstrip(".-")) in weight}
+        if got - covered:
+            names[i] = got
+    if not names:
+        return head_tail(text, budget_tokens, count_tokens)
+    # greedy: the line naming the most weight not yet kept per token, re-weighed lazily
+    heap = [(-sum(weight[k] for k in ks - covered) / cost(*spans[i]), i) for i, ks in names.items()]
+    heapq.heapify(heap)
+    picked: list[int] = []
+    kept: set[int] = set()
+    left = room - used - tail_used
+    while heap and left > 0:
+        _, i = heapq.heappop(heap)
+        gain = sum(weight[k] for k in names[i] - covered)
+        if gain <= 0:
+            continue
+        score = gain / cost(*spans[i])
+        if heap and score < -heap[0][0] - 1e-9:
+            heapq.heappush(heap, (-score, i))
+            continue
+        c = cost(*spans[i]) + (0 if (i - 1 in kept or i + 1 in kept) else _MARKER_TOKENS)
+        if c > left:
+            continue
+        picked.append(i)
+        kept.add(i)
+        covered |= names[i]
+        left -= c
+    if not picked:
+        return head_tail(text, budget_tokens, count_tokens)
+    tail_piece = (spans[t][0], len(text)) if t < len(spans) else None
+
+    def build(k: int, extra: int) -> str:
+        pieces = [(spans[0][0], spans[min(h + extra, t) - 1][1])]
+        pieces += [spans[i] for i in picked[:k]]
+        if tail_piece:
+            pieces.append(tail_piece)
+        return _render_pieces(text, pieces)
+
+    lo, hi = 0, len(picked)  # the most picked lines that fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count_tokens(build(mid, 0)) <= budget_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0 and count_tokens(build(0, 0)) > budget_tokens:
+        return head_tail(text, budget_tokens, count_tokens)
+    n_picked = lo
+    lo, hi = 0, t - h  # then the longest head the rest of the budget holds
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count_tokens(build(n_picked, mid)) <= budget_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return build(n_picked, lo)
 
 
 def _text(text: str, ctx: Context) -> str | None:

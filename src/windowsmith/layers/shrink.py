@@ -2,7 +2,8 @@
 message) but are larger than their share of the history's budget.
 
 Such a message is replaced by a compressed view of itself (ingest's compressors: errors of a command
-output, the outline of a file, head + tail of prose) followed by a footer naming the artifact that holds
+output, the outline of a file; a message's head, tail and the lines between that name identifiers,
+``ingest.compressors.message_view``) followed by a footer naming the artifact that holds
 it whole (``[windowsmith: the full message (N lines, T tokens) is stored as artifact://<sha>; …]``).
 :func:`plan_shrinks` only plans (the history layer stays a pure function of the state); the builder stores
 the originals and appends a ``shrink`` record (``records.ShrinkRecord``), so every later request carries
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..ingest.compress import compress
+from ..ingest.compressors import message_view
 from ..ingest.pipeline import INDEX_SHARE
 from ..model import Message, Text, ToolCall, ToolResult
 from ..records import ImageStubEntry, ShrinkEntry
@@ -135,13 +137,18 @@ def _plan(blocks: Sequence[_Block], cut: int, counter: TokenCounter) -> list[Shr
         if b.size <= level:
             continue
         budget = max(32, level - FOOTER_TOKENS)
-        # a message (the pinned request, an observation sent as a user message) keeps its head and tail (it
-        # still reads as itself); a tool result is compressed by its kind (errors, outline, JSON shape)
-        kind = None if b.tool is not None else "text"
-        c = compress(b.original, kind=kind, budget_tokens=max(32, budget - budget // INDEX_SHARE),
-                     count_tokens=counter.raw_text, tool_name=b.tool)
-        index = identifier_index(b.original, c.text, budget - c.tokens - 1, counter.raw_text)
-        view = f"{c.text}\n{index}" if index else c.text
+        # a message (the pinned request, an observation sent as a user message) keeps its head, its tail and the
+        # lines between that name what they do not (it still reads as itself); a tool result is compressed by its
+        # kind (errors, outline, JSON shape)
+        inner = max(32, budget - budget // INDEX_SHARE)
+        if b.tool is None:
+            kept = message_view(b.original, inner, counter.raw_text)
+            kept_tokens = counter.raw_text(kept)
+        else:
+            c = compress(b.original, kind=None, budget_tokens=inner, count_tokens=counter.raw_text, tool_name=b.tool)
+            kept, kept_tokens = c.text, c.tokens
+        index = identifier_index(b.original, kept, budget - kept_tokens - 1, counter.raw_text)
+        view = f"{kept}\n{index}" if index else kept
         data = b.original.encode("utf-8")
         sha = hashlib.sha256(data).hexdigest()
         text = f"{view}\n{shrink_footer(b.original.count(chr(10)) + 1, counter.raw_text(b.original), sha)}"
