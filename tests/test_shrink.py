@@ -111,17 +111,30 @@ def test_every_user_message_before_the_first_reply_is_the_pinned_request(tmp_pat
         assert len(s.state.units[0].messages) == 2
 
 
-def test_a_single_opening_message_of_one_block_is_shrunk_to_the_low_water_first(tmp_path):
-    """One message holding demonstration and issue in one block: its view keeps head and tail only, so at the first
-    calls it keeps more than its two shares (the issue's middle is what they need: at two shares a SWE-agent request
-    merged that way lost 19 points of strict recall)."""
+def test_a_single_opening_message_of_one_block_is_shrunk_at_once_to_its_two_shares(tmp_path):
+    """One message holding demonstration, issue and instructions in one block (SWE-agent 1.x sends them so): its first
+    view takes at most the two shares, and keeps the head, the tail and the issue between them, the line naming the
+    most identifiers (``message_view``; with head and tail alone, a SWE-agent request merged that way lost 19 points
+    of strict recall at two shares). Once: the cuts that follow keep it as it is."""
+    share = HistoryLayer.pinned_share
+    issue = ISSUE[: len(ISSUE) // 30].strip()
+    steps = "\n".join(f"Step {i}: think about the edge cases before you write the fix." for i in range(40))
     with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000) as e:
         s = e.session("one-opener")
         s.system("You are a careful engineer.")
-        s.user(demonstration(600) + "\n" + ISSUE)
+        s.user(demonstration(600) + "\n" + issue + "\n" + steps)
         pack = s.build()
-        assert pack.manifest.tokens > 2 * HistoryLayer.pinned_share * pack.manifest.available
-        assert "artifact://" in pack.neutral.messages[0].text and len(s.state.units[0].messages) == 1
+        assert share * pack.manifest.available < pack.manifest.tokens <= 2 * share * pack.manifest.available
+        view = pack.neutral.messages[0]
+        lines = view.text.splitlines()
+        assert lines[0] == "Here is a demonstration of how to use the interface." and issue in lines
+        assert "Step 39: think about the edge cases before you write the fix." in lines and "artifact://" in view.text
+        assert len(s.state.units[0].messages) == 1
+        for i in range(8):
+            s.add(Message("assistant", (ToolCall(f"c{i}", "bash", {"command": f"cat src/f{i}.py"}),)))
+            s.tool_result(f"c{i}", f"def f{i}():\n    return {i}\n" * 60)
+            assert s.build().neutral.messages[0] == view  # the cache prefix holds through every cut
+        assert len(shrinks(s)) == 1
 
 
 def pasted(text: str, doc: str) -> Message:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..budget import room_factor
 from ..errors import BudgetBlockedError, TaskRequiredError
-from ..model import Message, Text
+from ..model import Message
 from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
 from .evidence import EvidenceLayer
@@ -108,7 +108,7 @@ def _head_meta(state: SessionState, summary: bool) -> dict[str, int]:
     return out
 
 
-#: raw tokens under which the first view of a single pinned message of several blocks is not cut to its two shares:
+#: raw tokens under which the first view of a single pinned message is not cut to its two shares:
 #: a view that small is mostly its footer and index beside a few lines of head and tail, and in a small history
 #: cap the two shares would leave a message only a little over the cap a third of itself, to save a few hundred
 #: tokens a call
@@ -253,14 +253,15 @@ class HistoryLayer(Layer):
         # the pinned request larger than its share of a full history: shrink it (it is never dropped). One of
         # several messages (instructions or a demonstration, then the task) alone over the whole cap shrinks now,
         # straight to its shares, the task last: once, not again (with a rewrite of every cached token after it)
-        # when the history behind it fills. A single message over the whole cap shrinks below: of one text block, to
-        # the low water (its view keeps head and tail, and the task its next calls need may be in the middle: at two
-        # shares a SWE-agent request of demonstration and issue in one block lost 19 points of strict recall); of
-        # several (a pasted document beside the ask), to the two shares, since the water level cuts the largest
-        # block first and the others stay whole, and every later call reads the view, in a run that may never fill
-        # the history (an 80,000-character paste in a 16K window: 0.7 of the cap read by each call cost 13% more
-        # than dropping it). Its images go first (stubs): no view makes an image smaller, and a view of the task
-        # loses what the next calls need
+        # when the history behind it fills. A single message over the whole cap shrinks below, to the two shares:
+        # every later call reads its view, in a run that may never fill the history (an 80,000-character paste beside
+        # the ask in a 16K window: 0.7 of the cap read by each call cost 13% more than dropping it); of several blocks
+        # (a pasted document beside the ask), the water level cuts the largest first and the others stay whole; of
+        # one, its view keeps head, tail and the lines between that name identifiers (``message_view``: with head
+        # and tail alone, a SWE-agent request of demonstration and issue in one block lost 19 points of strict
+        # recall at two shares, the issue's middle; with the named lines, 3 points, and it costs 9% less than at
+        # the low water). Its images go first (stubs): no view makes an image smaller, and a view of the task loses
+        # what the next calls need
         if pinned and first_raw > share * cap_raw and (total(lo, first_raw) > cap_raw if n > 1 else
                                                        several and first_raw > cap_raw):
             cut = int(first_raw - share * cap_raw)
@@ -282,9 +283,9 @@ class HistoryLayer(Layer):
             # unit is cut to the cap, not to the low water: its newest message is what the next step reads, and the
             # next build drops the unit when a newer one needs the room (a view may overshoot its estimate: the low
             # water is the fallback). The pinned request stays in every later request: it shrinks to the low water
-            # (alone, a message of several blocks to its two shares: above), leaving room for the turns after it
-            blocks = sum(isinstance(b, Text) for b in state.units[0].messages[0].content) if n == 1 and not several else 0
-            alone = min(target, max(2 * self.pinned_share * cap_raw, ALONE_FLOOR)) if blocks > 1 else target
+            # (alone, to its two shares: above), leaving room for the turns after it
+            alone = min(target, max(2 * self.pinned_share * cap_raw, ALONE_FLOOR)) if n == 1 and not several \
+                else target
 
             def shrink_to(units: list[int], before: int, done: Sequence[PlannedStub]
                           ) -> tuple[list[Shrink], list[PlannedStub], int]:
