@@ -562,6 +562,20 @@ _ISSUE = "\n".join(
     + ["Your thinking should be thorough."])
 
 
+def _kept_plus_elided(src: list[str], view: list[str]) -> int:
+    """The lines a view keeps (each a line of ``src``, in its order, or ``ValueError``) plus those its markers say
+    it cut."""
+    pos = kept = elided = 0
+    for ln in view:
+        m = re.fullmatch(r"\[… ([\d,]+) lines elided …\]", ln)
+        if m:
+            elided += int(m.group(1).replace(",", ""))
+            continue
+        pos = src.index(ln, pos) + 1
+        kept += 1
+    return kept + elided
+
+
 def test_a_message_view_keeps_the_middle_lines_that_name_identifiers_between_head_and_tail() -> None:
     from windowsmith.ingest.compressors import message_view
 
@@ -572,16 +586,7 @@ def test_a_message_view_keeps_the_middle_lines_that_name_identifiers_between_hea
     assert "    let x: CrashIt = 123" in lines  # the issue's code, which head + tail lost (one line names it)
     assert "CrashIt" not in head_tail(_ISSUE, 160, count)
     # every kept line is a line of the message, in its order; every gap says how many lines it cut
-    src = _ISSUE.split("\n")
-    pos, kept, elided = 0, 0, 0
-    for ln in lines:
-        m = re.fullmatch(r"\[… ([\d,]+) lines elided …\]", ln)
-        if m:
-            elided += int(m.group(1).replace(",", ""))
-            continue
-        pos = src.index(ln, pos) + 1
-        kept += 1
-    assert kept + elided == len(src)
+    assert _kept_plus_elided(_ISSUE.split("\n"), lines) == len(_ISSUE.split("\n"))
 
 
 def test_a_message_view_without_identifiers_in_its_middle_is_head_and_tail() -> None:
@@ -607,13 +612,5 @@ def test_a_message_view_fits_keeps_lines_in_order_and_counts_its_cuts(text: str,
     if out == text or "chars elided" in out or not out:
         return  # unchanged, or head + tail (its own test above)
     src = text.removesuffix("\n").split("\n")  # (a last newline ends the last line)
-    pos, kept, elided = 0, 0, 0
-    for ln in out.split("\n"):
-        m = re.fullmatch(r"\[… ([\d,]+) lines elided …\]", ln)
-        if m:
-            elided += int(m.group(1).replace(",", ""))
-            continue
-        pos = src.index(ln, pos) + 1
-        kept += 1
-    assert kept + elided == len(src)
+    assert _kept_plus_elided(src, out.split("\n")) == len(src)
     assert out.split("\n")[0] == src[0]
