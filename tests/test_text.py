@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 
 import windowsmith as ws
 from windowsmith.model import Message, ToolCall
-from windowsmith.text import gutter_only, identifier_index, identifiers, line_ranges
+from windowsmith.text import (
+    gutter_only,
+    identifier_index,
+    identifier_kinds,
+    identifier_mentions,
+    identifiers,
+    line_ranges,
+)
 
 
 def _expand(ranges: str) -> set[int]:
@@ -113,3 +120,14 @@ def test_an_offloaded_swe_agent_view_keeps_its_names_not_its_line_numbers():
     assert re.search(r"lines 14\d\d-1556", idx), idx
     bare = [k for k in identifiers(idx) if k.isdigit()]
     assert all(re.search(rf"(?<!\d){k}-\d|\d-{k}(?!\d)", idx) for k in bare), bare  # numbers only as range bounds
+
+
+def test_identifier_mentions_name_each_mention_where_it_is_and_whether_its_line_reports_a_failure():
+    text = "open src/app/models.py\nERROR: KeyError in parse_header at src/app/models.py:12\nparse_header ok 1458"
+    got = list(identifier_mentions(text))
+    assert all(text[at:at + len(k)] == k for k, _, _, at in got)
+    assert [(k, on_fail) for k, _, on_fail, _ in got if k == "src/app/models.py"] == [("src/app/models.py", False),
+                                                                                     ("src/app/models.py", True)]
+    assert ("KeyError", "error", True) in [(k, kind, f) for k, kind, f, _ in got]
+    assert identifier_kinds(text)["src/app/models.py"] == ("path", True)  # one mention on a failure line
+    assert identifier_kinds(text)["1458"] == ("number", False)

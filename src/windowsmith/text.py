@@ -157,26 +157,39 @@ _FAIL_LINE_RE = re.compile(r"(?im)^[^\n]*?(?:error|exception|traceback|fail|fata
 IDENT_SCAN_CHARS = 400_000  # an index is built from at most this much of a text
 
 
-def identifier_kinds(text: str) -> dict[str, tuple[str, bool]]:
-    """Each identifier of ``text`` (once, in order of first appearance) with its kind (a group name of
-    ``_IDENT_RE``: ``path``, ``error``, ``number``, ...) and whether one of its mentions is on a line that
-    reports a failure."""
+def identifier_mentions(text: str) -> Iterator[tuple[str, str, bool, int]]:
+    """Every mention of an identifier in ``text`` (its first ``IDENT_SCAN_CHARS``), in order: the identifier, its
+    kind (a group name of ``_IDENT_RE``: ``path``, ``error``, ``number``, ...), whether the mention is on a line
+    that reports a failure, and where it starts."""
     fails = [(m.start(), m.end()) for m in _FAIL_LINE_RE.finditer(text, 0, IDENT_SCAN_CHARS)]
     starts = [a for a, _ in fails]
-    out: dict[str, tuple[str, bool]] = {}
     for m in _IDENT_RE.finditer(text, 0, IDENT_SCAN_CHARS):
         k = m.group(0).rstrip(".-")
         if not 3 <= len(k) <= 80 or "artifact://" in k:
-            continue
-        prev = out.get(k)
-        if prev is not None and prev[1]:
             continue
         on_fail = False
         if fails:
             i = bisect.bisect_right(starts, m.start()) - 1
             on_fail = i >= 0 and m.start() < fails[i][1]
-        out[k] = (prev[0] if prev else (m.lastgroup or ""), on_fail)
+        yield k, m.lastgroup or "", on_fail, m.start()
+
+
+def identifier_kinds(text: str) -> dict[str, tuple[str, bool]]:
+    """Each identifier of ``text`` (once, in order of first appearance) with its kind (a group name of
+    ``_IDENT_RE``: ``path``, ``error``, ``number``, ...) and whether one of its mentions is on a line that
+    reports a failure."""
+    out: dict[str, tuple[str, bool]] = {}
+    for k, kind, on_fail, _ in identifier_mentions(text):
+        prev = out.get(k)
+        if prev is None or (on_fail and not prev[1]):
+            out[k] = (prev[0] if prev else kind, on_fail)
     return out
+
+
+def kind_weight(kind: str) -> int:
+    """How much an identifier of ``kind`` matters when a cut cannot keep them all (``error`` 5 ... ``number`` 0;
+    :func:`identifiers` ranks one on a failure line 4 higher)."""
+    return _KIND_WEIGHT.get(kind, 0)
 
 
 def identifiers(text: str, *, ranked: bool = False) -> list[str]:
@@ -333,8 +346,8 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
 
 __all__ = ["EXACT_COUNT_LIMIT", "JSON_PARSE_LIMIT", "NOT_JSON", "SAMPLE_CHARS", "CountTokens", "chars_per_token", "clip_messages",
            "compact_json",
-           "elide", "elision_marker", "fits_cheaply", "head_tail", "identifier_index", "identifier_kinds", "identifiers",
-           "try_json"]
+           "elide", "elision_marker", "fits_cheaply", "head_tail", "identifier_index", "identifier_kinds",
+           "identifier_mentions", "identifiers", "kind_weight", "try_json"]
 
 
 def compact_json(text: str) -> str | None:

@@ -7,6 +7,7 @@ compressor returns None. Structure is analysed on bounded slices so inputs of an
 
 from __future__ import annotations
 
+import bisect
 import csv
 import heapq
 import re
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import _IDENT_RE, _KIND_WEIGHT, CountTokens, chars_per_token, fits_cheaply, head_tail, identifier_kinds
+from ..text import CountTokens, chars_per_token, fits_cheaply, head_tail, identifier_mentions, kind_weight
 
 #: the line a file-read view prints above its outline (``compaction.references.outline_keys`` reads what follows)
 OUTLINE_TITLE = "Outline (lines: definition):"
@@ -473,17 +474,22 @@ def message_view(text: str, budget_tokens: int, count_tokens: CountTokens) -> st
     t = len(spans) - n_tail
     if used + tail_used > room or t <= h:
         return head_tail(text, budget_tokens, count_tokens)
-    kinds = identifier_kinds(text)
-    weight = {k: 1 + _KIND_WEIGHT.get(kind, 0) + (3 if fail else 0) for k, (kind, fail) in kinds.items()}
-    ends = ((0, spans[h - 1][1]), (spans[t][0] if t < len(spans) else len(text), len(text)))
-    covered = set(weight).intersection(m.group(0).rstrip(".-") for a, b in ends for m in _IDENT_RE.finditer(text, a, b))
+    # one pass over the identifiers: each one's weight (by kind, a failure line's more), those the head and tail
+    # already keep, and those each middle line names (within the part of it a view keeps)
+    starts = [a for a, _ in spans]
+    weight: dict[str, int] = {}
+    covered: set[str] = set()
     names: dict[int, set[str]] = {}
-    for i in range(h, t):
-        a, b = spans[i]
-        got = {name for m in _IDENT_RE.finditer(text, a, min(b, a + LINE_CAP))
-               if (name := m.group(0).rstrip(".-")) in weight}
-        if got - covered:
-            names[i] = got
+    for k, kind, on_fail, at in identifier_mentions(text):
+        w = 1 + kind_weight(kind) + (4 if on_fail else 0)
+        if w > weight.get(k, 0):
+            weight[k] = w
+        i = bisect.bisect_right(starts, at) - 1
+        if i < h or i >= t:
+            covered.add(k)
+        elif at < starts[i] + LINE_CAP:
+            names.setdefault(i, set()).add(k)
+    names = {i: ks for i, ks in names.items() if not ks <= covered}
     if not names:
         return head_tail(text, budget_tokens, count_tokens)
     # greedy: the line naming the most weight not yet kept per token, re-weighed lazily
