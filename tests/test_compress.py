@@ -250,6 +250,33 @@ def test_cat_n_output_uses_its_own_line_numbers() -> None:
     assert re.search(rf"^\s*{where['class Ledger3']}(?:-\d+)?: class Ledger3\(BaseLedger\)", c.text, re.M)
 
 
+def _viewer_window(src: str, first: int, n: int = 100) -> str:
+    """SWE-agent's file viewer: a title, the lines above, a window of ``N:code`` lines (a blank line is ``N:``)."""
+    lines = src.splitlines()
+    body = "\r\n".join(f"{i}:{' ' + lines[i - 1] if lines[i - 1] else ''}" for i in range(first, first + n))
+    return (f"[File: billing/ledger.py ({len(lines)} lines total)]\r\n({first - 1} more lines above)\r\n{body}\r\n"
+            f"({len(lines) - first - n + 1} more lines below)\n(Open file: /testbed/billing/ledger.py)\nbash-$")
+
+
+def test_a_viewer_window_asked_for_one_line_keeps_the_lines_around_it() -> None:
+    """SWE-agent's ``open(path, line_number)`` centres its window on the line: the view's head keeps the title and the
+    lines from a few above it (the first lines of the window are what the agent scrolled past), and blank ``N:``
+    lines do not hide that the window is a numbered listing."""
+    src, _ = python_file()
+    window = _viewer_window(src, 1457)
+    assert detect_kind(window, "open", {"path": "billing/ledger.py", "line_number": 1474}) == "file_read"
+    target = next(ln for ln in window.splitlines() if ln.startswith("1474:"))
+    c = compress(window, kind=None, budget_tokens=700, count_tokens=count, tool_name="open",
+                 arguments={"path": "billing/ledger.py", "line_number": 1474})
+    assert c.kind == "file_read" and c.tokens <= 700
+    lines = c.text.splitlines()
+    assert lines[1] == window.splitlines()[0] and target in lines  # (line 0: the view's own header)
+    assert any(ln.startswith("1469:") for ln in lines) and not any(ln.startswith("1457:") for ln in lines)
+    plain = compress(window, kind=None, budget_tokens=700, count_tokens=count, tool_name="open",
+                     arguments={"path": "billing/ledger.py"})
+    assert any(ln.startswith("1457:") for ln in plain.text.splitlines())  # no line asked for: the window's head
+
+
 C_SOURCE = """#include "match.h"
 #define MAX_CASES 64
 
@@ -433,6 +460,8 @@ def test_text_search_results() -> None:
         (None, None, "<!doctype html><html><body><p>x</p></body></html>", "html"),
         (None, None, "Traceback (most recent call last):\n  File \"x\", line 1\nValueError: x\n", "command_output"),
         (None, None, "Just some prose.\nAnother line, with a comma.\n", "text"),
+        ("open", {"path": "a.py"}, "[File: a.py (40 lines total)]\r\n" + "\r\n".join(
+            f"{i}:" if i % 3 == 0 else f"{i}:    x = {i}" for i in range(1, 41)), "file_read"),  # blank lines: "N:"
         (None, None, "\x00\x01\x02binary\xff\xfe", "text"),
     ],
 )

@@ -73,7 +73,7 @@ _COMMAND_MARKERS = re.compile(
     r"|={5,} (?:FAILURES|ERRORS|test session starts|short test summary)|--- FAIL|npm ERR!|error\[E\d+\]|FAIL\b"
     r"|Ran \d+ tests? in|PASS |ok  \t|\+ )"
 )
-_NUMBERED = re.compile(r"^ *(\d+)(?:\t|→|\| |: )")
+_NUMBERED = re.compile(r"^ *(\d+)(?:\t|→|\| |: |:$)")  # "1553:" alone: a blank line of a viewer
 _HTML_TAG = re.compile(r"<(?:!doctype html|html|head|body|div|p|span|a |table|ul|li|script|style|meta|link|h[1-6])\b", re.I)
 _MD_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)+\|?\s*$", re.M)
 

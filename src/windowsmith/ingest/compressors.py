@@ -330,8 +330,38 @@ def _block_end(lines: list[str], start: int, indent: int) -> int:
     return end
 
 
+#: a read's arguments that name the line it is about (SWE-agent's ``open(path, line_number)`` centres its window on it;
+#: a ``view_range``'s first line starts one)
+_FOCUS_ARGS = ("line_number", "line", "view_range", "start_line")
+_FOCUS_CONTEXT = 5  # lines kept above the focus line
+_GUTTER_LINE = re.compile(r"(?m)^ *(\d+)(?:\t|→|\| |:)")
+
+
+def _focus_start(text: str, arguments: Mapping[str, Any] | None) -> int:
+    """Where the head of a file read's view starts: a few lines above the line its call asked for, when that line is
+    in the listing's gutter and not among its first lines; else 0."""
+    if not arguments:
+        return 0
+    want = None
+    for key in _FOCUS_ARGS:
+        v = arguments.get(key)
+        if isinstance(v, list | tuple) and v:
+            v = v[0]
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            want = v
+            break
+    if want is None:
+        return 0
+    for m in _GUTTER_LINE.finditer(text, 0, SCAN_LIMIT):
+        if int(m.group(1)) == want:
+            start = _line_starts_back(text[: m.start()], _FOCUS_CONTEXT) if m.start() else 0
+            return start if text.count("\n", 0, start) > 1 else 0
+    return 0
+
+
 def _file_read(text: str, ctx: Context) -> str | None:
     total_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    focus = _focus_start(text, ctx.arguments)
     symbols = _outline(text, ctx.path)
     what = f"file: {ctx.path}" if ctx.path else "file"
     header = f"[{what} — {total_lines:,} lines, {len(text):,} chars; outline: {len(symbols):,} symbols]"
@@ -354,11 +384,11 @@ def _file_read(text: str, ctx: Context) -> str | None:
         h, cap = levels[i]
         parts = [header]
         if h:
-            end = _line_ends(text, 0, h)
-            parts.extend(cap_line(ln) for ln in text[:end].splitlines())
-            rest = text.count("\n", end) + (0 if text.endswith("\n") or end >= len(text) else 1)
-            if rest:
-                parts.append(_lines_elided(rest))
+            # the head: the first lines, or, for a read about one line, the first line (a viewer's title) and the
+            # lines from a few above the one it asked for
+            end = _line_ends(text, focus, h)
+            pieces = [(0, _line_ends(text, 0, 1)), (focus, end)] if focus else [(0, end)]
+            parts.append(_render_pieces(text, pieces))
         chosen = pick(cap)
         if chosen:
             labels = [f"{n}-{end}" if end > n else str(n) for n, _, _, end in chosen]
