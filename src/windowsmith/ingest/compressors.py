@@ -466,7 +466,7 @@ def _line_spans(text: str) -> list[tuple[int, int]]:
 
 def message_view(text: str, budget_tokens: int, count_tokens: CountTokens) -> str:
     """A message cut to ``budget_tokens``: its head and its tail, and between them the lines that name the most
-    identifiers the kept text does not (``text.identifier_kinds``: paths, error names, symbols, ids, numbers,
+    identifiers the kept text does not (``text.identifier_mentions``: paths, error names, symbols, ids, numbers,
     weighted by kind, a failure line's more), chosen greedily by weight per token and kept in their order, each
     gap marked; the rest of the budget extends the head. Head + tail (``head_tail``) when no middle line names
     one, or the text is one line.
