@@ -186,10 +186,10 @@ def identifier_kinds(text: str) -> dict[str, tuple[str, bool]]:
     return out
 
 
-def kind_weight(kind: str) -> int:
-    """How much an identifier of ``kind`` matters when a cut cannot keep them all (``error`` 5 ... ``number`` 0;
-    :func:`identifiers` ranks one on a failure line 4 higher)."""
-    return _KIND_WEIGHT.get(kind, 0)
+def kind_weight(kind: str, on_fail: bool = False) -> int:
+    """How much an identifier of ``kind`` matters when a cut cannot keep them all (``error`` 5 ... ``number`` 0),
+    4 more when a mention of it is on a line that reports a failure."""
+    return _KIND_WEIGHT.get(kind, 0) + (4 if on_fail else 0)
 
 
 def identifiers(text: str, *, ranked: bool = False) -> list[str]:
@@ -200,7 +200,7 @@ def identifiers(text: str, *, ranked: bool = False) -> list[str]:
                                   if 3 <= len(k := m.group(0).rstrip(".-")) <= 80 and "artifact://" not in k))
     kinds = identifier_kinds(text)
     order = {k: i for i, k in enumerate(kinds)}
-    return sorted(kinds, key=lambda k: (-(_KIND_WEIGHT.get(kinds[k][0], 0) + 4 * kinds[k][1]), order[k]))
+    return sorted(kinds, key=lambda k: (-kind_weight(*kinds[k]), order[k]))
 
 
 #: a numbered listing's line: the number, then a tab (``cat -n``, ``nl``, OpenHands' editor view) or a colon and

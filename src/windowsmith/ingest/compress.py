@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..text import EXACT_COUNT_LIMIT, NOT_JSON, SAMPLE_CHARS, CountTokens, elision_marker, head_tail, try_json
 from .compressors import COMPRESSORS as _BY_STRUCTURE
-from .compressors import Context
+from .compressors import NUMBERED_LINE, Context
 from .web import find_results, html_page, json_shape, search_results
 
 __all__ = ["KINDS", "Compressed", "CountTokens", "compress", "detect_kind", "elision_marker", "head_tail"]
@@ -73,7 +73,6 @@ _COMMAND_MARKERS = re.compile(
     r"|={5,} (?:FAILURES|ERRORS|test session starts|short test summary)|--- FAIL|npm ERR!|error\[E\d+\]|FAIL\b"
     r"|Ran \d+ tests? in|PASS |ok  \t|\+ )"
 )
-_NUMBERED = re.compile(r"^ *(\d+)(?:\t|→|\| |: |:$)")  # "1553:" alone: a blank line of a viewer
 _HTML_TAG = re.compile(r"<(?:!doctype html|html|head|body|div|p|span|a |table|ul|li|script|style|meta|link|h[1-6])\b", re.I)
 _MD_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)+\|?\s*$", re.M)
 
@@ -170,7 +169,7 @@ def _sniff(text: str) -> str:
 
 def _numbered(lines: list[str]) -> bool:
     """``cat -n`` / editor view output: most lines start with consecutive line numbers."""
-    nums = [int(m.group(1)) for m in map(_NUMBERED.match, lines) if m]
+    nums = [int(m.group(1)) for m in map(NUMBERED_LINE.match, lines) if m]
     if len(nums) < 0.8 * len(lines):
         return False
     return sum(1 for a, b in pairwise(nums) if b == a + 1) >= 0.8 * (len(nums) - 1)

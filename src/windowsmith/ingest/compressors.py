@@ -15,14 +15,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import CountTokens, chars_per_token, fits_cheaply, head_tail, identifier_mentions, kind_weight
+from ..text import (
+    EXACT_COUNT_LIMIT,
+    CountTokens,
+    chars_per_token,
+    fits_cheaply,
+    head_tail,
+    identifier_mentions,
+    kind_weight,
+)
 
 #: the line a file-read view prints above its outline (``compaction.references.outline_keys`` reads what follows)
 OUTLINE_TITLE = "Outline (lines: definition):"
 
-__all__ = ["COMPRESSORS", "LINE_CAP", "SCAN_LIMIT", "Context", "cap_line", "fit_levels", "message_view"]
+__all__ = ["COMPRESSORS", "LINE_CAP", "NUMBERED_LINE", "SCAN_LIMIT", "Context", "cap_line", "fit_levels", "message_view"]
 
 SCAN_LIMIT = 16_000_000  # chars of a file/HTML/table analysed for structure
+#: a numbered listing's line: its number, then a tab (``cat -n``), an arrow (Claude Code's Read), ``| `` or ``: ``
+#: (an editor's view), or a bare ``N:`` (a blank line of SWE-agent's viewer)
+NUMBERED_LINE = re.compile(r"(?m)^ *(\d+)(?:\t|→|\| |: |:\r?$)")
 LINE_CAP = 1_000  # chars kept of any single line
 
 
@@ -334,7 +345,6 @@ def _block_end(lines: list[str], start: int, indent: int) -> int:
 #: a ``view_range``'s first line starts one)
 _FOCUS_ARGS = ("line_number", "line", "view_range", "start_line")
 _FOCUS_CONTEXT = 5  # lines kept above the focus line
-_GUTTER_LINE = re.compile(r"(?m)^ *(\d+)(?:\t|→|\| |:)")
 
 
 def _focus_start(text: str, arguments: Mapping[str, Any] | None) -> int:
@@ -352,7 +362,7 @@ def _focus_start(text: str, arguments: Mapping[str, Any] | None) -> int:
             break
     if want is None:
         return 0
-    for m in _GUTTER_LINE.finditer(text, 0, SCAN_LIMIT):
+    for m in NUMBERED_LINE.finditer(text, 0, SCAN_LIMIT):
         if int(m.group(1)) == want:
             start = _line_starts_back(text[: m.start()], _FOCUS_CONTEXT) if m.start() else 0
             return start if text.count("\n", 0, start) > 1 else 0
@@ -476,7 +486,7 @@ def message_view(text: str, budget_tokens: int, count_tokens: CountTokens) -> st
     issue (an OpenHands task in an 8K window, where tools and system leave 2,500 tokens of history)."""
     if budget_tokens <= 0:
         return ""
-    if fits_cheaply(text, budget_tokens) or (len(text) <= 400_000 and count_tokens(text) <= budget_tokens):
+    if fits_cheaply(text, budget_tokens) or (len(text) <= EXACT_COUNT_LIMIT and count_tokens(text) <= budget_tokens):
         return text
     spans = _line_spans(text)
     if not 3 <= len(spans) <= _MESSAGE_SCAN_LINES:
@@ -511,7 +521,7 @@ def message_view(text: str, budget_tokens: int, count_tokens: CountTokens) -> st
     covered: set[str] = set()
     names: dict[int, set[str]] = {}
     for k, kind, on_fail, at in identifier_mentions(text):
-        w = 1 + kind_weight(kind) + (4 if on_fail else 0)
+        w = 1 + kind_weight(kind, on_fail)
         if w > weight.get(k, 0):
             weight[k] = w
         i = bisect.bisect_right(starts, at) - 1
@@ -549,7 +559,7 @@ def message_view(text: str, budget_tokens: int, count_tokens: CountTokens) -> st
     tail_piece = (spans[t][0], len(text)) if t < len(spans) else None
 
     def build(k: int, extra: int) -> str:
-        pieces = [(spans[0][0], spans[min(h + extra, t) - 1][1])]
+        pieces = [(0, spans[min(h + extra, t) - 1][1])]
         pieces += [spans[i] for i in picked[:k]]
         if tail_piece:
             pieces.append(tail_piece)
