@@ -15,6 +15,10 @@ Each variant takes every run of a family and changes it one way, keeping the res
                 agent writing whole files through its editor);
 * ``inflate``   every observation gets 6,000 more characters (verbose tools: full test logs, big listings).
 
+Not in the default set (``--variants merged``): ``merged`` sends the user messages before the agent's first reply
+as one message of one text block (SWE-agent 1.x sends its demonstration and issue so; SWE-agent 0.x as two), and
+replays only the runs it changes.
+
 The added text is real agent output: slices of the shared OpenHands trace file, taken at offsets that depend on
 the message's position, so every run is the same on every machine. Every strategy replays every changed run
 (``bench.run.run_strategy``, the yardstick's code, prices and budget); a run that fails under any strategy at a
@@ -44,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "traces"
 OUT = ROOT / "benchmarks" / "results"
 VARIANTS = ("think", "shots", "bigfirst", "bigargs", "inflate")
+EXTRA_VARIANTS = ("merged",)  # run only when asked for
 MODEL = "claude-sonnet-4-5"
 
 
@@ -55,6 +60,13 @@ def filler() -> str:
 
 def transform(messages: tuple[Message, ...], variant: str, fill: str) -> tuple[Message, ...]:
     text_observations = not any(m.role == "tool" for m in messages)  # mini-swe-agent, SWE-agent 0.x
+    if variant == "merged":
+        j = next((i for i, m in enumerate(messages) if m.role == "assistant"), len(messages))
+        opening = [m for m in messages[:j] if m.role == "user"]
+        if len(opening) < 2 and sum(isinstance(b, Text) for m in opening for b in m.content) < 2:
+            return messages
+        one = Message("user", (Text("\n\n".join(m.text for m in opening)),))
+        return (*(m for m in messages[:j] if m.role != "user"), one, *messages[j:])
     out = []
     for i, m in enumerate(messages):
         if variant == "think" and m.role == "assistant":
@@ -91,7 +103,10 @@ def task(args: tuple[str, str, int, str, list[tuple[str, int]]]) -> list[dict[st
     out = []
     for path, k in runs:
         trace = files.setdefault(path, load_traces(path))[k]
-        run = prepare(replace(trace, messages=transform(trace.messages, variant, fill)))
+        changed = transform(trace.messages, variant, fill)
+        if variant in EXTRA_VARIANTS and changed == trace.messages:
+            continue  # a run the variant leaves as recorded: the yardstick has it
+        run = prepare(replace(trace, messages=changed))
         for name in STRATEGIES:
             strategy = make_strategy(name, cfg, tmp_dir=tmp)
             try:
@@ -161,8 +176,8 @@ def main() -> None:
     args = ap.parse_args()
     variants = [v for v in args.variants.split(",") if v]
     for v in variants:
-        if v not in VARIANTS:
-            sys.exit(f"unknown variant {v!r}; use some of {', '.join(VARIANTS)}")
+        if v not in VARIANTS + EXTRA_VARIANTS:
+            sys.exit(f"unknown variant {v!r}; use some of {', '.join(VARIANTS + EXTRA_VARIANTS)}")
     windows = [int(w) for w in args.windows.split(",") if w]
     runs: dict[str, list[tuple[str, int]]] = {}
     for path in iter_trace_files(DATA):
