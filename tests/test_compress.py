@@ -628,7 +628,7 @@ def test_a_message_view_without_identifiers_in_its_middle_is_head_and_tail() -> 
 
 
 #: words of a message: a few fixed ones, and file names enough that a head and tail rarely name them all (with the
-#: fixed words alone, 2 of 300 examples took the middle path; with these, about 6 in 10)
+#: fixed words alone, 2 of 300 examples took the middle path; with these, about half)
 _WORD = st.one_of(st.sampled_from(["the", "word", "and", "foo_bar", "src/app/models.py", "ValueError", "123456",
                                    "HTTPServer", "x", "#W2378156", "deadbeef42", "   ", "é", "—"]),
                   st.integers(100, 999).map(lambda n: f"mod_{n}.py"))
