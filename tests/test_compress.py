@@ -649,3 +649,14 @@ def test_a_message_view_fits_keeps_lines_in_order_and_counts_its_cuts(text: str,
     src = text.removesuffix("\n").split("\n")  # (a last newline ends the last line)
     assert _kept_plus_elided(src, out.split("\n")) == len(src)
     assert out.split("\n")[0] == src[0]
+
+
+def test_a_viewer_window_outline_reads_top_level_definitions_and_blank_lines() -> None:
+    """SWE-agent's viewer prints ``N:`` then the line as it is: a top-level definition follows the colon directly, a
+    blank line is a bare ``N:``. Both used to be missed (the prefix wanted ``: ``): the class was not in the outline and
+    each block ended at its first blank line."""
+    from windowsmith.ingest.compressors import _outline
+
+    window = ("[File: a.py (9 lines total)]\n1:class A:\n2:    def f(self):\n3:        return 1\n4:\n"
+              "5:    def g(self):\n6:        return 2\n7:\n8:x = 1\n")
+    assert _outline(window, "a.py") == [(1, 0, "class A", 6), (2, 4, "def f(self)", 3), (5, 4, "def g(self)", 6)]

@@ -31,9 +31,10 @@ OUTLINE_TITLE = "Outline (lines: definition):"
 __all__ = ["COMPRESSORS", "LINE_CAP", "NUMBERED_LINE", "SCAN_LIMIT", "Context", "cap_line", "fit_levels", "message_view"]
 
 SCAN_LIMIT = 16_000_000  # chars of a file/HTML/table analysed for structure
-#: a numbered listing's line: its number, then a tab (``cat -n``), an arrow (Claude Code's Read), ``| `` or ``: ``
-#: (an editor's view), or a bare ``N:`` (a blank line of SWE-agent's viewer)
-NUMBERED_LINE = re.compile(r"(?m)^ *(\d+)(?:\t|→|\| |: |:\r?$)")
+#: a numbered listing's line: its number, then a tab (``cat -n``), an arrow (Claude Code's Read), ``| `` (an editor's
+#: view) or a colon (SWE-agent's viewer: ``1457:`` then the line as it is, so a blank line is a bare ``1553:`` and a
+#: top-level definition follows the colon directly)
+NUMBERED_LINE = re.compile(r"(?m)^ *(\d+)(?:\t|→|\| |:)")
 LINE_CAP = 1_000  # chars kept of any single line
 
 
@@ -272,7 +273,6 @@ _EXT = {
 _OUTLINE_BY_LANG = {k: re.compile(f"^(?:{p})", re.M) for k, p in _OUTLINE.items()}
 # a file of unknown language: every pattern but C's (any column-0 ``word word(`` line would match it)
 _OUTLINE_ALL = re.compile("^(?:" + "|".join(f"(?:{p})" for k, p in _OUTLINE.items() if k != "c") + ")", re.M)
-_NUM_PREFIX = re.compile(r"^ *(\d+)(?:\t|→|\| |: )")
 _OUTLINE_CAP = 5_000
 
 
@@ -283,9 +283,9 @@ def _outline(text: str, path: str | None) -> list[tuple[int, int, str, int]]:
     scan = text[:SCAN_LIMIT]
     # cat -n / editor view output (under a header line or two, as OpenHands' and SWE-agent's viewers
     # print it): match after the number prefix
-    numbered = any(_NUM_PREFIX.match(ln) for ln in scan[:600].split("\n", 3)[:3])
+    numbered = any(NUMBERED_LINE.match(ln) for ln in scan[:600].split("\n", 3)[:3])
     if numbered:
-        rx = re.compile(r"^ *\d+(?:\t|→|\| |: )(?:" + rx.pattern.removeprefix("^(?:").removesuffix(")") + ")", re.M)
+        rx = re.compile(r"^ *\d+(?:\t|→|\| |:)(?:" + rx.pattern.removeprefix("^(?:").removesuffix(")") + ")", re.M)
     found: list[tuple[int, int, int, str]] = []  # (physical line index, shown number, indent, line)
     line_no, last = 1, 0
     for m in rx.finditer(scan):
@@ -296,7 +296,7 @@ def _outline(text: str, path: str | None) -> list[tuple[int, int, str, int]]:
         line = scan[a : len(scan) if b < 0 else b]
         n = line_no
         if numbered:
-            pm = _NUM_PREFIX.match(line)
+            pm = NUMBERED_LINE.match(line)
             if pm:
                 n = int(pm.group(1))
                 line = line[pm.end() :]
@@ -319,7 +319,7 @@ def _numbered_lines(scan: str, numbered: bool) -> tuple[list[int], list[str]]:
     shown = list(range(1, len(lines) + 1))
     if numbered:
         for k, ln in enumerate(lines):
-            pm = _NUM_PREFIX.match(ln)
+            pm = NUMBERED_LINE.match(ln)
             if pm:
                 shown[k] = int(pm.group(1))
                 lines[k] = ln[pm.end() :]
