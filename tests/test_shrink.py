@@ -111,6 +111,27 @@ def test_every_user_message_before_the_first_reply_is_the_pinned_request(tmp_pat
         assert len(s.state.units[0].messages) == 2
 
 
+def test_a_short_task_does_not_lend_its_share_to_the_demonstration_before_it(tmp_path):
+    """Of several opening messages the task (the last) has its own share and the messages before it the other: a
+    one-line task after a long demonstration leaves the demonstration one share, not the two less the task, since
+    every later call reads that view (SWE-agent 0.x with an 80,000-character demonstration at 32K: -14%)."""
+    task = "Fix parse_header() in src/http/headers.py: it raises KeyError 'x-trace-id' when the header is missing."
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=32000) as e:
+        s = e.session("short-task")
+        s.system("You are a careful engineer.")
+        s.user(demonstration(3000))
+        s.user(task)
+        for i in range(40):
+            s.add(Message("assistant", (ToolCall(f"c{i}", "bash", {"command": f"cat src/f{i}.py"}),)))
+            s.tool_result(f"c{i}", f"def f{i}():\n    return {i}\n" * 60)
+            msgs = s.build().neutral.messages
+            assert msgs[1].text == task  # the task, whole
+        available = s.build().manifest.available
+        entry = next(en for r in shrinks(s) for en in r.entries if en.seq == s.state.units[0].first_seq)
+        assert entry.tokens_after <= HistoryLayer.pinned_share * available  # one share at most (was about two)
+        assert entry.tokens_after > 0.5 * HistoryLayer.pinned_share * available  # and not less than it needs to be
+
+
 def test_a_single_opening_message_of_one_block_is_shrunk_at_once_to_its_two_shares(tmp_path):
     """One message holding demonstration, issue and instructions in one block (SWE-agent 1.x sends them so): its first
     view takes at most the two shares, and keeps the head, the tail and the issue between them, the line naming the
