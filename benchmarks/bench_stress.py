@@ -15,9 +15,11 @@ Each variant takes every run of a family and changes it one way, keeping the res
                 agent writing whole files through its editor);
 * ``inflate``   every observation gets 6,000 more characters (verbose tools: full test logs, big listings).
 
-Not in the default set (``--variants merged``): ``merged`` sends the user messages before the agent's first reply
-as one message of one text block (SWE-agent 1.x sends its demonstration and issue so; SWE-agent 0.x as two), and
-replays only the runs it changes.
+Not in the default set (``--variants merged`` or ``chained``): ``merged`` sends the user messages before the agent's
+first reply as one message of one text block (SWE-agent 1.x sends its demonstration and issue so; SWE-agent 0.x as
+two), and replays only the runs it changes. ``chained`` makes one session of two runs of a family, the second run's
+messages after the first's (its opening request a user message in the middle: a user asking again, as in a coding
+assistant's session with several requests), runs paired in their order (the last of an odd count left out).
 
 The added text is real agent output: slices of the shared OpenHands trace file, taken at offsets that depend on
 the message's position, so every run is the same on every machine. Every strategy replays every changed run
@@ -48,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "traces"
 OUT = ROOT / "benchmarks" / "results"
 VARIANTS = ("think", "shots", "bigfirst", "bigargs", "inflate")
-EXTRA_VARIANTS = ("merged",)  # run only when asked for
+EXTRA_VARIANTS = ("merged", "chained")  # run only when asked for
 MODEL = "claude-sonnet-4-5"
 
 
@@ -92,6 +94,17 @@ def transform(messages: tuple[Message, ...], variant: str, fill: str) -> tuple[M
     return tuple(out)
 
 
+def renamed(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """The messages with every tool call id prefixed (``b-``): a chained run's ids may repeat the first run's."""
+    def block(b: Any) -> Any:
+        if isinstance(b, ToolCall):
+            return ToolCall(f"b-{b.id}", b.name, b.arguments)
+        if isinstance(b, ToolResult):
+            return ToolResult(f"b-{b.call_id}", b.content, b.is_error, b.name)
+        return b
+    return tuple(Message(m.role, tuple(block(b) for b in m.content)) for m in messages)
+
+
 def task(args: tuple[str, str, int, str, list[tuple[str, int]]]) -> list[dict[str, Any]]:
     """Every strategy on every run of one (variant, family, window)."""
     variant, family, window, tmp, runs = args
@@ -101,11 +114,17 @@ def task(args: tuple[str, str, int, str, list[tuple[str, int]]]) -> list[dict[st
     fill = filler()
     files: dict[str, list[Any]] = {}
     out = []
-    for path, k in runs:
+    pairs = list(zip(runs[0::2], runs[1::2], strict=False)) if variant == "chained" else [(r, None) for r in runs]
+    for (path, k), second in pairs:
         trace = files.setdefault(path, load_traces(path))[k]
-        changed = transform(trace.messages, variant, fill)
-        if variant in EXTRA_VARIANTS and changed == trace.messages:
-            continue  # a run the variant leaves as recorded: the yardstick has it
+        if second is not None:  # chained: the next run's messages after this one's, one session
+            after = files.setdefault(second[0], load_traces(second[0]))[second[1]]
+            trace = replace(trace, id=f"{trace.id}+{after.id}", messages=(*trace.messages, *renamed(after.messages)))
+            changed = trace.messages
+        else:
+            changed = transform(trace.messages, variant, fill)
+            if variant in EXTRA_VARIANTS and changed == trace.messages:
+                continue  # a run the variant leaves as recorded: the yardstick has it
         run = prepare(replace(trace, messages=changed))
         for name in STRATEGIES:
             strategy = make_strategy(name, cfg, tmp_dir=tmp)

@@ -296,14 +296,22 @@ class Builder:
         if cut is not None and usage is not None and lo < cut:
             cfg = self.engine.compaction
             spare = (usage.allocated - usage.used) / counter.scale - INDEX_MARGIN
+            ask, before = st.dropped_ask(cut, len(st.units)), st.dropped_ask(st.first_visible_unit(), st.cut_units)
+            if ask != before and ask is not None:  # the user's message the cut carries (the fit left it room)
+                spare -= counter.raw_message(st.ask_message(ask))
             budget = int(min(carry_caps_of(cfg, counter, st, asm.budget.available)[1], spare))
             index = lost_identifiers(st, counter, lo, cut, st.work_log, budget)
+        ask = st.dropped_ask(cut, len(st.units)) if cut is not None else None
+        carried = f"; carried the user message at seq {st.units[ask].first_seq} (the newest it dropped)" \
+            if ask is not None else ""
         self.log.append(TruncateRecord(keep, transcript, fit.dropped_units, fit.dropped_tokens,
-                                       "history over its budget", index))
-        if index:
-            asm.actions[:] = [replace(a, reason=f"{a.reason}; an index of {len(index)} identifier(s) the dropped units "
-                                              "named and the kept request lost",
-                                      detail={**a.detail, "index": list(index)})
+                                       "history over its budget" + carried, index))
+        if index or carried:
+            said = (f"; an index of {len(index)} identifier(s) the dropped units named and the kept request lost"
+                    if index else "") + carried
+            more = ({"index": list(index)} if index else {}) | \
+                ({"carried_seq": st.units[ask].first_seq} if ask is not None else {})
+            asm.actions[:] = [replace(a, reason=f"{a.reason}{said}", detail={**a.detail, **more})
                               if a.layer == "history" and a.kind == "truncate" else a for a in asm.actions]
         return True
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessageError, StoreError
+from .ingest.compressors import message_view
 from .model import Event, Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage
 from .records import (
     CompactionRecord,
@@ -65,6 +66,7 @@ from .records import (
 from .refs import image_stub
 from .request import Lineage
 from .snapshot import Snapshot
+from .text import acts
 
 #: logged messages per chunk of persisted token counts (``unit_counts.py``); the state keeps the chain hash of
 #: each chunk's last message (``SessionState.chunk_hashes``) to check them against
@@ -72,8 +74,19 @@ COUNTS_CHUNK = 512
 
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
+#: about the most characters of the user's latest message that a cut carries (``SessionState.ask_message``); a longer
+#: one (a pasted log after the ask, a task written after a demonstration) goes by a view, the transcript holding it whole
+ASK_CHARS = 1_200
+ASK_HEAD = "[windowsmith: the user's latest message before the kept history, carried since a cut dropped it]\n"
+#: user units looked back over for the user's latest message where every user message may be an observation
+ASK_LOOKBACK = 256
 #: the pending message's line of identifiers (``SessionState.summary_messages``)
 PENDING_HEAD = "[windowsmith: identifiers of the exchanges dropped since the work log above, most relevant first: "
+
+
+def _quarter(text: str) -> int:
+    """A character count as tokens (four to one): what sizes a carried message's view the same everywhere."""
+    return len(text) // 4
 
 
 def message_images(m: Message) -> Iterator[tuple[tuple[int, ...], Image]]:
@@ -207,6 +220,7 @@ class SessionState:
     notes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # memory/evidence/knowledge items
     usages: list[tuple[int, Usage, str | None]] = field(default_factory=list)  # (seq, usage, pack id)
     keep_from_seq: int = 0  # history truncation boundary (from compaction records)
+    cut_units: int = 0  # how many units the session had when the boundary last moved (``dropped_ask``)
     compactions: list[dict[str, Any]] = field(default_factory=list)  # compaction events' data as logged, with seq
     records: list[CompactionRecord] = field(default_factory=list)  # the same, typed (records.py)
     repairs: list[Repair] = field(default_factory=list)
@@ -242,6 +256,7 @@ class SessionState:
     tool_events: list[dict[str, Any]] = field(default_factory=list)  # tools_loaded / tool_scope meta events
     _summary_message: Message | None = None
     _summary_messages: tuple[Message, ...] | None = None
+    _asks: dict[int, tuple[Message, Message]] = field(default_factory=dict, compare=False, repr=False)  # ask_message
     _view_epoch: object = field(default_factory=object, compare=False, repr=False)  # new when the view is rewritten
     _history: tuple[Any, ...] | None = field(default=None, compare=False, repr=False)  # see history_view
 
@@ -402,7 +417,7 @@ class SessionState:
             self.pending_index = list(rec.index)
             self.pending_transcript = rec.transcript or self.pending_transcript
             self._summary_messages = None
-            self.keep_from_seq = max(self.keep_from_seq, rec.keep_from_seq)
+            self._move_boundary(rec.keep_from_seq)
             self.rewrites += 1
             self.version += 1
             return
@@ -428,8 +443,13 @@ class SessionState:
             self._summary_message = None
             self.rewrites += 1
             self.version += 1
-        self.keep_from_seq = max(self.keep_from_seq, rec.keep_from_seq)
+        self._move_boundary(rec.keep_from_seq)
         self.version += 1
+
+    def _move_boundary(self, keep_from_seq: int) -> None:
+        if keep_from_seq > self.keep_from_seq:
+            self.keep_from_seq = keep_from_seq
+            self.cut_units = len(self.units)
 
     def _apply_block_edits(self, edits: Iterable[ImageStubEntry | ShrinkEntry],
                            edit: Callable[[Message, Mapping[tuple[int | str, ...], str]], Message]) -> list[int]:
@@ -530,6 +550,9 @@ class SessionState:
             out = []
             if self.summary_message is not None:
                 out.append(self.summary_message)
+            ask = self.dropped_ask(self.first_visible_unit(), self.cut_units)
+            if ask is not None:
+                out.append(self.ask_message(ask))
             if self.pending_index or self.pending_transcript:
                 parts = []
                 if self.pending_index:
@@ -540,6 +563,57 @@ class SessionState:
                 out.append(Message("user", (Text("\n".join(parts)),)))
             self._summary_messages = tuple(out)
         return self._summary_messages
+
+    def dropped_ask(self, first_unit: int, upto: int) -> int | None:
+        """The unit of the user's newest message before ``first_unit`` (past the pinned request), or None: what the
+        user last asked or answered once a cut drops it. Only the newest dropped one, so the message that carries it
+        (``ask_message``, after the summary message) changes at a cut, never on an append. The user speaks when the
+        agent has yielded: a user message that answers an assistant message without tool calls
+        (``observation_units``); one after a tool result is the harness's (an error for a malformed call). In a
+        session without tools, a user message that answers a reply acting in its text (``text.acts``) is that
+        action's output (mini-swe-agent, SWE-agent 0.x) and is passed over; as is a fold, or a message without text.
+        None as well when the user spoke again in the units the cut kept, those before ``upto`` (the units the session
+        had when the cut was made): the kept history then holds what the user last said (a customer's every answer
+        carried beside it cost tau2-bench 0.5% at 8K for no recall)."""
+        users = self.observation_units
+        k = bisect.bisect_left(users, first_unit)
+        for j in range(k, min(bisect.bisect_left(users, upto), k + ASK_LOOKBACK)):
+            if self._user_speaks(users[j]):
+                return None
+        for j in range(k - 1, max(-1, k - 1 - ASK_LOOKBACK), -1):
+            if self._user_speaks(users[j]):
+                return users[j]
+        return None
+
+    def _user_speaks(self, i: int) -> bool:
+        """Whether observation unit ``i`` is the user speaking (``dropped_ask``)."""
+        units = self.units
+        u = units[i]
+        if u.folded or u.pinned:
+            return False
+        m = u.messages[0]
+        if m.role != "user" or not m.text.strip():
+            return False
+        tools = bool(self.tools) or bool(self.exchange_units)
+        return tools or not (i > 0 and units[i - 1].messages and units[i - 1].messages[0].role == "assistant"
+                             and acts(units[i - 1].messages[0]))
+
+    def ask_message(self, unit: int) -> Message:
+        """The user message that carries the user's message of ``unit`` (``dropped_ask``): its text, or, over
+        :data:`ASK_CHARS` characters, a view of about that many (``message_view``: its head, its tail and the lines
+        between that name identifiers, sized by characters so the view is the same in every process) and how many
+        characters the transcript holds."""
+        m = self.units[unit].messages[0]
+        cached = self._asks.get(unit)
+        if cached is not None and cached[0] is m:
+            return cached[1]
+        text = m.text.strip()
+        if len(text) > ASK_CHARS:
+            text = (f"{message_view(text, ASK_CHARS // 4, _quarter)}\n[windowsmith: a view of a message of "
+                    f"{len(text):,} characters; the transcript of the compacted history holds the whole]")
+        out = Message("user", (Text(ASK_HEAD + text),))
+        self._asks[unit] = (m, out)
+        return out
 
     def image_stubs(self, unit: Unit) -> Iterator[tuple[int, ImageStubEntry, bytes]]:
         """Each image of ``unit``'s logged messages as the stub that would replace it: the message's position in

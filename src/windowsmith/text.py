@@ -344,10 +344,22 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
     return tuple(msgs), raw, clipped
 
 
-__all__ = ["EXACT_COUNT_LIMIT", "JSON_PARSE_LIMIT", "NOT_JSON", "SAMPLE_CHARS", "CountTokens", "chars_per_token", "clip_messages",
+__all__ = ["ACTION_RE", "EXACT_COUNT_LIMIT", "JSON_PARSE_LIMIT", "NOT_JSON", "SAMPLE_CHARS", "CountTokens", "acts",
+           "chars_per_token", "clip_messages",
            "compact_json",
            "elide", "elision_marker", "fits_cheaply", "head_tail", "identifier_index", "identifier_kinds",
            "identifier_mentions", "identifiers", "kind_weight", "try_json"]
+
+
+#: what marks an assistant reply without tool calls as acting in its text: a fenced command block, a ReAct
+#: ``Action:`` line, or an action tag (``<execute_bash>``, ``<function=…>``, ``<tool_call>``, ``<invoke …>``)
+ACTION_RE = re.compile(r"```|^[ \t]*Action[ \t]*:|<(?:execute_\w+|function=|tool_call\b|invoke\b)", re.M)
+
+
+def acts(reply: Message) -> bool:
+    """Whether an assistant reply without tool calls acts in its text (:data:`ACTION_RE`): the user message that
+    answers it is then the action's output, an observation, not the user speaking."""
+    return ACTION_RE.search(reply.text) is not None
 
 
 def compact_json(text: str) -> str | None:

@@ -60,7 +60,7 @@ class CompactionConfig:
     observations like exchanges, into ``[turn N] output → preview [keys: …] (artifact://sha)`` (a user message),
     the agent's reply before it staying as it was. ``None`` (the default): only in a session that declares no tools
     and has called none (with tools, a user message after a text reply is the user speaking), and only the answer to
-    a reply that acts in its text (``mask.acts``: a fenced command block, an ``Action:`` line, an action tag; a
+    a reply that acts in its text (``text.acts``: a fenced command block, an ``Action:`` line, an action tag; a
     question's answer is the user speaking); ``True``: every user message answering a text reply; ``False``: never.
     ``enabled=False`` turns proactive compaction off (the assembler still truncates to fit).
     """

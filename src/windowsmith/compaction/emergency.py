@@ -48,6 +48,9 @@ def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summa
     fixed, pinned = fixed_raw(p.state, p.counter, size, scale)
     log_cap, index_cap = carry_caps(p)
     keep_raw = cfg.summary_target * (0.7 if p.harder else 1.0) * avail / scale - fixed - pinned - log_cap - index_cap
+    ask = p.state.dropped_ask(len(p.state.units) - 1, len(p.state.units))  # what a cut would carry (the newest unit stays)
+    if ask is not None:
+        keep_raw -= p.counter.raw_message(p.state.ask_message(ask))
     r = emergency(p, turns, p.why if not failed else f"{p.why}; no summary (it failed, or its model call does not pay for itself)", keep_raw=max(0.0, keep_raw))
     p.breaker.trip("emergency")
     if r is None:
@@ -104,6 +107,9 @@ def lost_identifiers(state: SessionState, counter: TokenCounter, lo: int, cut: i
     kept: list[str] = [message_text(m) for u in units[cut:] for m in u.messages]
     if state.pinned:
         kept += [message_text(m) for m in units[0].messages]
+    ask = state.dropped_ask(cut, len(units))
+    if ask is not None:  # the user's message the cut carries (SessionState.ask_message)
+        kept.append(message_text(state.ask_message(ask)))
     kept += work_log
     if pending:
         kept.append(", ".join(state.index))
@@ -205,6 +211,7 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
         log.pop(0)
     lines = log
     index = lost_index(p, span_lo, cut, lines, budget=index_budget(p) + (0 if log else cap))
+    ask = state.dropped_ask(cut, n)
     rec = EmergencyRecord(
         first_seq=units[lo].first_seq,
         last_seq=units[cut - 1].last_seq,
@@ -213,8 +220,9 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
         transcript=transcript,
         artifacts=tuple(s for s, _ in blobs),
         reason=f"{why}; emergency truncation without a model: kept the first request, the summary, a work log"
-               f"{f', an index of {len(index)} identifier(s) the cut lost' if index else ''} "
-               f"and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
+               f"{f', an index of {len(index)} identifier(s) the cut lost' if index else ''}"
+               f"{f', the user message at seq {units[ask].first_seq} (the newest the cut took)' if ask is not None else ''}"
+               f" and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
         index=index,
     )
     p.port.append(rec)

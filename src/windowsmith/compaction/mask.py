@@ -20,7 +20,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import heapq
-import re
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -30,6 +29,7 @@ from ..model import Image, Message, Text, ToolCall, ToolResult
 from ..records import Fold, ImageStubEntry, MaskRecord
 from ..refs import ImageStub, image_stub, offloaded_artifact
 from ..state import stub_images
+from ..text import acts
 from .config import CompactionConfig
 from .port import Pass
 from .references import KEY_SCAN, format_args, outline_keys, result_keys
@@ -189,17 +189,6 @@ def observation_line(turn: int, unit: Unit, *, chars: int, keys: int,
     blobs: list[tuple[str, bytes]] = []
     shown, sha, images = _folded_output(m.text, m.content, chars, keys, blobs)
     return Folded(f"[turn {turn}] output → {shown}", blobs, {}, list(dict.fromkeys([sha, *images])))
-
-
-#: what a text-protocol agent's reply writes to act: a fenced command block (mini-swe-agent, SWE-agent 0.x), a
-#: ReAct ``Action:`` line, or an action tag (``<execute_bash>``, ``<function=…>``, ``<tool_call>``, ``<invoke …>``)
-ACTION_RE = re.compile(r"```|^[ \t]*Action[ \t]*:|<(?:execute_\w+|function=|tool_call\b|invoke\b)", re.M)
-
-
-def acts(reply: Message) -> bool:
-    """Whether an assistant reply without tool calls acts in its text (:data:`ACTION_RE`): the user message that
-    answers it is then the action's output, an observation, not the user speaking."""
-    return ACTION_RE.search(reply.text) is not None
 
 
 def is_exchange(u: Unit) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
@@ -256,9 +256,22 @@ class HistoryLayer(Layer):
         several = pinned and len(state.units[0].messages) > 1
         share = self.pinned_share_for(cap, available, several=several)
 
+        ask_now = state.dropped_ask(lo, state.cut_units)
+        ask_raw = counter.raw_message(state.ask_message(ask_now)) if ask_now is not None else 0
+
+        @cache
+        def carried(i: int) -> int:
+            """Raw tokens the summary messages gain (or lose) when the history starts at unit ``i``: the user's newest
+            message the cut drops is carried after the summary message (``SessionState.ask_message``)."""
+            ask = state.dropped_ask(i, len(state.units))
+            if ask == ask_now:
+                return 0
+            return (counter.raw_message(state.ask_message(ask)) if ask is not None else 0) - ask_raw
+
         def total(i: int, first: int) -> int:
             """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
-            return first + (summary_raw if i > 0 else 0) + prefix[n] - prefix[max(i, p)] - self.unbilled(counter, i, pinned)
+            return (first + (summary_raw + carried(i) if i > 0 else 0) + prefix[n] - prefix[max(i, p)]
+                    - self.unbilled(counter, i, pinned))
 
         shrinks: list[Shrink] = []
         stubs: list[PlannedStub] = []
