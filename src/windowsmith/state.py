@@ -77,7 +77,7 @@ WORK_LOG_LINES = 60  # the work log keeps its newest lines
 #: about the most characters of the user's latest message that a cut carries (``SessionState.ask_message``); a longer
 #: one (a pasted log after the ask, a task written after a demonstration) goes by a view, the transcript holding it whole
 ASK_CHARS = 1_200
-ASK_HEAD = "[windowsmith: the user's latest message before the kept history, carried since a cut dropped it]\n"
+ASK_HEAD = "[windowsmith: the user's last message before the cut]\n"
 #: user units looked back over for the user's latest message where every user message may be an observation
 ASK_LOOKBACK = 256
 #: the pending message's line of identifiers (``SessionState.summary_messages``)
@@ -551,7 +551,7 @@ class SessionState:
             if self.summary_message is not None:
                 out.append(self.summary_message)
             ask = self.dropped_ask(self.first_visible_unit(), self.cut_units)
-            if ask is not None:
+            if ask is not None and not self._logged_whole(ask):
                 out.append(self.ask_message(ask))
             if self.pending_index or self.pending_transcript:
                 parts = []
@@ -597,6 +597,15 @@ class SessionState:
         tools = bool(self.tools) or bool(self.exchange_units)
         return tools or not (i > 0 and units[i - 1].messages and units[i - 1].messages[0].role == "assistant"
                              and acts(units[i - 1].messages[0]))
+
+    def _logged_whole(self, unit: int) -> bool:
+        """Whether the work log's line for the user message of ``unit`` holds all of it (a short message: the
+        emergency stage writes one of up to 120 characters whole), so the message is not carried twice."""
+        flat = " ".join(self.units[unit].messages[0].text.split())
+        if len(flat) > 120:
+            return False
+        end = f"] user: {flat}"
+        return any(line.endswith(end) for line in self.work_log)
 
     def ask_message(self, unit: int) -> Message:
         """The user message that carries the user's message of ``unit`` (``dropped_ask``): its text, or, over
