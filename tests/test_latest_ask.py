@@ -90,6 +90,23 @@ def test_a_long_ask_is_carried_by_a_view_that_keeps_its_names():
         assert len(view) < ASK_CHARS + 400
 
 
+def test_a_request_after_the_agents_finish_tool_is_carried(tmp_path):
+    """An agent that ends its turn through a tool (OpenHands ``finish``, SWE-agent ``submit``) yields there: the user
+    message after that exchange is the user asking again, carried like one after a text reply."""
+    with ws.Engine(model=MODEL, store=tmp_path / "w.db", window=8000) as e:
+        s = e.session("finish")
+        s.user("Task A: rename foo_alpha to foo_beta in src/a.py")
+        for k in range(4):
+            exchange(s, k)
+        s.add(Message("assistant", (ToolCall("fin", "finish", {"message": "renamed"}),)))
+        s.tool_result("fin", "done")
+        s.user(TASK_B)
+        for k in range(4, 60):
+            exchange(s, k)
+            assert "WS-4411" in request_text(s.build()), k
+        assert any(m.text == ASK_HEAD + TASK_B for m in s.build().neutral.messages)
+
+
 def test_a_harness_message_after_a_tool_result_is_not_carried(tmp_path):
     """OpenHands sends an error for a malformed call as a user message after the tool result: the agent has not
     yielded, so the user did not speak; nothing is carried."""

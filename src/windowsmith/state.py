@@ -78,6 +78,10 @@ WORK_LOG_LINES = 60  # the work log keeps its newest lines
 #: one (a pasted log after the ask, a task written after a demonstration) goes by a view, the transcript holding it whole
 ASK_CHARS = 1_200
 ASK_HEAD = "[windowsmith: the user's last message before the cut]\n"
+#: tools through which an agent ends its turn (OpenHands ``finish``, SWE-agent ``submit``, Cline
+#: ``attempt_completion``, ...): a user message after one is the user speaking again, not the harness
+FINISH_TOOLS = frozenset({"finish", "submit", "attempt_completion", "task_complete", "complete_task", "final_answer",
+                          "finish_task", "end_task", "task_done"})
 #: user units looked back over for the user's latest message where every user message may be an observation
 ASK_LOOKBACK = 256
 #: the pending message's line of identifiers (``SessionState.summary_messages``)
@@ -240,6 +244,9 @@ class SessionState:
     # observations (mini-swe-agent, SWE-agent 0.x: the command is in the reply's text, its output comes back as the
     # next user message), which the mask planner may fold like an exchange (``CompactionConfig.fold_observations``)
     observation_units: list[int] = field(default_factory=list)
+    # the units where the user may be speaking (``dropped_ask``): the observation units, and the user messages that
+    # follow an exchange whose call is a finishing tool (:data:`FINISH_TOOLS`: the agent yielded through it)
+    speech_units: list[int] = field(default_factory=list)
     image_units: list[int] = field(default_factory=list)
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
@@ -354,6 +361,10 @@ class SessionState:
             elif role == "user" and n and self.turn_units and self.turn_units[-1] == n - 1 \
                     and not (self.exchange_units and self.exchange_units[-1] == n - 1):
                 self.observation_units.append(n)  # (the unit before is an assistant message without calls)
+                self.speech_units.append(n)
+            elif role == "user" and n and self.exchange_units and self.exchange_units[-1] == n - 1 \
+                    and any(name.lower() in FINISH_TOOLS for _, name in units[n - 1].messages[0].call_pairs):
+                self.speech_units.append(n)  # the agent yielded through a finishing tool: the user speaks next
             if not message.image_free:
                 self.image_units.append(n)
             view = self.view
@@ -569,13 +580,14 @@ class SessionState:
         user last asked or answered once a cut drops it. Only the newest dropped one, so the message that carries it
         (``ask_message``, after the summary message) changes at a cut, never on an append. The user speaks when the
         agent has yielded: a user message that answers an assistant message without tool calls
-        (``observation_units``); one after a tool result is the harness's (an error for a malformed call). In a
+        (``observation_units``), or one that follows a finishing tool's exchange (:data:`FINISH_TOOLS`); any other
+        after a tool result is the harness's (an error for a malformed call). In a
         session without tools, a user message that answers a reply acting in its text (``text.acts``) is that
         action's output (mini-swe-agent, SWE-agent 0.x) and is passed over; as is a fold, or a message without text.
         None as well when the user spoke again in the units the cut kept, those before ``upto`` (the units the session
         had when the cut was made): the kept history then holds what the user last said (a customer's every answer
         carried beside it cost tau2-bench 0.5% at 8K for no recall)."""
-        users = self.observation_units
+        users = self.speech_units
         k = bisect.bisect_left(users, first_unit)
         for j in range(k, min(bisect.bisect_left(users, upto), k + ASK_LOOKBACK)):
             if self._user_speaks(users[j]):
@@ -586,7 +598,7 @@ class SessionState:
         return None
 
     def _user_speaks(self, i: int) -> bool:
-        """Whether observation unit ``i`` is the user speaking (``dropped_ask``)."""
+        """Whether unit ``i`` of ``speech_units`` is the user speaking (``dropped_ask``)."""
         units = self.units
         u = units[i]
         if u.folded or u.pinned:
@@ -595,8 +607,8 @@ class SessionState:
         if m.role != "user" or not m.text.strip():
             return False
         tools = bool(self.tools) or bool(self.exchange_units)
-        return tools or not (i > 0 and units[i - 1].messages and units[i - 1].messages[0].role == "assistant"
-                             and acts(units[i - 1].messages[0]))
+        before = units[i - 1].messages[0] if i > 0 and units[i - 1].messages else None
+        return tools or before is None or before.role != "assistant" or bool(before.call_pairs) or not acts(before)
 
     def _logged_whole(self, unit: int) -> bool:
         """Whether the work log's line for the user message of ``unit`` holds all of it (a short message: the
