@@ -59,6 +59,16 @@ def test_gutter_numbers_are_only_those_the_body_never_names():
     assert gutter_only("no listing here 123\n") == set()
 
 
+def test_every_viewer_gutter_is_a_gutter():
+    """The listing's line pattern is the compressors' (``NUMBERED_LINE``): SWE-agent's viewer writes ``N:`` then the
+    line as it is (a top-level definition right after the colon), Claude Code's Read an arrow."""
+    swe = "[File: /repo/m.py (300 lines total)]\n" + "\n".join(
+        f"{i}:def handler_{i}(x):" if i % 10 == 0 else f"{i}:    return x + {i % 7}" for i in range(1, 301))
+    assert {"100", "290"} <= gutter_only(swe)  # before: only lines followed by a blank counted, not ``100:def``
+    claude = "\n".join(f"{i:6d}→value_{i % 5} = {i % 3}" for i in range(1, 200))
+    assert {"150", "199"} <= gutter_only(claude)
+
+
 def test_an_offloaded_listing_lists_its_lost_line_numbers_as_ranges(tmp_path):
     full = _listing(600)
     with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=16_000) as e:

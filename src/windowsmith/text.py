@@ -203,20 +203,21 @@ def identifiers(text: str, *, ranked: bool = False) -> list[str]:
     return sorted(kinds, key=lambda k: (-kind_weight(*kinds[k]), order[k]))
 
 
-#: a numbered listing's line: the number, then a tab (``cat -n``, ``nl``, OpenHands' editor view) or a colon and
-#: a blank or the line's end (SWE-agent's file viewer ``1457:    code``; ``grep -n`` of an indented line)
-_GUTTER_RE = re.compile(r"(?m)^[ \t]*(\d+)(?:\t|:(?=[ \t\r]|$))")
+#: a numbered listing's line: its number, then a tab (``cat -n``), an arrow (Claude Code's Read), ``| `` (an editor's
+#: view) or a colon (SWE-agent's viewer: ``1457:`` then the line as it is, so a blank line is a bare ``1553:`` and a
+#: top-level definition follows the colon directly)
+NUMBERED_LINE = re.compile(r"(?m)^ *(\d+)(?:\t|→|\| |:)")
 
 
 def gutter_only(text: str) -> set[str]:
     """The line numbers of a numbered listing (``cat -n``, ``1457:`` views) in ``text`` that occur nowhere but in
     its gutter."""
-    if "\t" not in text and ":" not in text:
+    if "\t" not in text and ":" not in text and "→" not in text and "| " not in text:
         return set()
-    gutter = set(_GUTTER_RE.findall(text))
+    gutter = set(NUMBERED_LINE.findall(text))
     if len(gutter) < 2:
         return set()
-    return gutter - set(identifiers(_GUTTER_RE.sub("", text)))
+    return gutter - set(identifiers(NUMBERED_LINE.sub("", text)))
 
 
 def line_ranges(numbers: Sequence[str]) -> str:
@@ -344,7 +345,7 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
     return tuple(msgs), raw, clipped
 
 
-__all__ = ["ACTION_RE", "EXACT_COUNT_LIMIT", "JSON_PARSE_LIMIT", "NOT_JSON", "SAMPLE_CHARS", "CountTokens", "acts",
+__all__ = ["ACTION_RE", "EXACT_COUNT_LIMIT", "JSON_PARSE_LIMIT", "NOT_JSON", "NUMBERED_LINE", "SAMPLE_CHARS", "CountTokens", "acts",
            "chars_per_token", "clip_messages",
            "compact_json",
            "elide", "elision_marker", "fits_cheaply", "head_tail", "identifier_index", "identifier_kinds",

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..text import (
     EXACT_COUNT_LIMIT,
+    NUMBERED_LINE,
     CountTokens,
     chars_per_token,
     fits_cheaply,
@@ -31,10 +32,6 @@ OUTLINE_TITLE = "Outline (lines: definition):"
 __all__ = ["COMPRESSORS", "LINE_CAP", "NUMBERED_LINE", "SCAN_LIMIT", "Context", "cap_line", "fit_levels", "message_view"]
 
 SCAN_LIMIT = 16_000_000  # chars of a file/HTML/table analysed for structure
-#: a numbered listing's line: its number, then a tab (``cat -n``), an arrow (Claude Code's Read), ``| `` (an editor's
-#: view) or a colon (SWE-agent's viewer: ``1457:`` then the line as it is, so a blank line is a bare ``1553:`` and a
-#: top-level definition follows the colon directly)
-NUMBERED_LINE = re.compile(r"(?m)^ *(\d+)(?:\t|→|\| |:)")
 LINE_CAP = 1_000  # chars kept of any single line
 
 
@@ -285,7 +282,9 @@ def _outline(text: str, path: str | None) -> list[tuple[int, int, str, int]]:
     # print it): match after the number prefix
     numbered = any(NUMBERED_LINE.match(ln) for ln in scan[:600].split("\n", 3)[:3])
     if numbered:
-        rx = re.compile(r"^ *\d+(?:\t|→|\| |:)(?:" + rx.pattern.removeprefix("^(?:").removesuffix(")") + ")", re.M)
+        # (the gutter as NUMBERED_LINE matches it, then the definition)
+        rx = re.compile(NUMBERED_LINE.pattern.removeprefix("(?m)") + "(?:" + rx.pattern.removeprefix("^(?:").removesuffix(")")
+                        + ")", re.M)
     found: list[tuple[int, int, int, str]] = []  # (physical line index, shown number, indent, line)
     line_no, last = 1, 0
     for m in rx.finditer(scan):
