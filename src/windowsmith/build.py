@@ -293,15 +293,14 @@ class Builder:
         index: tuple[str, ...] = ()
         cut = st.unit_index(keep)
         usage = asm.layers.get("history")
+        ask = st.carried_ask(cut, len(st.units)) if cut is not None else None
         if cut is not None and usage is not None and lo < cut:
             cfg = self.engine.compaction
             spare = (usage.allocated - usage.used) / counter.scale - INDEX_MARGIN
-            ask, before = st.dropped_ask(cut, len(st.units)), st.dropped_ask(st.first_visible_unit(), st.cut_units)
-            if ask != before and ask is not None:  # the user's message the cut carries (the fit left it room)
-                spare -= counter.raw_message(st.ask_message(ask))
+            if ask is not None and ask != st.carried_ask(st.first_visible_unit(), st.cut_units):
+                spare -= counter.raw_message(st.ask_message(ask))  # the user's message the cut carries (the fit left it room)
             budget = int(min(carry_caps_of(cfg, counter, st, asm.budget.available)[1], spare))
             index = lost_identifiers(st, counter, lo, cut, st.work_log, budget)
-        ask = st.dropped_ask(cut, len(st.units)) if cut is not None else None
         carried = f"; carried the user message at seq {st.units[ask].first_seq} (the newest it dropped)" \
             if ask is not None else ""
         self.log.append(TruncateRecord(keep, transcript, fit.dropped_units, fit.dropped_tokens,

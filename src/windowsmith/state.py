@@ -561,8 +561,8 @@ class SessionState:
             out = []
             if self.summary_message is not None:
                 out.append(self.summary_message)
-            ask = self.dropped_ask(self.first_visible_unit(), self.cut_units)
-            if ask is not None and not self._logged_whole(ask):
+            ask = self.carried_ask(self.first_visible_unit(), self.cut_units)
+            if ask is not None:
                 out.append(self.ask_message(ask))
             if self.pending_index or self.pending_transcript:
                 parts = []
@@ -610,14 +610,23 @@ class SessionState:
         before = units[i - 1].messages[0] if i > 0 and units[i - 1].messages else None
         return tools or before is None or before.role != "assistant" or bool(before.call_pairs) or not acts(before)
 
-    def _logged_whole(self, unit: int) -> bool:
-        """Whether the work log's line for the user message of ``unit`` holds all of it (a short message: the
-        emergency stage writes one of up to 120 characters whole), so the message is not carried twice."""
-        flat = " ".join(self.units[unit].messages[0].text.split())
-        if len(flat) > 120:
-            return False
+    def carried_ask(self, first_unit: int, upto: int, work_log: Sequence[str] | None = None) -> int | None:
+        """The unit whose user message a history starting at ``first_unit`` carries after its summary message
+        (``ask_message``): :meth:`dropped_ask`, unless the work log (the session's, or ``work_log``: the one a cut is
+        writing) holds it whole (a short message: the emergency stage writes one of up to 120 characters whole)."""
+        ask = self.dropped_ask(first_unit, upto)
+        if ask is None:
+            return None
+        flat = " ".join(self.units[ask].messages[0].text.split())
         end = f"] user: {flat}"
-        return any(line.endswith(end) for line in self.work_log)
+        if len(flat) <= 120 and any(line.endswith(end) for line in (self.work_log if work_log is None else work_log)):
+            return None
+        return ask
+
+    def carried_tokens(self, first_unit: int, upto: int, raw_message: Callable[[Message], int]) -> int:
+        """Raw tokens (``raw_message``: a counter's) of the message :meth:`carried_ask` carries, 0 if none."""
+        ask = self.carried_ask(first_unit, upto)
+        return 0 if ask is None else raw_message(self.ask_message(ask))
 
     def ask_message(self, unit: int) -> Message:
         """The user message that carries the user's message of ``unit`` (``dropped_ask``): its text, or, over

@@ -19,13 +19,13 @@ targets held.
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..artifacts import REF_RE, artifact_uri
+from ..hashing import sha256_hex
 from ..model import Message, Text, ToolCall, ToolResult
 from ..request import NeutralRequest
 from .identifiers import action_identifiers, extract_identifiers, message_identifiers, message_text
@@ -260,7 +260,7 @@ def is_blind(req: NeutralRequest, newest: Message | None, had_history: bool, bef
     if "artifact://" in a:
         # a view of the message that names the artifact holding one of its text blocks byte for byte: shrunk, not
         # dropped (its kept lines need not start where the message does)
-        own = {hashlib.sha256(t.text.encode("utf-8")).hexdigest() for t in newest.content if isinstance(t, Text)}
+        own = {sha256_hex(t.text) for t in newest.content if isinstance(t, Text)}
         if own.intersection(REF_RE.findall(a)):
             return False
     # the same message, compressed, redacted or offloaded by the strategy: most of its head survives

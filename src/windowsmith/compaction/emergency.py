@@ -48,9 +48,8 @@ def run_emergency(p: Pass, turns: TurnNumbers, size: int, *, failed: bool, summa
     fixed, pinned = fixed_raw(p.state, p.counter, size, scale)
     log_cap, index_cap = carry_caps(p)
     keep_raw = cfg.summary_target * (0.7 if p.harder else 1.0) * avail / scale - fixed - pinned - log_cap - index_cap
-    ask = p.state.dropped_ask(len(p.state.units) - 1, len(p.state.units))  # what a cut would carry (the newest unit stays)
-    if ask is not None:
-        keep_raw -= p.counter.raw_message(p.state.ask_message(ask))
+    n = len(p.state.units)
+    keep_raw -= p.state.carried_tokens(n - 1, n, p.counter.raw_message)  # what a cut would carry (the newest unit stays)
     r = emergency(p, turns, p.why if not failed else f"{p.why}; no summary (it failed, or its model call does not pay for itself)", keep_raw=max(0.0, keep_raw))
     p.breaker.trip("emergency")
     if r is None:
@@ -107,8 +106,8 @@ def lost_identifiers(state: SessionState, counter: TokenCounter, lo: int, cut: i
     kept: list[str] = [message_text(m) for u in units[cut:] for m in u.messages]
     if state.pinned:
         kept += [message_text(m) for m in units[0].messages]
-    ask = state.dropped_ask(cut, len(units))
-    if ask is not None:  # the user's message the cut carries (SessionState.ask_message)
+    ask = state.carried_ask(cut, len(units), work_log)
+    if ask is not None:  # the user's message the cut carries (the work log holds it otherwise)
         kept.append(message_text(state.ask_message(ask)))
     kept += work_log
     if pending:
@@ -211,7 +210,7 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
         log.pop(0)
     lines = log
     index = lost_index(p, span_lo, cut, lines, budget=index_budget(p) + (0 if log else cap))
-    ask = state.dropped_ask(cut, n)
+    ask = state.carried_ask(cut, n, lines)
     rec = EmergencyRecord(
         first_seq=units[lo].first_seq,
         last_seq=units[cut - 1].last_seq,

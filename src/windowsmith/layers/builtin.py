@@ -256,17 +256,13 @@ class HistoryLayer(Layer):
         several = pinned and len(state.units[0].messages) > 1
         share = self.pinned_share_for(cap, available, several=several)
 
-        ask_now = state.dropped_ask(lo, state.cut_units)
-        ask_raw = counter.raw_message(state.ask_message(ask_now)) if ask_now is not None else 0
+        ask_raw = state.carried_tokens(lo, state.cut_units, counter.raw_message)  # (in summary_raw)
 
         @cache
         def carried(i: int) -> int:
             """Raw tokens the summary messages gain (or lose) when the history starts at unit ``i``: the user's newest
-            message the cut drops is carried after the summary message (``SessionState.ask_message``)."""
-            ask = state.dropped_ask(i, len(state.units))
-            if ask == ask_now:
-                return 0
-            return (counter.raw_message(state.ask_message(ask)) if ask is not None else 0) - ask_raw
+            message the cut drops is carried after the summary message (``SessionState.carried_ask``)."""
+            return state.carried_tokens(i, len(state.units), counter.raw_message) - ask_raw
 
         def total(i: int, first: int) -> int:
             """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
