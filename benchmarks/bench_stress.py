@@ -98,9 +98,9 @@ def renamed(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     """The messages with every tool call id prefixed (``b-``): a chained run's ids may repeat the first run's."""
     def block(b: Any) -> Any:
         if isinstance(b, ToolCall):
-            return ToolCall(f"b-{b.id}", b.name, b.arguments)
+            return replace(b, id=f"b-{b.id}")
         if isinstance(b, ToolResult):
-            return ToolResult(f"b-{b.call_id}", b.content, b.is_error, b.name)
+            return replace(b, call_id=f"b-{b.call_id}")
         return b
     return tuple(Message(m.role, tuple(block(b) for b in m.content)) for m in messages)
 
@@ -119,8 +119,8 @@ def task(args: tuple[str, str, int, str, list[tuple[str, int]]]) -> list[dict[st
         trace = files.setdefault(path, load_traces(path))[k]
         if second is not None:  # chained: the next run's messages after this one's, one session
             after = files.setdefault(second[0], load_traces(second[0]))[second[1]]
-            trace = replace(trace, id=f"{trace.id}+{after.id}", messages=(*trace.messages, *renamed(after.messages)))
-            changed = trace.messages
+            changed = (*trace.messages, *renamed(after.messages))
+            trace = replace(trace, id=f"{trace.id}+{after.id}")
         else:
             changed = transform(trace.messages, variant, fill)
             if variant in EXTRA_VARIANTS and changed == trace.messages:
