@@ -66,7 +66,7 @@ def test_a_file_body_the_agent_writes_is_named_not_acted_on():
     m = mention(call)
     assert m.text == "Writing the module for RES7Q2.\nsrc/mod.py\nw" and m.written == body
     assert mention(ws.Message("assistant", (ws.ToolCall("c2", "get", {"id": "HAT170"}),))) == \
-        Mention("assistant", "HAT170")  # short arguments only: as message_text reads it
+        Mention("assistant", "HAT170", passed="HAT170")  # short arguments only: as message_text reads it
     assert len(body) >= BODY_CHARS
     # the id the agent passed a turn before ranks above the hundreds of names of the file it then writes
     older = [Mention("tool", "log line one"), Mention("tool", "log line two"), Mention("tool", "log line three"),
@@ -81,6 +81,29 @@ def test_a_file_body_the_agent_writes_is_named_not_acted_on():
     # one ties it with AAA_NAME, which the name order puts first)
     both = rank_lost([Mention("assistant", "check AAA_NAME and ZZZ_SHARED", body + "\nZZZ_SHARED = 1")])
     assert "CONFIG_1" in both and both.index("AAA_NAME") < both.index("ZZZ_SHARED")
+
+
+def test_an_id_passed_to_a_tool_outranks_names_the_agent_only_restated():
+    """A customer gives their ids, the agent passes one to a tool, then restates the result's flights and dates in its
+    reply. The cut that drops all four messages in a tiny room (an 8K window whose system prompt leaves about 1,100
+    tokens) keeps a few index entries: the reservation the agent acted on comes before the names it only restated
+    (tau-bench airline with a 3,000-token longer system prompt, 8K, dev: the index held the flights and dates, and the
+    next call passed the reservation id)."""
+    said = ws.Message("user", (ws.Text("Certainly, my user ID is lucas_brown_4047, and the reservation ID is EUJUY6."),))
+    call = ws.Message("assistant", (ws.ToolCall("c1", "get_reservation_details", {"reservation_id": "EUJUY6"}),))
+    result = ws.Message("tool", (ws.ToolResult("c1", (ws.Text(
+        '{"reservation_id": "EUJUY6", "user_id": "lucas_brown_4047", "flights": [{"flight_number": "HAT238", '
+        '"date": "2024-05-14"}, {"flight_number": "HAT290", "date": "2024-05-14"}], "passengers": [{"dob": '
+        '"1965-01-01"}]}'),)),))
+    reply = ws.Message("assistant", (ws.Text("Flights HAT238 and HAT290 on 2024-05-14; passenger born 1965-01-01. "
+                                             "What would you like to change?"),))
+    dropped = [mention(m) for m in (said, call, result, reply)]
+    assert dropped[1].passed == "EUJUY6"
+    ranked = rank_lost(dropped)
+    assert ranked[0] == "EUJUY6"
+    assert set(ranked[1:]) == {"HAT238", "HAT290", "2024-05-14", "1965-01-01", "lucas_brown_4047"}
+    # restated in the agent's text only, it ranked behind the newer flights and dates
+    assert rank_lost([*dropped[:1], Mention("assistant", "EUJUY6"), *dropped[2:]]).index("EUJUY6") > 2
 
 
 def test_present_sees_path_tails_and_skips_windowsmith_notes():

@@ -13,7 +13,8 @@ share of the budget (``CompactionConfig.index_ratio``)::
 Ranking (:func:`rank_lost`), highest first: an identifier of the goal; one on a line that reports a failure;
 then by how recently it was referenced (its newest mention in the dropped span), how often (the messages that
 mention it), whether the agent itself used it (an assistant message's text or short argument values: not the
-body of a file it writes), and its kind (error names and paths above numbers). Identifiers the kept request still shows (pinned request, kept messages, work log, summary, system)
+body of a file it writes), whether it passed it to a tool (a short argument value: the reservation it looked up
+ranks above the flights it then restated in its reply), and its kind (error names and paths above numbers). Identifiers the kept request still shows (pinned request, kept messages, work log, summary, system)
 are not listed. The previous index's entries follow the ones the new span names, in their order: they stand for
 older history. No model, no randomness: the same log gives the same index.
 """
@@ -36,6 +37,9 @@ SCAN_CHARS = 400_000
 #: What an identifier's kind adds to its rank (error names and codes matter more than bare numbers).
 KIND_BONUS: dict[str, float] = {"error": 1.0, "code": 0.8, "path": 0.6, "dotted": 0.6, "camel": 0.4, "id": 0.5,
                                 "email": 0.5, "uuid": 0.4, "date": 0.4, "snake": 0.4, "digit": 0.2, "number": 0.0}
+#: What passing an identifier to a tool adds (an argument value: a handle the agent acts with, above a name it
+#: only wrote in its text).
+HANDLE_BONUS = 1.0
 _ANY_ARTIFACT = re.compile(ARTIFACT_RE.pattern)
 
 
@@ -46,6 +50,7 @@ class Mention:
     role: str
     text: str
     written: str = ""  # an assistant message's long argument values (a file's body it writes): named, not acted on
+    passed: str = ""  # its short argument values: the names it passed to a tool (an order id, a path it opens)
 
 
 def message_text(m: Message) -> str:
@@ -67,13 +72,16 @@ def mention(m: Message) -> Mention:
         return Mention(m.role, message_text(m))
     short: list[str] = []
     long: list[str] = []
+    passed: list[str] = []
     for b in m.content:  # (in order: what message_text joins)
         if isinstance(b, Text):
             short.append(b.text)
         elif isinstance(b, ToolCall):
             for v in leaf_values(dict(b.arguments)):
                 (long if len(v) >= BODY_CHARS else short).append(v)
-    return Mention(m.role, "\n".join(short), "\n".join(long))
+                if len(v) < BODY_CHARS:
+                    passed.append(v)
+    return Mention(m.role, "\n".join(short), "\n".join(long), "\n".join(passed))
 
 
 def _clean(text: str) -> str:
@@ -113,6 +121,7 @@ def rank_lost(dropped: Sequence[Mention], *, kept: Iterable[str] = (), goal: str
     last: dict[str, int] = {}
     count: dict[str, int] = {}
     acted: set[str] = set()
+    handles: set[str] = set()
     failed: set[str] = set()
     kind: dict[str, str] = {}
     for i, m in picked:
@@ -130,11 +139,13 @@ def rank_lost(dropped: Sequence[Mention], *, kept: Iterable[str] = (), goal: str
                     acted.add(k)
                 if on_fail:
                     failed.add(k)
+        if m.passed:
+            handles.update(k for k in identifier_kinds(_clean(m.passed)) if k not in shown)
 
     def score(k: str) -> float:
         recency = (last[k] + 1) / n
         return (10.0 * (k in goal_ids) + 2.0 * (k in failed) + 3.0 * recency + 0.8 * math.log2(1 + count[k])
-                + 1.0 * (k in acted) + KIND_BONUS.get(kind[k], 0.0))
+                + 1.0 * (k in acted) + HANDLE_BONUS * (k in handles) + KIND_BONUS.get(kind[k], 0.0))
 
     ranked = sorted(last, key=lambda k: (-score(k), -last[k], k))
     seen = set(ranked)
