@@ -20,6 +20,8 @@ first reply as one message of one text block (SWE-agent 1.x sends its demonstrat
 two), and replays only the runs it changes. ``chained`` makes one session of two runs of a family, the second run's
 messages after the first's (its opening request a user message in the middle: a user asking again, as in a coding
 assistant's session with several requests), runs paired in their order (the last of an odd count left out).
+``bigsys`` adds 12,000 characters (about 3,000 tokens) to the system prompt (an agent CLI's long instructions: the
+floor every request pays is high and the history's room narrow, a few turns between two cuts at 8K).
 
 The added text is real agent output: slices of the shared OpenHands trace file, taken at offsets that depend on
 the message's position, so every run is the same on every machine. Every strategy replays every changed run
@@ -50,8 +52,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "traces"
 OUT = ROOT / "benchmarks" / "results"
 VARIANTS = ("think", "shots", "bigfirst", "bigargs", "inflate")
-EXTRA_VARIANTS = ("merged", "chained")  # run only when asked for
+EXTRA_VARIANTS = ("merged", "chained", "bigsys")  # run only when asked for
 MODEL = "claude-sonnet-4-5"
+BIGSYS_CHARS = 12_000  # what ``bigsys`` adds to the system prompt (about 3,000 tokens)
 
 
 def filler() -> str:
@@ -121,6 +124,9 @@ def task(args: tuple[str, str, int, str, list[tuple[str, int]]]) -> list[dict[st
             after = files.setdefault(second[0], load_traces(second[0]))[second[1]]
             changed = (*trace.messages, *renamed(after.messages))
             trace = replace(trace, id=f"{trace.id}+{after.id}")
+        elif variant == "bigsys":  # the system prompt, not a message: an agent CLI's long instructions
+            changed = trace.messages
+            trace = replace(trace, system=f"{trace.system or ''}\n\n{fill[(len(trace.id) * 7_919) % 300_000:][:BIGSYS_CHARS]}")
         else:
             changed = transform(trace.messages, variant, fill)
             if variant in EXTRA_VARIANTS and changed == trace.messages:
