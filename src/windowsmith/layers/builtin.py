@@ -115,6 +115,14 @@ def _head_meta(state: SessionState, summary: bool) -> dict[str, int]:
 ALONE_FLOOR = 512
 
 
+#: of the pinned request's two shares (several opening messages), the part the messages before the task (instructions,
+#: a demonstration) keep: half of the task's. At a full share the dev SWE-agent 0.x run, whose 1,700-token demonstration
+#: and issue leave an 8K history a band of about 1,000 tokens between two cuts, was cut every other call ($0.0813,
+#: `sticky` $0.0722); at half, $0.0754, strict recall 100% either way (with an 80,000-character demonstration: 8K / 16K /
+#: 32K $0.0812 / $0.0942 / $0.1120 -> $0.0763 / $0.0874 / $0.0978)
+BEFORE_TASK = 0.5
+
+
 class HistoryLayer(Layer):
     """The conversation as the model sees it: the view of the log after compaction records.
 
@@ -143,12 +151,14 @@ class HistoryLayer(Layer):
         ``cap_raw``: of several messages, the task (the last) has its own share and the messages before it
         (instructions, a demonstration) the other, so a short task does not lend what it leaves of its share to a
         long demonstration that every later call reads (SWE-agent 0.x with an 80,000-character demonstration:
-        at 32K, $0.131 -> $0.112 for the run, strict recall 100% either way; ``benchmarks/bench_stress.py``)."""
+        at 32K, $0.131 -> $0.112 for the run, strict recall 100% either way; ``benchmarks/bench_stress.py``). The
+        messages before the task keep :data:`BEFORE_TASK` of their share: an example of the interface, read by every
+        call, whose view is also what the free cut has left to wait on in a small room."""
         messages = state.units[0].messages
         if len(messages) < 2:
             return share * cap_raw
         half = share / 2 * cap_raw
-        return half + min(float(counter.raw_message(messages[-1])), half)
+        return half * BEFORE_TASK + min(float(counter.raw_message(messages[-1])), half)
 
     def __init__(self, low_water: float = 0.7) -> None:
         self.low_water = low_water
