@@ -78,8 +78,10 @@ def mention(m: Message) -> Mention:
             short.append(b.text)
         elif isinstance(b, ToolCall):
             for v in leaf_values(dict(b.arguments)):
-                (long if len(v) >= BODY_CHARS else short).append(v)
-                if len(v) < BODY_CHARS:
+                if len(v) >= BODY_CHARS:
+                    long.append(v)
+                else:
+                    short.append(v)
                     passed.append(v)
     return Mention(m.role, "\n".join(short), "\n".join(long), "\n".join(passed))
 
