@@ -106,6 +106,46 @@ def test_an_id_passed_to_a_tool_outranks_names_the_agent_only_restated():
     assert rank_lost([*dropped[:1], Mention("assistant", "EUJUY6"), *dropped[2:]]).index("EUJUY6") > 2
 
 
+def _airline_cut(tmp_path: Path, name: str) -> EmergencyRecord:
+    """A real session at 8K behind a 4,000-token policy: the customer's ids, one lookup the agent passes a reservation
+    to, its reply restating the flights, then twenty flight searches, until a cut drops the lookup."""
+    policy = "\n".join(f"Rule {i}: agents must check the reservation's cabin, the flight status and the payment method "
+                       f"before any change ({i})." for i in range(130))
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / f"{name}.db", window=8000) as e:
+        s = e.session("airline")
+        s.system(policy)
+        s.user("Hi, I need to change a flight reservation.")
+        s.assistant("Sure. Could you give me your user ID and the reservation ID?")
+        s.user("My user ID is lucas_brown_4047 and the reservation ID is EUJUY6.")
+        s.assistant("", tool_calls=[{"id": "c0", "name": "get_reservation_details",
+                                     "arguments": {"reservation_id": "EUJUY6"}}])
+        s.tool_result("c0", '{"reservation_id": "EUJUY6", "user_id": "lucas_brown_4047", "flights": [{"flight_number": '
+                            '"HAT238", "date": "2024-05-14"}, {"flight_number": "HAT290", "date": "2024-05-14"}]}')
+        s.assistant("Your flights are HAT238 and HAT290 on 2024-05-14. What would you like to change?")
+        s.user("Can you check whether later flights exist on that route?")
+        for i in range(20):
+            s.assistant("", tool_calls=[{"id": f"f{i}", "name": "search_direct_flight", "arguments": {
+                "origin": "ORD", "destination": "DEN", "date": f"2024-05-{15 + i}"}}])
+            s.tool_result(f"f{i}", "[" + ", ".join(f'{{"flight_number": "HAT{300 + 10 * i + k}", "status": "available"}}'
+                                                   for k in range(4)) + "]")
+            s.build()
+        return next(r for r in s.state.records if isinstance(r, EmergencyRecord))
+
+
+def test_a_real_cut_indexes_the_reservation_the_agent_looked_up_before_flights_it_never_used(tmp_path, monkeypatch):
+    """End to end on a SQLite session: the cut's index ranks the reservation the agent passed to a tool above the
+    flight numbers of the newer search results it dropped, which the agent never passed to anything."""
+    import windowsmith.compaction.keys as keys
+
+    index = list(_airline_cut(tmp_path, "handles").index)
+    flights = [k for k in index if k.startswith("HAT")]
+    assert "EUJUY6" in index and flights and all(index.index("EUJUY6") < index.index(f) for f in flights)
+    monkeypatch.setattr(keys, "HANDLE_BONUS", 0.0)  # without the bonus the newest results' names come first
+    flat = list(_airline_cut(tmp_path, "flat").index)
+    first = next(k for k in flat if k.startswith("HAT"))
+    assert "EUJUY6" not in flat or flat.index(first) < flat.index("EUJUY6")
+
+
 def test_present_sees_path_tails_and_skips_windowsmith_notes():
     shown = present("edit django/contrib/admin/utils.py (artifact://" + "a" * 64 + ")")
     assert {"django/contrib/admin/utils.py", "utils.py"} <= shown
