@@ -106,6 +106,30 @@ def test_an_id_passed_to_a_tool_outranks_names_the_agent_only_restated():
     assert rank_lost([*dropped[:1], Mention("assistant", "EUJUY6"), *dropped[2:]]).index("EUJUY6") > 2
 
 
+def test_the_rest_of_a_list_the_agent_is_walking_ranks_above_names_it_only_restated(monkeypatch):
+    """A customer's profile lists five reservations; the agent looks up the first, whose result names its flights,
+    and moves on. The ones still to look up (listed beside the one it passed) rank above those flights, though named
+    less recently (chained tau-bench runs at 8K, dev: the next lookup's reservation had fallen out of the index)."""
+    import windowsmith.compaction.keys as keys
+
+    profile = ws.Message("tool", (ws.ToolResult("c0", (ws.Text(
+        '{"user_id": "sofia_kim_7287", "reservations": ["KA7I60", "OBUT9V", "4BMN53", "HSR97W", "SE9KEL"]}'),)),))
+    call = ws.Message("assistant", (ws.ToolCall("c1", "get_reservation_details", {"reservation_id": "KA7I60"}),))
+    result = ws.Message("tool", (ws.ToolResult("c1", (ws.Text(
+        '{"reservation_id": "KA7I60", "flights": [{"flight_number": "HAT160"}, {"flight_number": "HAT167"}]}'),)),))
+    reply = ws.Message("assistant", (ws.Text("Not that one. Let me look at the next reservation."),))
+    dropped = [mention(m) for m in (profile, call, result, reply)]
+    assert dropped[0].blocks and keys.listed_beside(dropped, {"KA7I60"}) == {
+        "KA7I60", "OBUT9V", "4BMN53", "HSR97W", "SE9KEL"}
+    assert keys.listed_beside(dropped, {"HAT160"}) == set()  # a list of objects is not a list of names
+    ranked = rank_lost(dropped)
+    assert ranked[0] == "KA7I60"
+    assert all(ranked.index(r) < ranked.index("HAT160") for r in ("OBUT9V", "4BMN53", "HSR97W", "SE9KEL"))
+    monkeypatch.setattr(keys, "SIBLING_BONUS", 0.0)
+    flat = rank_lost(dropped)
+    assert flat.index("HAT160") < flat.index("OBUT9V")
+
+
 def _airline_cut(tmp_path: Path, name: str) -> EmergencyRecord:
     """A real session at 8K behind a 4,000-token policy: the customer's ids, one lookup the agent passes a reservation
     to, its reply restating the flights, then twenty flight searches, until a cut drops the lookup."""

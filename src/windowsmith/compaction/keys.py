@@ -14,7 +14,8 @@ Ranking (:func:`rank_lost`), highest first: an identifier of the goal; one on a 
 then by how recently it was referenced (its newest mention in the dropped span), how often (the messages that
 mention it), whether the agent itself used it (an assistant message's text or short argument values: not the
 body of a file it writes), whether it passed it to a tool (a short argument value: the reservation it looked up
-ranks above the flights it then restated in its reply), and its kind (error names and paths above numbers). Identifiers the kept request still shows (pinned request, kept messages, work log, summary, system)
+ranks above the flights it then restated in its reply) or it is listed beside one it passed (the rest of a JSON list
+of names the agent walks, one lookup at a time), and its kind (error names and paths above numbers). Identifiers the kept request still shows (pinned request, kept messages, work log, summary, system)
 are not listed. The previous index's entries follow the ones the new span names, in their order: they stand for
 older history. No model, no randomness: the same log gives the same index.
 """
@@ -26,10 +27,19 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..model import Message, Text, ToolCall
+from ..model import Message, Text, ToolCall, ToolResult
 from ..records import INDEX_HEAD, render_index
 from ..refs import ARTIFACT_RE
-from ..text import IDENT_SCAN_CHARS, fit_entries, identifier_kinds, identifiers, leaf_values, named_text
+from ..text import (
+    IDENT_SCAN_CHARS,
+    NOT_JSON,
+    fit_entries,
+    identifier_kinds,
+    identifiers,
+    leaf_values,
+    named_text,
+    try_json,
+)
 from .references import BOILERPLATE_RE
 
 #: How much of the dropped history the ranking reads, newest first (characters).
@@ -40,6 +50,9 @@ KIND_BONUS: dict[str, float] = {"error": 1.0, "code": 0.8, "path": 0.6, "dotted"
 #: What passing an identifier to a tool adds (an argument value: a handle the agent acts with, above a name it
 #: only wrote in its text).
 HANDLE_BONUS = 1.0
+#: What being listed beside a passed name adds: the other strings of a JSON list in a result that holds a name the
+#: agent passed to a tool (a customer's reservations, looked up one at a time: the next one has not been passed yet).
+SIBLING_BONUS = 2.0
 _ANY_ARTIFACT = re.compile(ARTIFACT_RE.pattern)
 
 
@@ -51,6 +64,7 @@ class Mention:
     text: str
     written: str = ""  # an assistant message's long argument values (a file's body it writes): named, not acted on
     passed: str = ""  # its short argument values: the names it passed to a tool (an order id, a path it opens)
+    blocks: tuple[str, ...] = ()  # a result's or an observation's texts, one per block (its JSON lists are read)
 
 
 def message_text(m: Message) -> str:
@@ -68,7 +82,9 @@ def mention(m: Message) -> Mention:
     names the agent acted on, so a written file's hundreds of names do not outrank the ids, dates and paths the
     agent passed (a 12,000-character ``file_text`` on every third call, the stress bench's ``bigargs``: tau-bench
     8K 86.2% -> 87.2%, tau2-bench 8K 90.1% -> 91.6%, dev; no shared trace moves)."""
-    if m.role != "assistant" or not m.tool_calls:
+    if m.role != "assistant":
+        return Mention(m.role, message_text(m), blocks=tuple(b.text for b in m.content if isinstance(b, Text | ToolResult)))
+    if not m.tool_calls:
         return Mention(m.role, message_text(m))
     short: list[str] = []
     long: list[str] = []
@@ -144,15 +160,43 @@ def rank_lost(dropped: Sequence[Mention], *, kept: Iterable[str] = (), goal: str
         if m.passed:
             handles.update(k for k in identifier_kinds(_clean(m.passed)) if k not in shown)
 
+    siblings = listed_beside([m for _, m in picked], handles) - handles if handles else set()
+
     def score(k: str) -> float:
         recency = (last[k] + 1) / n
         return (10.0 * (k in goal_ids) + 2.0 * (k in failed) + 3.0 * recency + 0.8 * math.log2(1 + count[k])
-                + 1.0 * (k in acted) + HANDLE_BONUS * (k in handles) + KIND_BONUS.get(kind[k], 0.0))
+                + 1.0 * (k in acted) + HANDLE_BONUS * (k in handles) + SIBLING_BONUS * (k in siblings) + KIND_BONUS.get(kind[k], 0.0))
 
     ranked = sorted(last, key=lambda k: (-score(k), -last[k], k))
     seen = set(ranked)
     ranked += [k for k in previous if k not in seen and k not in shown]
     return ranked
+
+
+def listed_beside(mentions: Iterable[Mention], names: set[str]) -> set[str]:
+    """The strings of the JSON lists of strings in ``mentions``' blocks (results, observations) that hold one of
+    ``names``: a list the agent is walking, one lookup at a time."""
+    out: set[str] = set()
+
+    def walk(v: object) -> None:
+        if isinstance(v, list):
+            if v and all(isinstance(x, str) for x in v):
+                if not names.isdisjoint(v):
+                    out.update(v)
+                return
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+
+    for m in mentions:
+        for text in m.blocks:
+            if "[" in text:
+                value = try_json(text)
+                if value is not NOT_JSON:
+                    walk(value)
+    return out
 
 
 def fit_index(ranked: Sequence[str], budget_tokens: int, count_tokens: Callable[[str], int]) -> tuple[str, ...]:
@@ -163,5 +207,5 @@ def fit_index(ranked: Sequence[str], budget_tokens: int, count_tokens: Callable[
                              lambda out: count_tokens(render_index(out)) <= budget_tokens))
 
 
-__all__ = ["BODY_CHARS", "INDEX_HEAD", "KIND_BONUS", "SCAN_CHARS", "Mention", "fit_index", "mention", "message_text", "present",
-           "rank_lost", "render_index"]
+__all__ = ["BODY_CHARS", "HANDLE_BONUS", "INDEX_HEAD", "KIND_BONUS", "SCAN_CHARS", "SIBLING_BONUS", "Mention", "fit_index",
+           "listed_beside", "mention", "message_text", "present", "rank_lost", "render_index"]
