@@ -78,6 +78,9 @@ WORK_LOG_LINES = 60  # the work log keeps its newest lines
 #: one (a pasted log after the ask, a task written after a demonstration) goes by a view, the transcript holding it whole
 ASK_CHARS = 1_200
 ASK_HEAD = "[windowsmith: the user's last message before the cut]\n"
+#: characters of a message's text, its whitespace folded (:func:`flat_text`), that a work-log line shows whole; a longer
+#: one is cut to that many and the identifiers it cut are listed after it (``compaction.emergency``)
+LOG_LINE_CHARS = 120
 #: tools through which an agent ends its turn (OpenHands ``finish``, SWE-agent ``submit``, Cline
 #: ``attempt_completion``, ...): a user message after one is the user speaking again, not the harness
 FINISH_TOOLS = frozenset({"finish", "submit", "attempt_completion", "task_complete", "complete_task", "final_answer",
@@ -208,6 +211,11 @@ class Repair:
 
     def to_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, "what": self.what}
+
+
+def flat_text(m: Message) -> str:
+    """A message's text with its whitespace folded to single spaces: what a work-log line shows of it."""
+    return " ".join(m.text.split())
 
 
 @dataclass
@@ -613,13 +621,14 @@ class SessionState:
     def carried_ask(self, first_unit: int, upto: int, work_log: Sequence[str] | None = None) -> int | None:
         """The unit whose user message a history starting at ``first_unit`` carries after its summary message
         (``ask_message``): :meth:`dropped_ask`, unless the work log (the session's, or ``work_log``: the one a cut is
-        writing) holds it whole (a short message: the emergency stage writes one of up to 120 characters whole)."""
+        writing) holds it whole (a message of up to :data:`LOG_LINE_CHARS`, which the emergency stage writes whole)."""
         ask = self.dropped_ask(first_unit, upto)
-        if ask is None:
-            return None
-        flat = " ".join(self.units[ask].messages[0].text.split())
+        lines = self.work_log if work_log is None else work_log
+        if ask is None or not lines:
+            return ask
+        flat = flat_text(self.units[ask].messages[0])
         end = f"] user: {flat}"
-        if len(flat) <= 120 and any(line.endswith(end) for line in (self.work_log if work_log is None else work_log)):
+        if len(flat) <= LOG_LINE_CHARS and any(line.endswith(end) for line in lines):
             return None
         return ask
 

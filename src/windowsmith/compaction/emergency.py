@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..assemble import Action
 from ..records import EmergencyRecord
+from ..state import LOG_LINE_CHARS, flat_text
 from ..text import identifiers
 from .keys import fit_index, mention, message_text, rank_lost
 from .mask import TurnNumbers, fold_line, is_exchange, logged_results
@@ -190,11 +191,11 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
             blobs.extend(fl.blobs)
         else:
             m = u.messages[0]
-            t = " ".join(m.text.split())
-            shown = t if len(t) <= 120 else t[:119] + "…"
+            t = flat_text(m)
+            shown = t if len(t) <= LOG_LINE_CHARS else t[:LOG_LINE_CHARS - 1] + "…"
             # like a fold line, the line keeps the identifiers of what it cut (paths, errors, symbols, ids)
             keys = [k for k in identifiers(m.text, ranked=True) if k not in shown][:WORK_LOG_KEYS] \
-                if len(t) > 120 else []
+                if len(t) > LOG_LINE_CHARS else []
             more = f" [keys: {', '.join(keys)}]" if keys else ""
             lines.append(f"[turn {turns[i]}] {m.role}: {shown}{more}")
     for _sha, raw in blobs:
