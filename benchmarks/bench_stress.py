@@ -21,7 +21,8 @@ two), and replays only the runs it changes. ``chained`` makes one session of two
 messages after the first's (its opening request a user message in the middle: a user asking again, as in a coding
 assistant's session with several requests), runs paired in their order (the last of an odd count left out).
 ``bigsys`` adds 12,000 characters (about 3,000 tokens) to the system prompt (an agent CLI's long instructions: the
-floor every request pays is high and the history's room narrow, a few turns between two cuts at 8K).
+floor every request pays is high and the history's room narrow, a few turns between two cuts at 8K), taken at an
+offset that depends on the length of the run's id.
 
 The added text is real agent output: slices of the shared OpenHands trace file, taken at offsets that depend on
 the message's position, so every run is the same on every machine. Every strategy replays every changed run
