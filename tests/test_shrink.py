@@ -751,3 +751,73 @@ def test_a_newest_exchange_no_view_shrinks_borrows_from_the_output_reservation(t
         msgs = pack.neutral.messages
         assert any(isinstance(b, Thinking) for m in msgs for b in m.content)
         assert [r.call_id for m in msgs for r in m.tool_results] == ["t1"]
+
+
+def _parallel_lookups(s: ws.Session) -> list[str]:
+    """An ask, then one assistant message of signed thinking and twelve parallel searches, and their twelve results
+    (about 230 tokens each): a tau2-bench airline agent looking up a week of flights at once."""
+    from windowsmith.model import Thinking
+
+    thought = " ".join(f"step {i}: compare the fares and the seat maps" for i in range(40))
+    days = [f"2024-05-{d:02d}" for d in range(10, 22)]
+    s.user("Find me the cheapest flight from JFK to SEA next week.")
+    s.add(Message("assistant", (Thinking("anthropic", {"type": "thinking", "thinking": thought, "signature": "c2ln"},
+                                         thought),
+                                *(ToolCall(f"s{k}", "search_direct_flight", {"origin": "JFK", "destination": "SEA",
+                                                                            "date": d}) for k, d in enumerate(days)))))
+    for k, d in enumerate(days):
+        s.tool_result(f"s{k}", json.dumps([
+            {"flight_number": f"HAT{100 + 7 * k + j}", "origin": "JFK", "destination": "SEA", "status": "available",
+             "scheduled_departure_time_est": f"{6 + j}:00:00", "scheduled_arrival_time_est": f"{12 + j}:30:00",
+             "date": d, "available_seats": {"basic_economy": 9 + j, "economy": 12, "business": 3},
+             "prices": {"basic_economy": 88 + j, "economy": 160 + k, "business": 410}} for j in range(2)]))
+    return [f"s{k}" for k in range(12)]
+
+
+def test_a_dozen_parallel_results_in_a_narrow_room_are_clipped_to_a_few_words_not_refused(tmp_path, monkeypatch):
+    # a tau2-bench airline run with a system prompt 3,000 tokens longer (bench_stress.py's ``bigsys``) at 8K: the
+    # signed thinking, twelve calls and twelve results cut to 128 characters each took 17 tokens more than the
+    # history's room, and the build was refused although the system prompt and tools fit. The last tier cuts each
+    # result to a few words (the marker says how much); the log keeps them whole
+    import windowsmith.layers.builtin as builtin
+
+    policy = "Airline policy: " + "verify the reservation id and the user id before any change. " * 390
+    for tight, name in ((128, "as-before"), (builtin.TIGHT_CLIP_CHARS, "tight")):
+        monkeypatch.setattr(builtin, "TIGHT_CLIP_CHARS", tight)
+        with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / f"{name}.db", window=8000) as e:
+            s = e.session(name)
+            s.system(policy)
+            calls = _parallel_lookups(s)
+            if tight == 128:
+                with pytest.raises(BudgetBlockedError, match=r"the tool message at seq \d+|the assistant message"):
+                    s.build()
+                continue
+            pack = s.build()
+            msgs = pack.neutral.messages
+            assert [r.call_id for m in msgs for r in m.tool_results] == calls  # every call answered
+            assert pack.manifest.tokens <= pack.manifest.available
+            texts = [r.text for m in msgs for r in m.tool_results]
+            assert all("windowsmith elided" in t for t in texts)
+            assert min(len(t.split("\n[…")[0] + t.rsplit("…]\n", 1)[-1]) for t in texts) < 128  # below the guard's floor
+            assert texts[0].startswith('[{"flight_number": "HAT10')  # each keeps its head
+            clip = [a for a in pack.manifest.actions if a["layer"] == "history"][-1]
+            assert clip["detail"]["clipped_results"] == calls
+            # the log keeps every result whole
+            unit = s.state.units[-1]
+            logged = [r.text for _, m in s.state.span_messages(unit.first_seq, unit.last_seq) for r in m.tool_results]
+            assert len(logged) == 12 and all("elided" not in t and t.endswith("}]") for t in logged)
+
+
+def test_a_clip_never_goes_below_its_floor():
+    from windowsmith.text import clip_messages
+    from windowsmith.tokens import TokenCounter
+
+    counter = TokenCounter("o200k_base")
+    msgs = tuple(Message("tool", (ToolResult(f"c{i}", (Text("x = " + "word " * 200),)),)) for i in range(6))
+    for floor, least in ((128, 64), (24, 32)):
+        out, raw, clipped = clip_messages(msgs, 1, counter, floor_chars=floor, min_tokens=least)
+        assert clipped and raw == sum(counter.raw_message(m) for m in out)
+        for m in out:
+            text = m.tool_results[0].text
+            kept = text.split("\n[…")[0] + text.rsplit("…]\n", 1)[-1]
+            assert len(kept) >= floor  # head + tail at least the floor

@@ -179,10 +179,9 @@ class Builder:
                 and asm.budget.reserved_output > budget.output_floor():
             # what the history must keep does not fit its room even shrunk (a newest exchange of signed thinking
             # no view shrinks): borrow from the output reservation, down to its floor, before refusing the build
-            lowered = assemble(self.state, self.layers, counter, budget, eng.budget, model=eng.spec.name,
-                               cache_key=self.cache_key, lower_output=True)
-            if lowered.history is not None:
-                return lowered
+            # (refused even so, the error names the larger room it was given)
+            return assemble(self.state, self.layers, counter, budget, eng.budget, model=eng.spec.name,
+                            cache_key=self.cache_key, lower_output=True)
         return asm
 
     # ------------------------------------------------------------------ the pipeline

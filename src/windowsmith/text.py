@@ -307,12 +307,14 @@ def elide(text: str, keep_chars: int) -> str:
 
 
 def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter, *,
-                  texts: bool = False) -> tuple[tuple[Message, ...], int, list[str]]:
+                  texts: bool = False, floor_chars: int = 128, min_tokens: int = 64,
+                  ) -> tuple[tuple[Message, ...], int, list[str]]:
     """Cut the largest tool results (``texts``: or any text block) head + tail until the messages fit ``cap``
-    (scaled) tokens. Returns the messages, their raw tokens and the call ids of the results cut."""
+    (scaled) tokens: none below ``floor_chars`` characters (the marker aside), none of fewer than ``min_tokens``.
+    Returns the messages, their raw tokens and the call ids of the results cut."""
     msgs = list(messages)
     clipped: list[str] = []
-    for _ in range(64):
+    for _ in range(64 + sum(len(m.content) for m in msgs)):
         raw = sum(counter.raw_message(m) for m in msgs)
         if raw * counter.scale <= cap:
             break
@@ -324,15 +326,15 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
                     size = counter.raw_text(b.text)
                     if best is None or size > best[0]:
                         best = (size, mi, bi)
-        if best is None or best[0] < 64:
+        if best is None or best[0] < min_tokens:
             break
         size, mi, bi = best
         over = raw - cap / counter.scale
-        keep_tokens = max(32, int(size - over - 64))
+        keep_tokens = max(min_tokens // 2, int(size - over - 64))
         block = msgs[mi].content[bi]
         assert isinstance(block, ToolResult | Text)
         text = block.text
-        keep_chars = max(128, int(len(text) * keep_tokens / max(1, size)))
+        keep_chars = max(floor_chars, int(len(text) * keep_tokens / max(1, size)))
         new_text = elide(text, keep_chars)
         new_block: Text | ToolResult = (ToolResult(block.call_id, (Text(new_text),), block.is_error, block.name)
                                         if isinstance(block, ToolResult) else Text(new_text))

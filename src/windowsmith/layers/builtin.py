@@ -122,6 +122,12 @@ ALONE_FLOOR = 512
 #: 32K $0.0812 / $0.0942 / $0.1120 -> $0.0763 / $0.0874 / $0.0978)
 BEFORE_TASK = 0.5
 
+#: characters each tool result keeps in the last tier before a build is refused (``text.clip_messages``; the overflow
+#: guard keeps 128): a dozen parallel results in the newest tool message of a tau2-bench airline run, with a system prompt
+#: 3,000 tokens longer, left the history 1,453 raw tokens where the signed thinking, the calls and the results at 128
+#: characters took 1,468; the build was refused although the system prompt and tools fit
+TIGHT_CLIP_CHARS = 24
+
 
 class HistoryLayer(Layer):
     """The conversation as the model sees it: the view of the log after compaction records.
@@ -380,6 +386,15 @@ class HistoryLayer(Layer):
             unbilled = counter.raw_unbilled(messages)
             raw -= unbilled
             carry_left_out = True
+        if raw * counter.scale > cap:
+            # the last tier before refusing: many results in the newest tool message beside a narrow room (a long
+            # system prompt at a small window; a dozen parallel lookups): each down to a few words, head + tail, the
+            # marker saying what was cut, rather than no request at all while the system prompt and tools fit. The log
+            # keeps them whole (the manifest lists them as clipped)
+            messages, raw, tight = clip_messages(messages, cap, counter, floor_chars=TIGHT_CLIP_CHARS, min_tokens=32)
+            clipped = [*clipped, *(c for c in tight if c not in clipped)]
+            unbilled = counter.raw_unbilled(messages)
+            raw -= unbilled
         if raw * counter.scale > cap:
             return None  # the assembler drops it and the build refuses it (history_blocked names the message)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
