@@ -821,3 +821,30 @@ def test_a_clip_never_goes_below_its_floor():
             text = m.tool_results[0].text
             kept = text.split("\n[…")[0] + text.rsplit("…]\n", 1)[-1]
             assert len(kept) >= floor  # head + tail at least the floor
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 24), size=st.integers(80, 3000), policy=st.integers(100, 480))
+def test_parallel_results_in_a_narrow_room_property(tmp_path_factory, n, size, policy):
+    """One reply of ``n`` parallel calls and their results of ``size`` characters, beside a system prompt that leaves
+    the history a narrow room: every call keeps its result and the pack fits the budget, or the build is refused only
+    where the reply alone and each result at a few words (45 raw tokens, its marker and framing) exceed the room."""
+    db = tmp_path_factory.mktemp("p") / "w.db"
+    with ws.Engine(model="claude-sonnet-4-5", store=db, window=8000) as e:
+        s = e.session("p")
+        s.system("Airline policy: " + "verify the reservation id and the user id before any change. " * policy)
+        s.user("Look them all up.")
+        reply = Message("assistant", tuple(ToolCall(f"c{k}", "lookup", {"id": f"R{k:04d}"}) for k in range(n)))
+        s.add(reply)
+        for k in range(n):
+            s.tool_result(f"c{k}", (f'{{"id": "R{k:04d}", "rows": [' + ", ".join(
+                f'{{"n": {j}, "v": "value {j} of R{k:04d}"}}' for j in range(size // 30)) + "]}")[:size])
+        try:
+            pack = s.build()
+        except ws.BudgetExceededError as err:
+            counter = s.counter("anthropic")
+            assert counter.scaled(counter.raw_message(reply) + 45 * n) > err.available
+            return
+        assert pack.manifest.tokens <= pack.manifest.available
+        assert [r.call_id for m in pack.neutral.messages for r in m.tool_results] == [f"c{k}" for k in range(n)]
+        assert all(r.text.startswith('{"id": "R') for m in pack.neutral.messages for r in m.tool_results)
