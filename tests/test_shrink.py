@@ -5,6 +5,7 @@ BudgetBlockedError names the message."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -848,3 +849,26 @@ def test_parallel_results_in_a_narrow_room_property(tmp_path_factory, n, size, p
         assert pack.manifest.tokens <= pack.manifest.available
         assert [r.call_id for m in pack.neutral.messages for r in m.tool_results] == [f"c{k}" for k in range(n)]
         assert all(r.text.startswith('{"id": "R') for m in pack.neutral.messages for r in m.tool_results)
+
+
+def test_a_refusal_says_when_what_must_stay_is_signed_thinking(tmp_path):
+    # a tau2-bench telecom run at 8K with a 3,000-character thinking block per reply (bench_stress.py's ``think``): the
+    # policy leaves the history a few hundred tokens, and the newest reply's signed thinking alone is larger. No view
+    # shrinks it and the provider requires it back whole within the tool loop: the error says so, and what to do
+    from windowsmith.model import Thinking
+
+    thought = " ".join(f"step {i}: the line 555-01{i:02d} shows no data; check roaming, APN and the SIM" for i in range(60))
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=8000) as e:
+        s = e.session("think")
+        s.system("Telecom policy: " + "verify the customer's phone number before any change to the line. " * 500)
+        s.user("My mobile data stopped working.")
+        s.add(Message("assistant", (Thinking("anthropic", {"type": "thinking", "thinking": thought, "signature": "c2ln"},
+                                             thought),
+                                    ToolCall("t1", "get_line_details", {"phone_number": "555-0134"}))))
+        s.tool_result("t1", '{"phone_number": "555-0134", "roaming": false}')
+        with pytest.raises(BudgetBlockedError) as err:
+            s.build()
+        msg = str(err.value)
+        assert re.search(r"the assistant message at seq \d+ \([\d,]+ tokens\), [\d,]+ of them signed thinking", msg)
+        assert "without thinking enabled" in msg and "tool results cut to a few words" in msg
+        assert e.store.get_pack is not None and s.last_pack is None

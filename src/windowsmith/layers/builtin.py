@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..budget import room_factor
 from ..errors import BudgetBlockedError, TaskRequiredError
-from ..model import Message
+from ..model import Message, Thinking
 from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
 from .evidence import EvidenceLayer
@@ -431,18 +431,26 @@ def history_blocked(state: SessionState, cap: int, counter: TokenCounter) -> Bud
     n = len(state.units)
     kept = sorted({0, n - 1} if state.pinned else {n - 1})
     raw = sum(counter.raw_message(m) for i in kept for m in state.units[i].messages)
-    best: tuple[int, int, str] | None = None
+    best: tuple[int, int, str, int] | None = None
     for i in kept:
         u = state.units[i]
         for k, (seq, m) in enumerate(state.span_messages(u.first_seq, u.last_seq)):
-            size = counter.raw_message(u.messages[k]) if k < len(u.messages) else counter.raw_message(m)
+            cur = u.messages[k] if k < len(u.messages) else m
+            size = counter.raw_message(cur)
             if best is None or size > best[0]:
-                best = (size, seq, m.role)
+                thinking = sum(counter.raw_message(Message(cur.role, (b,))) for b in cur.content
+                               if isinstance(b, Thinking))
+                best = (size, seq, m.role, thinking)
     what = f"the {best[2]} message at seq {best[1]} ({counter.scaled(best[0]):,} tokens)" if best else "the newest message"
+    if best and best[3]:
+        # a reply's signed thinking has no smaller form: the provider takes it back whole within a tool loop
+        what += (f", {counter.scaled(best[3]):,} of them signed thinking the provider requires back whole within a tool "
+                 "loop (a request without thinking enabled may leave it out)")
     needed = counter.scaled(raw)
     return BudgetBlockedError(
-        f"the history cannot fit its share of {cap:,} tokens even with its messages shrunk to compressed views: what "
-        f"must stay needs {needed:,} before shrinking; the largest is {what}, which must stay (the newest user or tool message is never "
+        f"the history cannot fit its share of {cap:,} tokens even with its messages shrunk to compressed views and its "
+        f"tool results cut to a few words: what must stay needs {needed:,} before shrinking; the largest is {what}, "
+        "which must stay (the newest user or tool message is never "
         "dropped). Fix it by sending a shorter message (or offloading it as a tool result), by shrinking the system "
         "prompt, tool definitions or task, or by using a model with a larger window. Nothing was sent and no pack "
         "was stored.",
