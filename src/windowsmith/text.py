@@ -307,13 +307,17 @@ def elide(text: str, keep_chars: int) -> str:
 
 
 def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter, *,
-                  texts: bool = False, floor_chars: int = 128, min_tokens: int = 64,
+                  texts: bool = False, floor_chars: int = 128, min_tokens: int = 64, index: bool = False,
                   ) -> tuple[tuple[Message, ...], int, list[str]]:
     """Cut the largest tool results (``texts``: or any text block) head + tail until the messages fit ``cap``
     (scaled) tokens: none below ``floor_chars`` characters (the marker aside), none of fewer than ``min_tokens``.
-    Returns the messages, their raw tokens and the call ids of the results cut."""
+    ``index``: a cut keeps half its room for head and tail and gives the rest to a line naming the identifiers
+    they lost (:func:`identifier_index`: ids, paths, names in the middle of a record), each cut taken from the
+    block's text as given. Returns the messages, their raw tokens and the call ids of the results cut."""
     msgs = list(messages)
     clipped: list[str] = []
+    originals: dict[tuple[int, int], tuple[str, int]] = {}
+    done: set[tuple[int, int]] = set()
     for _ in range(64 + sum(len(m.content) for m in msgs)):
         raw = sum(counter.raw_message(m) for m in msgs)
         if raw * counter.scale <= cap:
@@ -322,7 +326,7 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
         best: tuple[int, int, int] | None = None
         for mi, m in enumerate(msgs):
             for bi, b in enumerate(m.content):
-                if isinstance(b, ToolResult) or (texts and isinstance(b, Text) and b.text):
+                if (isinstance(b, ToolResult) or (texts and isinstance(b, Text) and b.text)) and (mi, bi) not in done:
                     size = counter.raw_text(b.text)
                     if best is None or size > best[0]:
                         best = (size, mi, bi)
@@ -334,16 +338,51 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
         block = msgs[mi].content[bi]
         assert isinstance(block, ToolResult | Text)
         text = block.text
-        keep_chars = max(floor_chars, int(len(text) * keep_tokens / max(1, size)))
-        new_text = elide(text, keep_chars)
+        if index:
+            text, full = originals.setdefault((mi, bi), (text, size))
+            keep_chars = max(floor_chars, int(len(text) * keep_tokens / max(1, full)))
+            kept = elide(text, max(floor_chars, keep_chars // 2))
+            names = identifier_index(text, kept, keep_tokens - counter.raw_text(kept) - 1, counter.raw_text)
+            new_text = f"{kept}\n{names}" if names else elide(text, keep_chars)
+            if counter.raw_text(new_text) >= size:
+                done.add((mi, bi))
+                continue
+        else:
+            keep_chars = max(floor_chars, int(len(text) * keep_tokens / max(1, size)))
+            new_text = elide(text, keep_chars)
         new_block: Text | ToolResult = (ToolResult(block.call_id, (Text(new_text),), block.is_error, block.name)
                                         if isinstance(block, ToolResult) else Text(new_text))
         content = list(msgs[mi].content)
         content[bi] = new_block
         msgs[mi] = Message(msgs[mi].role, tuple(content))
-        if isinstance(block, ToolResult):
+        if isinstance(block, ToolResult) and block.call_id not in clipped:
             clipped.append(block.call_id)
     raw = sum(counter.raw_message(m) for m in msgs)
+    if index:
+        # the room the cuts left under ``cap`` (a floor keeps more than the overflow asked) names what they lost
+        for (mi, bi), (text, _) in originals.items():
+            left = int(cap / counter.scale) - raw - 2
+            block = msgs[mi].content[bi]
+            assert isinstance(block, ToolResult | Text)
+            if left < 16:
+                break
+            if "[also in the full text: " in block.text:
+                continue
+            names = identifier_index(text, block.text, left - 1, counter.raw_text)
+            if not names:
+                continue
+            grown = f"{block.text}\n{names}"
+            new_block = (ToolResult(block.call_id, (Text(grown),), block.is_error, block.name)
+                         if isinstance(block, ToolResult) else Text(grown))
+            content = list(msgs[mi].content)
+            content[bi] = new_block
+            before = msgs[mi]
+            msgs[mi] = Message(before.role, tuple(content))
+            now = raw - counter.raw_message(before) + counter.raw_message(msgs[mi])
+            if now * counter.scale > cap:
+                msgs[mi] = before
+                continue
+            raw = now
     return tuple(msgs), raw, clipped
 
 

@@ -374,7 +374,7 @@ class HistoryLayer(Layer):
         clipped: list[str] = []
         if raw * counter.scale > cap:
             # still over (many small blocks): cut the largest tool results head + tail (the overflow guard)
-            messages, raw, clipped = clip_messages(messages, cap, counter)
+            messages, raw, clipped = clip_messages(messages, cap, counter, index=True)
             unbilled = counter.raw_unbilled(messages)
             raw -= unbilled
         carry_left_out = False
@@ -382,7 +382,7 @@ class HistoryLayer(Layer):
             # the summary message a cut carries (work log, index, transcript reference) does not fit beside what
             # must stay: leave it out of this request (the log keeps it, and the next build that has room sends it)
             # rather than refuse the build
-            messages, raw, clipped = clip_messages(head + body, cap, counter)
+            messages, raw, clipped = clip_messages(head + body, cap, counter, index=True)
             unbilled = counter.raw_unbilled(messages)
             raw -= unbilled
             carry_left_out = True
@@ -391,7 +391,7 @@ class HistoryLayer(Layer):
             # system prompt at a small window; a dozen parallel lookups): each down to a few words, head + tail, the
             # marker saying what was cut, rather than no request at all while the system prompt and tools fit. The log
             # keeps them whole (the manifest lists them as clipped)
-            messages, raw, tight = clip_messages(messages, cap, counter, floor_chars=TIGHT_CLIP_CHARS, min_tokens=32)
+            messages, raw, tight = clip_messages(messages, cap, counter, floor_chars=TIGHT_CLIP_CHARS, min_tokens=32, index=True)
             clipped = [*clipped, *(c for c in tight if c not in clipped)]
             unbilled = counter.raw_unbilled(messages)
             raw -= unbilled
