@@ -295,6 +295,35 @@ def test_a_peers_cut_fits_what_is_billed_when_earlier_thinking_is_stripped():
         assert rm.over_window == 0 and rm.peak <= cfg.available
 
 
+def test_a_system_prompt_leaving_less_than_two_views_lowers_every_strategys_reserved_output(cfg):
+    # the engine lowers its reservation when the system prompt leaves the history less than the smallest views of
+    # the newest message and the opening request (assemble.history_floor: MIN_VIEW each). The bench gave the peers
+    # the lower reservation only below one view: with an airline policy 3,000 tokens longer at 8K (bench_stress.py's
+    # ``bigsys``) the engine took a room the peers did not have, its requests over their budget on 3 to 12 calls a run
+    from windowsmith.budget import BudgetConfig
+    from windowsmith.layers.shrink import MIN_VIEW
+
+    overhead = cfg.counter.request(FullHistory(cfg).request(()))
+    block = BudgetConfig().block_tokens(cfg.available)
+    one, two = cfg.counter.scaled(MIN_VIEW), cfg.counter.scaled(2 * MIN_VIEW)
+    rule = "Rule: verify the reservation id and the user id before any change. "
+    policy = next(rule * k for k in range(300, 600)
+                  if one + 10 < block - overhead - cfg.counter.text(rule * k) < two - 10)
+    t = replace(tool_trace(6, size=60), system=policy)
+    run = prepare(t)
+    floor = cfg.budget.output_floor()
+    for name in ("sticky", "sliding", "windowsmith"):
+        s = make_strategy(name, cfg)
+        try:
+            rm = run_strategy(run, s)
+            assert rm.error is None and rm.calls == len(run.calls), name
+            assert s.cfg.budget.reserved_output == floor, name  # the same budget as the engine's
+            assert rm.over_window == 0 and rm.peak <= s.cfg.available, name
+        finally:
+            s.finish()
+            s.close()
+
+
 def test_a_system_prompt_over_the_budget_lowers_every_strategys_reserved_output_like_the_engine(cfg):
     # a policy larger than the 8K window's available budget (tau2-bench telecom): the engine lowers the reserved
     # output to its floor (assemble.py); every strategy gets the same budget (run_budget), so its requests fit,
