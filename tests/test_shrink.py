@@ -900,3 +900,44 @@ def test_a_clipped_result_names_the_identifiers_its_cut_lost_in_the_room_left():
     assert "[also in the full text: L1001, L1002, L1003" in text  # the ids its middle held, in order
     assert text.startswith('{"customer_id": "C1001"') and "windowsmith elided" in text
     assert "[also in the full text" not in plain[1].tool_results[0].text
+
+
+def test_the_output_reservation_is_lowered_on_every_call_of_a_narrow_room_not_only_when_the_newest_message_is_long(
+        tmp_path):
+    # an airline policy 3,000 tokens longer at 8K (bench_stress.py's ``bigsys``) left the history about 210 tokens beside
+    # the whole reservation. The floor that decides to lower it followed the newest message: lowered on a call whose
+    # newest exchange was long, not on the next, whose newest was a short user message; that call's compaction cut
+    # the history to the 210 tokens (the opening request and the customer's ids went), and the calls after it, lowered
+    # again, had 1,671 tokens and used 500. Now any history gets two smallest views at least: lowered on every call
+    from windowsmith.budget import BudgetConfig
+
+    with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000) as e:
+        rule = "Verify the reservation id and the user id before any change. "
+        counter = None
+        for k in range(300, 520):  # a policy leaving the history between one and two smallest views
+            s = e.session(f"probe{k}")
+            s.system("Airline policy: " + rule * k)
+            s.user("hi")
+            counter = s.counter("openai-chat")
+            p = s.build()
+            room = BudgetConfig().block_tokens(p.manifest.available + p.manifest.reserved_output - 2000) \
+                - p.manifest.layers["system"]["used"]
+            if counter.scaled(MIN_VIEW) < room < counter.scaled(2 * MIN_VIEW) - 8:
+                break
+        else:
+            pytest.fail("no policy size leaves the history between one and two views")
+        s = e.session("narrow")
+        s.system("Airline policy: " + rule * k)
+        s.user("Hi, I need to cancel reservation SI5UKW; my user id is amelia_rossi_1297.")
+        reserved = []
+        for i in range(4):
+            s.add(Message("assistant", (ToolCall(f"c{i}", "get_reservation_details", {"reservation_id": "SI5UKW"}),)))
+            s.tool_result(f"c{i}", json.dumps({"reservation_id": "SI5UKW", "user_id": "amelia_rossi_1297",
+                                               "flights": [{"flight_number": f"HAT{60 + j}"} for j in range(12)]}))
+            reserved.append(s.build().manifest.reserved_output)
+            s.add(Message.assistant("It is basic economy, booked four days ago."))
+            s.user("ok")  # a short newest message
+            pack = s.build()
+            reserved.append(pack.manifest.reserved_output)
+            assert "SI5UKW" in " ".join(m.text for m in pack.neutral.messages)  # the opening request stays
+        assert len(set(reserved)) == 1 and reserved[0] < 2000, reserved

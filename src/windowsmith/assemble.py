@@ -169,7 +169,10 @@ def assemble(
     fixed += sum(required_by_layer.values())
     borrowed: Action | None = None
     least = history_floor(gathered, counter)
-    short = bool(least) and config.block_tokens(budget.available) - fixed < least
+    # at least two smallest views (the newest message and the opening request) whatever the newest message is now: a
+    # floor that followed it lowered the reservation on one call and not the next (a short user message), and that
+    # call's compaction cut the history to the narrow room, which the next call, lowered again, left unused
+    short = bool(least) and config.block_tokens(budget.available) - fixed < max(least, counter.scaled(2 * MIN_VIEW))
     if lower_output or fixed > budget.available or short:
         # the required layers fit the window but not beside the whole reserved output, or leave the history less
         # than the smallest views of what it must keep (the newest unit, the pinned request): lower the reservation
