@@ -25,7 +25,7 @@ An *observation* is a ``tool`` message; in traces without native tool calls (min
 strategy's own reaction is cut to fit (oldest units dropped, a tool call never split from its result;
 if the newest unit alone is too large, its largest tool outputs are clipped head + tail), and the call
 is counted in ``events["cut"]`` (``events["clipped"]``): the provider would refuse it otherwise. Where a
-run's system prompt and tools leave the history less than one message's smallest view, every strategy's
+run's system prompt and tools leave the history less than two messages' smallest views, every strategy's
 reserved output is lowered to the floor the engine lowers it to (:func:`run_budget`): the same budget for all.
 """
 
