@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 
 from hypothesis import given
@@ -141,3 +142,19 @@ def test_identifier_mentions_name_each_mention_where_it_is_and_whether_its_line_
     assert ("KeyError", "error", True) in [(k, kind, f) for k, kind, f, _ in got]
     assert identifier_kinds(text)["src/app/models.py"] == ("path", True)  # one mention on a failure line
     assert identifier_kinds(text)["1458"] == ("number", False)
+
+
+def test_an_identifier_index_leaves_out_what_a_json_record_holds_only_as_keys():
+    # a customer record's view named ``address1, address2`` (its keys, which its shape already shows) before the zip
+    # code and the order ids the next call passed
+    from windowsmith.text import identifier_index, json_keys_only
+    from windowsmith.tokens import count_text
+
+    record = json.dumps({"order_id": "#W1994898", "user_id": "yusuf_hernandez_6785",
+                         "address": {"address1": "565 Elm Street", "address2": "Suite 501", "zip": "20307"},
+                         "note": "ship to address2 only"})
+    assert json_keys_only(record, ["address1", "address2", "zip", "user_id", "20307"]) == {"address1", "zip", "user_id"}
+    line = identifier_index(record, '{"order_id": "#W1994898"', 200, count_text)
+    assert "address1" not in line and "20307" in line and "yusuf_hernandez_6785" in line
+    assert "address2" in line  # also in a value: not only a key
+    assert json_keys_only("address1: x", ["address1"]) == set()  # not JSON

@@ -234,6 +234,19 @@ def line_ranges(numbers: Sequence[str]) -> str:
     return "lines " + ", ".join(runs)
 
 
+_JSON_KEY_RE = re.compile(r'"([^"\\\n]{1,80})"\s*:')
+
+
+def json_keys_only(text: str, names: Sequence[str]) -> set[str]:
+    """Those of ``names`` that ``text`` (JSON, by its first character) holds only as object keys (``"zip": …``)."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return set()
+    seen: dict[str, int] = {}
+    for m in _JSON_KEY_RE.finditer(text, 0, IDENT_SCAN_CHARS):
+        seen[m.group(1)] = seen.get(m.group(1), 0) + 1
+    return {k for k in names if k in seen and text.count(k, 0, IDENT_SCAN_CHARS) == seen[k]}
+
+
 def identifier_index(full: str, view: str, budget_tokens: int, count_tokens: CountTokens) -> str:
     """A line naming the identifiers of ``full`` that its cut ``view`` lost, within ``budget_tokens``
     (``""`` if none were lost or none fit): ``[also in the full text: a/b.py, KeyError, 1458, …]``.
@@ -245,6 +258,9 @@ def identifier_index(full: str, view: str, budget_tokens: int, count_tokens: Cou
         return ""
     kept = set(identifiers(view))
     lost = [k for k in identifiers(full, ranked=True) if k not in kept]
+    keys = json_keys_only(full, lost)
+    if keys:  # a JSON record's keys are its shape, not names the next step passes (``address1``, ``zip``)
+        lost = [k for k in lost if k not in keys]
     if not lost:
         return ""
     gutter = gutter_only(full)
