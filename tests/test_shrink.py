@@ -728,6 +728,14 @@ def test_large_tool_call_arguments_never_block_or_blind_a_build_property(tmp_pat
         assert [r.text for m in pack.neutral.messages for r in m.tool_results][-1] == "NEWEST-RESULT written"
 
 
+def thinking_reply(thought: str, call: ToolCall) -> Message:
+    """An assistant message of a signed Anthropic thinking block, then ``call``: what a tool loop passes back whole."""
+    from windowsmith.model import Thinking
+
+    return Message("assistant", (Thinking("anthropic", {"type": "thinking", "thinking": thought, "signature": "c2ln"},
+                                          thought), call))
+
+
 def test_a_newest_exchange_no_view_shrinks_borrows_from_the_output_reservation(tmp_path):
     # claude-sonnet-5-5 at 5K on a tau2-bench airline run: the policy left the history 1,143 tokens and the newest
     # assistant message (signed thinking, passed back whole in the current tool loop) needed 1,146: refused,
@@ -740,9 +748,7 @@ def test_a_newest_exchange_no_view_shrinks_borrows_from_the_output_reservation(t
         s = e.session("think")
         s.system("Airline policy: " + "verify the reservation id and the user id before any change. " * 210)
         s.user("Change my flight to Friday.")
-        s.add(Message("assistant", (Thinking("anthropic", {"type": "thinking", "thinking": thought, "signature": "c2ln"},
-                                             thought),
-                                    ToolCall("t1", "get_reservation_details", {"reservation_id": "ZFA04Y"}))))
+        s.add(thinking_reply(thought, ToolCall("t1", "get_reservation_details", {"reservation_id": "ZFA04Y"})))
         s.tool_result("t1", '{"reservation_id": "ZFA04Y", "flights": ["HAT170"]}')
         pack = s.build()
         out = [a for a in pack.manifest.actions if a["layer"] == "output"]
@@ -855,16 +861,12 @@ def test_a_refusal_says_when_what_must_stay_is_signed_thinking(tmp_path):
     # a tau2-bench telecom run at 8K with a 3,000-character thinking block per reply (bench_stress.py's ``think``): the
     # policy leaves the history a few hundred tokens, and the newest reply's signed thinking alone is larger. No view
     # shrinks it and the provider requires it back whole within the tool loop: the error says so, and what to do
-    from windowsmith.model import Thinking
-
     thought = " ".join(f"step {i}: the line 555-01{i:02d} shows no data; check roaming, APN and the SIM" for i in range(60))
     with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=8000) as e:
         s = e.session("think")
         s.system("Telecom policy: " + "verify the customer's phone number before any change to the line. " * 500)
         s.user("My mobile data stopped working.")
-        s.add(Message("assistant", (Thinking("anthropic", {"type": "thinking", "thinking": thought, "signature": "c2ln"},
-                                             thought),
-                                    ToolCall("t1", "get_line_details", {"phone_number": "555-0134"}))))
+        s.add(thinking_reply(thought, ToolCall("t1", "get_line_details", {"phone_number": "555-0134"})))
         s.tool_result("t1", '{"phone_number": "555-0134", "roaming": false}')
         with pytest.raises(BudgetBlockedError) as err:
             s.build()
@@ -908,7 +910,9 @@ def test_the_output_reservation_is_lowered_on_every_call_of_a_narrow_room_not_on
     # the whole reservation. The floor that decides to lower it followed the newest message: lowered on a call whose
     # newest exchange was long, not on the next, whose newest was a short user message; that call's compaction cut
     # the history to the 210 tokens (the opening request and the customer's ids went), and the calls after it, lowered
-    # again, had 1,671 tokens and used 500. Now any history gets two smallest views at least: lowered on every call
+    # again, had 1,671 tokens and used 500. Now any history gets two smallest views at least
+    # (``assemble.least_history``): lowered on every call. (Here every newest message is small enough that the old
+    # floor never lowered it: the reservation stayed 2,000 on every call.)
     from windowsmith.budget import BudgetConfig
 
     with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000) as e:

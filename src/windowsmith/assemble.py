@@ -111,6 +111,15 @@ def render_tail(items: Sequence[Item], style: Any = None) -> str | None:
     return "\n\n".join(parts)
 
 
+def least_history(counter: TokenCounter) -> int:
+    """Tokens any history needs at the least, whatever its newest message is now: the smallest views of the newest
+    message and the opening request (:data:`~windowsmith.layers.shrink.MIN_VIEW` each). A floor that followed the
+    newest message lowered the reservation on one call and not the next (a short user message), and that call's
+    compaction cut the history to the narrow room, which the next call, lowered again, left unused. The bench gives
+    every strategy the lowered reservation by the same rule (``bench.strategies.run_budget``)."""
+    return counter.scaled(2 * MIN_VIEW)
+
+
 def history_floor(gathered: Sequence[tuple[Item, int]], counter: TokenCounter) -> int:
     """Tokens the history needs at the least: its newest unit and the pinned request, each at most
     :data:`~windowsmith.layers.shrink.MIN_VIEW` (what a shrink leaves of a message), and the summary message a cut
@@ -169,10 +178,7 @@ def assemble(
     fixed += sum(required_by_layer.values())
     borrowed: Action | None = None
     least = history_floor(gathered, counter)
-    # at least two smallest views (the newest message and the opening request) whatever the newest message is now: a
-    # floor that followed it lowered the reservation on one call and not the next (a short user message), and that
-    # call's compaction cut the history to the narrow room, which the next call, lowered again, left unused
-    short = bool(least) and config.block_tokens(budget.available) - fixed < max(least, counter.scaled(2 * MIN_VIEW))
+    short = bool(least) and config.block_tokens(budget.available) - fixed < max(least, least_history(counter))
     if lower_output or fixed > budget.available or short:
         # the required layers fit the window but not beside the whole reserved output, or leave the history less
         # than the smallest views of what it must keep (the newest unit, the pinned request): lower the reservation

@@ -322,6 +322,15 @@ def elide(text: str, keep_chars: int) -> str:
     return text[:head] + marker + text[len(text) - tail:]
 
 
+def _with_text(m: Message, bi: int, text: str) -> Message:
+    """``m`` with block ``bi`` (a tool result or a text block) holding ``text`` instead."""
+    block = m.content[bi]
+    assert isinstance(block, ToolResult | Text)
+    new: Text | ToolResult = (ToolResult(block.call_id, (Text(text),), block.is_error, block.name)
+                              if isinstance(block, ToolResult) else Text(text))
+    return Message(m.role, (*m.content[:bi], new, *m.content[bi + 1:]))
+
+
 def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter, *,
                   texts: bool = False, floor_chars: int = 128, min_tokens: int = 64, index: bool = False,
                   ) -> tuple[tuple[Message, ...], int, list[str]]:
@@ -329,13 +338,22 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
     (scaled) tokens: none below ``floor_chars`` characters (the marker aside), none of fewer than ``min_tokens``.
     ``index``: a cut keeps half its room for head and tail and gives the rest to a line naming the identifiers
     they lost (:func:`identifier_index`: ids, paths, names in the middle of a record), each cut taken from the
-    block's text as given. Returns the messages, their raw tokens and the call ids of the results cut."""
+    block's text as given; the room the cuts leave under ``cap`` then names what the others lost. Returns the
+    messages, their raw tokens and the call ids of the results cut."""
     msgs = list(messages)
     clipped: list[str] = []
-    originals: dict[tuple[int, int], tuple[str, int]] = {}
-    done: set[tuple[int, int]] = set()
+    originals: dict[tuple[int, int], tuple[str, int]] = {}  # (index): each cut block's text as given, its size
+    named: set[tuple[int, int]] = set()  # (index): the cut blocks whose text names what they lost
+    done: set[tuple[int, int]] = set()  # (index): blocks no further cut makes smaller
+    raw = sum(counter.raw_message(m) for m in msgs)
+
+    def put(mi: int, bi: int, text: str) -> None:
+        nonlocal raw
+        before = msgs[mi]
+        msgs[mi] = _with_text(before, bi, text)
+        raw += counter.raw_message(msgs[mi]) - counter.raw_message(before)
+
     for _ in range(64 + sum(len(m.content) for m in msgs)):
-        raw = sum(counter.raw_message(m) for m in msgs)
         if raw * counter.scale <= cap:
             break
         # find the largest text that may be cut
@@ -363,42 +381,29 @@ def clip_messages(messages: tuple[Message, ...], cap: int, counter: TokenCounter
             if counter.raw_text(new_text) >= size:
                 done.add((mi, bi))
                 continue
+            if names:
+                named.add((mi, bi))
+            else:
+                named.discard((mi, bi))
         else:
             keep_chars = max(floor_chars, int(len(text) * keep_tokens / max(1, size)))
             new_text = elide(text, keep_chars)
-        new_block: Text | ToolResult = (ToolResult(block.call_id, (Text(new_text),), block.is_error, block.name)
-                                        if isinstance(block, ToolResult) else Text(new_text))
-        content = list(msgs[mi].content)
-        content[bi] = new_block
-        msgs[mi] = Message(msgs[mi].role, tuple(content))
+        put(mi, bi, new_text)
         if isinstance(block, ToolResult) and block.call_id not in clipped:
             clipped.append(block.call_id)
-    raw = sum(counter.raw_message(m) for m in msgs)
-    if index:
-        # the room the cuts left under ``cap`` (a floor keeps more than the overflow asked) names what they lost
-        for (mi, bi), (text, _) in originals.items():
-            left = int(cap / counter.scale) - raw - 2
-            block = msgs[mi].content[bi]
-            assert isinstance(block, ToolResult | Text)
-            if left < 16:
-                break
-            if "[also in the full text: " in block.text:
-                continue
-            names = identifier_index(text, block.text, left - 1, counter.raw_text)
-            if not names:
-                continue
-            grown = f"{block.text}\n{names}"
-            new_block = (ToolResult(block.call_id, (Text(grown),), block.is_error, block.name)
-                         if isinstance(block, ToolResult) else Text(grown))
-            content = list(msgs[mi].content)
-            content[bi] = new_block
-            before = msgs[mi]
-            msgs[mi] = Message(before.role, tuple(content))
-            now = raw - counter.raw_message(before) + counter.raw_message(msgs[mi])
-            if now * counter.scale > cap:
-                msgs[mi] = before
-                continue
-            raw = now
+    # the room the cuts left under ``cap`` (a floor keeps more than the overflow asked) names what they lost
+    for (mi, bi), (text, _) in originals.items():
+        left = int(cap / counter.scale) - raw - 2
+        if left < 16:
+            break
+        current = msgs[mi].content[bi]
+        assert isinstance(current, ToolResult | Text)
+        names = identifier_index(text, current.text, left - 1, counter.raw_text) if (mi, bi) not in named else ""
+        if names:
+            before, was = msgs[mi], raw
+            put(mi, bi, f"{current.text}\n{names}")
+            if raw * counter.scale > cap:
+                msgs[mi], raw = before, was
     return tuple(msgs), raw, clipped
 
 

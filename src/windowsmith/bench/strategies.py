@@ -38,10 +38,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..assemble import least_history
 from ..budget import Budget, BudgetConfig
 from ..cache import plan_cache
 from ..compaction.summarizer import OfflineSummarizer
-from ..layers.shrink import MIN_VIEW
 from ..model import Message, ToolSpec
 from ..registry import ModelSpec
 from ..request import NeutralRequest, Segment
@@ -194,7 +194,7 @@ class Strategy:
 def run_budget(cfg: BenchConfig, fixed: int) -> BenchConfig:
     """The budget of a run whose system prompt and tool definitions take ``fixed`` tokens: ``cfg``'s, or, when
     they leave the history less than the smallest views of the two messages it keeps (the newest and the opening
-    request, ``MIN_VIEW`` each: ``assemble.history_floor``) under the block threshold, the same budget with the
+    request, ``MIN_VIEW`` each: ``assemble.least_history``) under the block threshold, the same budget with the
     reserved output lowered to its floor (``Budget.output_floor``). That is the engine's rule (``assemble.py``),
     given to every strategy: the same budget for all, and what a user of any framework does to send such a call at
     all (a tau2-bench telecom policy is larger than the 8K window's available budget). Without it a peer's every
@@ -202,7 +202,7 @@ def run_budget(cfg: BenchConfig, fixed: int) -> BenchConfig:
     nothing. (With one view instead of two, an airline policy 3,000 tokens longer left the peers 217 tokens of
     history at 8K while the engine lowered its reservation and took 1,671: its requests over the peers' budget on
     3 to 12 calls a run, and dearer.)"""
-    if fixed + cfg.counter.scaled(2 * MIN_VIEW) <= BudgetConfig().block_tokens(cfg.available):
+    if fixed + least_history(cfg.counter) <= BudgetConfig().block_tokens(cfg.available):
         return cfg
     return replace(cfg, budget=replace(cfg.budget, reserved_output=cfg.budget.output_floor()))
 

@@ -127,6 +127,8 @@ BEFORE_TASK = 0.5
 #: 3,000 tokens longer, left the history 1,453 raw tokens where the signed thinking, the calls and the results at 128
 #: characters took 1,468; the build was refused although the system prompt and tools fit
 TIGHT_CLIP_CHARS = 24
+#: raw tokens under which that tier leaves a result as it is (the guard: 64)
+TIGHT_CLIP_TOKENS = 32
 
 
 class HistoryLayer(Layer):
@@ -372,29 +374,35 @@ class HistoryLayer(Layer):
                 head, body, unbilled, raw = compose()
                 messages = head + carry + body
         clipped: list[str] = []
+
+        def clip(msgs: tuple[Message, ...], floor_chars: int = 128, min_tokens: int = 64
+                 ) -> tuple[tuple[Message, ...], int]:
+            """``msgs`` with their largest tool results cut head + tail to fit the cap, naming what the cuts lost (those
+            cut added to ``clipped``), and their billed raw tokens (``unbilled`` set to theirs)."""
+            nonlocal unbilled
+            out, total, cut = clip_messages(msgs, cap, counter, floor_chars=floor_chars, min_tokens=min_tokens,
+                                            index=True)
+            clipped.extend(c for c in cut if c not in clipped)
+            unbilled = counter.raw_unbilled(out)
+            return out, total - unbilled
+
         if raw * counter.scale > cap:
             # still over (many small blocks): cut the largest tool results head + tail (the overflow guard)
-            messages, raw, clipped = clip_messages(messages, cap, counter, index=True)
-            unbilled = counter.raw_unbilled(messages)
-            raw -= unbilled
+            messages, raw = clip(messages)
         carry_left_out = False
         if raw * counter.scale > cap and carry:
             # the summary message a cut carries (work log, index, transcript reference) does not fit beside what
             # must stay: leave it out of this request (the log keeps it, and the next build that has room sends it)
             # rather than refuse the build
-            messages, raw, clipped = clip_messages(head + body, cap, counter, index=True)
-            unbilled = counter.raw_unbilled(messages)
-            raw -= unbilled
+            clipped.clear()
+            messages, raw = clip(head + body)
             carry_left_out = True
         if raw * counter.scale > cap:
             # the last tier before refusing: many results in the newest tool message beside a narrow room (a long
             # system prompt at a small window; a dozen parallel lookups): each down to a few words, head + tail, the
             # marker saying what was cut, rather than no request at all while the system prompt and tools fit. The log
             # keeps them whole (the manifest lists them as clipped)
-            messages, raw, tight = clip_messages(messages, cap, counter, floor_chars=TIGHT_CLIP_CHARS, min_tokens=32, index=True)
-            clipped = [*clipped, *(c for c in tight if c not in clipped)]
-            unbilled = counter.raw_unbilled(messages)
-            raw -= unbilled
+            messages, raw = clip(messages, TIGHT_CLIP_CHARS, TIGHT_CLIP_TOKENS)
         if raw * counter.scale > cap:
             return None  # the assembler drops it and the build refuses it (history_blocked names the message)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
