@@ -171,11 +171,13 @@ def test_where_no_work_log_line_fits_its_cap_the_index_takes_it(tmp_path):
     # the few tokens left allowed; now it carries no line and the index gets the log's cap too
     from windowsmith.compaction.port import carry_caps_of
 
-    with ws.Engine(model=MODEL, store=tmp_path / "w.db", window=8000) as e:
+    # (without the index's own floor, ``index_floor``, which alone gives it more than the two caps here)
+    cfg = CompactionConfig(index_floor=0)
+    with ws.Engine(model=MODEL, store=tmp_path / "w.db", window=8000, compaction=cfg) as e:
         s, packs = _session(e, turns=24)
         first = _emergencies(s)[0]
         counter = s.counter("anthropic")
-        log_cap, index_cap = carry_caps_of(CompactionConfig(), counter, s.state, packs[-1].manifest.available)
+        log_cap, index_cap = carry_caps_of(cfg, counter, s.state, packs[-1].manifest.available)
         assert 0 < log_cap < 120
         assert first.work_log == ()
         used = sum(counter.raw_text(x) + 1 for x in first.index)

@@ -195,6 +195,10 @@ def test_config_bounds_the_index_share():
     for bad in (-0.1, 0.5, 2):
         with pytest.raises(ConfigError, match="index_ratio"):
             CompactionConfig(index_ratio=bad)
+    assert CompactionConfig(index_floor=0).index_floor == 0
+    for bad in (-0.01, 0.6):
+        with pytest.raises(ConfigError, match="index_floor is a fraction of the room"):
+            CompactionConfig(index_floor=bad)
 
 
 def test_record_round_trips_and_older_logs_have_no_index():

@@ -103,8 +103,30 @@ def test_a_tiny_room_scales_the_carried_work_log_and_index_down_with_it(tmp_path
         assert factor < 0.9  # the room is tiny
         recs = [r for r in s.state.records if isinstance(r, EmergencyRecord) and not r.deferred]
         assert len(recs) >= 2
-        bound = CompactionConfig().carry_share * room * factor
+        cfg = CompactionConfig()
+        bound = cfg.carry_share * room * factor
+        floor = cfg.index_floor * room  # the index never below its floor
+        assert floor > bound / 2  # (a room this tiny: the floor binds)
         for r in recs:
-            carried = sum(counter.raw_text(x) + 1 for x in r.work_log) + counter.raw_text(render_index(r.index))
+            index = counter.raw_text(render_index(r.index))
+            carried = sum(counter.raw_text(x) + 1 for x in r.work_log) + index
             line = max((counter.raw_text(x) + 1 for x in r.work_log), default=0)
-            assert carried <= bound + line  # the newest kept line may overshoot by at most itself
+            assert carried <= max(bound, floor) + bound + line  # the newest kept line may overshoot by at most itself
+            assert index <= max(bound, floor) + (bound if not r.work_log else 0)
+
+
+def test_a_tiny_room_keeps_an_index_of_its_floor_not_two_names(tmp_path):
+    """Where the room is tiny, ``carry_share`` times the room's factor left the index two names (about 18 tokens in
+    a room of 1,100, the head alone 15); ``index_floor`` keeps a tenth of the room for it: the items the cuts took are
+    named (dev tau-bench at 8K with a 3,000-token longer system prompt: strict recall 81.2% -> 89.2%)."""
+    policy = "Policy rule: always verify the order id and the customer's identity before any refund. " * 260
+    named: dict[float, list[int]] = {}
+    for floor in (0.0, CompactionConfig().index_floor):
+        with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / f"floor{floor}.db", window=8000,
+                       compaction=CompactionConfig(index_floor=floor)) as e:
+            s, packs = item_lookup_session(e, f"floor{floor}", policy, 40)
+            assert all(p.manifest.tokens <= p.manifest.available for p in packs)
+            named[floor] = [len(r.index) for r in s.state.records if isinstance(r, EmergencyRecord)]
+    plain, ours = named.values()
+    assert ours and max(ours) >= 4 and max(ours) > max(plain, default=0)
+    assert sum(ours) > sum(plain)
