@@ -105,7 +105,7 @@ def test_a_tiny_room_scales_the_carried_work_log_and_index_down_with_it(tmp_path
         assert len(recs) >= 2
         cfg = CompactionConfig()
         bound = cfg.carry_share * room * factor
-        floor = cfg.index_floor * room  # the index never below its floor
+        floor = min(cfg.index_floor, room / 4)  # the index never below its floor
         assert floor > bound / 2  # (a room this tiny: the floor binds)
         for r in recs:
             index = counter.raw_text(render_index(r.index))
@@ -117,11 +117,11 @@ def test_a_tiny_room_scales_the_carried_work_log_and_index_down_with_it(tmp_path
 
 def test_a_tiny_room_keeps_an_index_of_its_floor_not_two_names(tmp_path):
     """Where the room is tiny, ``carry_share`` times the room's factor left the index two names (about 18 tokens in
-    a room of 1,100, the head alone 15); ``index_floor`` keeps a tenth of the room for it: the items the cuts took are
-    named (dev tau-bench at 8K with a 3,000-token longer system prompt: strict recall 81.2% -> 89.2%)."""
+    a room of 1,100, the head alone 15); ``index_floor`` keeps 96 raw tokens for it: the items the cuts took are
+    named (dev tau-bench at 8K with a 3,000-token longer system prompt: strict recall 81.2% -> 88.2%)."""
     policy = "Policy rule: always verify the order id and the customer's identity before any refund. " * 260
-    named: dict[float, list[int]] = {}
-    for floor in (0.0, CompactionConfig().index_floor):
+    named: dict[int, list[int]] = {}
+    for floor in (0, CompactionConfig().index_floor):
         with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / f"floor{floor}.db", window=8000,
                        compaction=CompactionConfig(index_floor=floor)) as e:
             s, packs = item_lookup_session(e, f"floor{floor}", policy, 40)

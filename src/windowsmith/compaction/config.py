@@ -51,8 +51,8 @@ class CompactionConfig:
     in a mask batch (``None``: never). ``index_ratio``: the share of the available budget the emergency stage's
     index of the identifiers its cut lost may take (``compaction/keys.py``; 0: no index). ``carry_share``: the work
     log and the index, carried by every request after a cut, together take at most this share of the room tools
-    and system leave (``port.carry_caps``; ``None``: their shares of the budget only); ``index_floor``: the index
-    keeps at least this share of that room, however tiny (within ``index_ratio``). ``working_set``
+    and system leave (``port.carry_caps``; ``None``: their shares of the budget only); ``index_floor``: the raw
+    tokens the index keeps at least, however tiny the room (within ``index_ratio`` and a quarter of the room). ``working_set``
     (opt-in): a mask batch leaves out the old reads of the files the kept exchanges still name (an edit's path),
     newest first, in the room the kept exchanges leave of ``keep_ratio`` (``compaction/working_set.py``); it
     keeps what an edit quotes (exact text, line numbers) and costs the cache reads of those tokens every turn.
@@ -88,10 +88,11 @@ class CompactionConfig:
     work_log_ratio: float = 0.03  # the work log of emergency truncations keeps its newest lines within this share (0.08 before the index)
     index_ratio: float = 0.05  # the emergency index of identifiers the dropped history lost takes at most this share
     carry_share: float | None = 0.15  # work log + index together take at most this share of the room tools and system leave
-    #: the index keeps at least this share of that room (within index_ratio): where the room is tiny, carry_share and
-    #: room_factor left it two names (dev tau-bench, a 3,000-token longer system prompt at 8K, bench_stress.py bigsys:
-    #: strict recall 81.2% -> 89.2%, cost +1.6%; 0.08: 87.5%, +1.2%; 0.12: 89.8%, +2.0%)
-    index_floor: float = 0.1
+    #: raw tokens the index keeps at least (its head and about a dozen names; within index_ratio and a quarter of the
+    #: room): where the room is tiny, carry_share and room_factor left it two names (dev tau-bench with a 3,000-token
+    #: longer system prompt at 8K, bench_stress.py bigsys: strict recall 81.2% -> 88.2%, cost +1.4%; 120 touched the
+    #: validation OpenHands runs at 8K, +0.2%; a tenth of the room instead, +2.2% there)
+    index_floor: int = 96
     carry_refresh: int = 2  # the emergency stage rewrites its summary message at most every this many cuts (1: every cut)
     image_keep_turns: int | None = 3  # images stay this many assistant turns, then become text stubs; None: always
     working_set: bool = False  # opt-in: old reads of files the kept exchanges name stay unfolded (working_set.py)
@@ -119,9 +120,9 @@ class CompactionConfig:
         if not 0 <= self.index_ratio < 0.5:
             raise ConfigError(f"index_ratio is a fraction of the available budget in [0, 0.5) (0: no index), "
                               f"got {self.index_ratio}")
-        if not 0 <= self.index_floor <= 0.5:
-            raise ConfigError(f"index_floor is a fraction of the room tools and system leave in [0, 0.5] (0: the index "
-                              f"scales with carry_share alone), got {self.index_floor}")
+        if not 0 <= self.index_floor <= 4096:
+            raise ConfigError(f"index_floor is the raw tokens the index keeps at least, in [0, 4096] (0: it scales with "
+                              f"carry_share alone), got {self.index_floor}")
         if not 1 <= self.carry_refresh <= 16:
             raise ConfigError(f"carry_refresh is a number of cuts in [1, 16] (1: the work log is rewritten at every "
                               f"cut), got {self.carry_refresh}")

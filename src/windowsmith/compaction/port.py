@@ -86,7 +86,7 @@ def carry_caps(p: Pass) -> tuple[int, int]:
     next cut waits on: where tools and system leave little room, full-size caps filled most of it and the free cut
     ran every other call, each one a cache rewrite. Where the room is tiny (under ``TINY_ROOM`` of the budget) the
     share itself scales down with it (:func:`~windowsmith.budget.room_factor`), the index never below
-    ``index_floor`` of the room (within ``index_ratio`` of the budget)."""
+    ``index_floor`` raw tokens (within ``index_ratio`` of the budget and a quarter of the room)."""
     return carry_caps_of(p.config, p.counter, p.state, p.available)
 
 
@@ -101,12 +101,12 @@ def carry_caps_of(cfg: CompactionConfig, counter: TokenCounter, state: SessionSt
         if log_cap + index_cap > bound:
             f = bound / (log_cap + index_cap)
             log_cap, index_cap = int(log_cap * f), int(index_cap * f)
-    if index_cap and cfg.carry_share is not None and cfg.index_floor:
+    if cfg.index_ratio > 0 and cfg.carry_share is not None and cfg.index_floor:
         # the share above is scaled down twice where the room is tiny (a share of the room, times room_factor): an
-        # index of two names in a room of a thousand tokens. A few identifiers say the most per token that the cut
-        # lost, so the index keeps ``index_floor`` of the room, within its own cap
+        # index of two names in a room of a thousand tokens. A dozen identifiers say the most per token of what the
+        # cut lost, so the index keeps ``index_floor`` raw tokens, within its own cap and a quarter of the room
         room = fixed_room_raw(counter, state, available)
-        index_cap = max(index_cap, min(int(cfg.index_ratio * available / scale), int(cfg.index_floor * room)))
+        index_cap = max(index_cap, min(int(cfg.index_ratio * available / scale), cfg.index_floor, int(room / 4)))
     return log_cap, index_cap
 
 
