@@ -118,7 +118,7 @@ def test_a_tiny_room_scales_the_carried_work_log_and_index_down_with_it(tmp_path
 def test_a_tiny_room_keeps_an_index_of_its_floor_not_two_names(tmp_path):
     """Where the room is tiny, ``carry_share`` times the room's factor left the index two names (about 18 tokens in
     a room of 1,100, the head alone 15); ``index_floor`` keeps 96 raw tokens for it: the items the cuts took are
-    named (dev tau-bench at 8K with a 3,000-token longer system prompt: strict recall 81.2% -> 88.2%)."""
+    named (dev tau-bench at 8K with a 3,000-token longer system prompt: strict recall 81.2% -> 88.1%)."""
     policy = "Policy rule: always verify the order id and the customer's identity before any refund. " * 260
     named: dict[int, list[int]] = {}
     for floor in (0, CompactionConfig().index_floor):

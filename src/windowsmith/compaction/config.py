@@ -90,7 +90,7 @@ class CompactionConfig:
     carry_share: float | None = 0.15  # work log + index together take at most this share of the room tools and system leave
     #: raw tokens the index keeps at least (its head and about a dozen names; within index_ratio and a quarter of the
     #: room): where the room is tiny, carry_share and room_factor left it two names (dev tau-bench with a 3,000-token
-    #: longer system prompt at 8K, bench_stress.py bigsys: strict recall 81.2% -> 88.2%, cost +1.4%; 120 touched the
+    #: longer system prompt at 8K, bench_stress.py bigsys: strict recall 81.2% -> 88.1%, cost +1.4%; 120 touched the
     #: validation OpenHands runs at 8K, +0.2%; a tenth of the room instead, +2.2% there)
     index_floor: int = 96
     carry_refresh: int = 2  # the emergency stage rewrites its summary message at most every this many cuts (1: every cut)
