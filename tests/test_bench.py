@@ -514,10 +514,13 @@ def test_bad_trace_benches_without_a_traceback(tmp_path):
     good = tmp_path / "bad.json"
     good.write_text(json.dumps(bad))
     (tmp_path / "truncated.json").write_text('{"messages": [{"role": "user", "content": "a')
+    (tmp_path / "weird.json").write_text('{"foo": 1, "bar": [2]}')
     out = tmp_path / "r.json"
-    r = CliRunner().invoke(main, ["bench", str(tmp_path), "--windows", "8000", "--workers", "1", "--json", str(out)])
+    r = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["bench", str(tmp_path), "--windows", "8000", "--workers", "1",
+                                                         "--json", str(out)])
     assert r.exit_code == 0, r.output
     assert "Traceback" not in r.output
+    assert "a JSON object with keys [bar, foo]" in r.output  # the problem line as written, not read as rich markup
     res = json.loads(out.read_text())
     assert any("truncated.json" in e for e in res["errors"])
     assert all(row["failed_runs"] == 0 and row["over_window_calls"] == 0 for row in res["rows"])

@@ -330,3 +330,20 @@ def test_cli_memory_and_recall(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "artifact://" in r.output and "pixel_array" in r.output
     assert run(main, ["recall", "nope", "x", "--store", str(db)]).exit_code == 2
     assert run(main, ["recall", sid, "x", "--store", str(tmp_path / "missing.db")]).exit_code == 2
+
+
+def test_cli_tables_show_bracketed_text_as_written(tmp_path: Path) -> None:
+    """A memory's text (or an action's reason, a file name) is data, not rich markup: ``[bold]`` and ``[/b]`` (a
+    BBCode sample, an index line ``[windowsmith: …]``, ``arr[i]``) were eaten by the console and the table showed
+    ``Use  markers and close with  in BBCode``."""
+    from click.testing import CliRunner
+
+    from windowsmith.cli import main
+
+    db = tmp_path / "w.db"
+    text = "Use [bold] markers, close with [/b] in BBCode; arr[i] is [windowsmith: HAT170]"
+    with ws.Engine("gpt-4o", store=db, window=8000) as e:
+        e.session("s1").remember(text)
+    r = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["memory", "list", "--store", str(db), "--session", "s1"])
+    assert r.exit_code == 0, r.output
+    assert text in r.output

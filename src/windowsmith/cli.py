@@ -15,8 +15,10 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import click
 from rich.console import Console, JustifyMethod
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from .codemap import CodeMap
 from .errors import WindowsmithError
@@ -124,7 +126,7 @@ def _table(title: str, cols: list[tuple[str, str, list[str]]], console: Console,
         else:
             t.add_column(name, justify=justify, no_wrap=True, min_width=_natural((name, justify, cells)))
     for row in zip(*(c[2] for c in cols), strict=True):
-        t.add_row(*row)
+        t.add_row(*map(Text, row))  # cells are data (a memory's text, an action's reason), never markup
     return t
 
 
@@ -182,7 +184,7 @@ def _run_replay(trace: Any, model: str, store: str | None, window: int | None, f
             return replay_trace(trace, engine, session_id=session_id, replace=replace)
         with Progress(TextColumn("[bold]replaying[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
-            task = progress.add_task(trace.id, total=n_calls)
+            task = progress.add_task(escape(trace.id), total=n_calls)  # (a run id is data, not markup)
             return replay_trace(trace, engine, session_id=session_id, replace=replace,
                                 on_turn=lambda r: progress.advance(task))
 
@@ -199,7 +201,7 @@ def _print_replay(result: Any, console: Console) -> None:
         f"{d['cache_read_share']:.0%} read from cache, cost ${d['cost_usd']:.4f}; session {result.session_id}"
     )
     if result.repairs:
-        console.print(f"[yellow]{len(result.repairs)} repair(s) on import:[/] " + "; ".join(result.repairs[:5]))
+        console.print(f"[yellow]{len(result.repairs)} repair(s) on import:[/] " + escape("; ".join(result.repairs[:5])))
 
 
 def _action_label(a: dict[str, Any]) -> str:
@@ -235,7 +237,7 @@ def demo(model: str, store: str | None, as_json: bool, replace: bool) -> None:
         return
     console = _console()
     _print_replay(result, console)
-    console.print(f"inspect it with: windowsmith inspect {result.session_id}")
+    console.print(f"inspect it with: windowsmith inspect {result.session_id}", markup=False)
 
 
 @main.command()
@@ -380,17 +382,17 @@ def diff(pack_a: str, pack_b: str, store: str | None, tenant: str | None, as_jso
         click.echo(json.dumps(d, indent=2))
         return
     c = _console()
-    c.print(f"[bold]{d['a']}[/] → [bold]{d['b']}[/]: tokens {d['tokens']['a']:,} → {d['tokens']['b']:,} "
+    c.print(f"[bold]{escape(d['a'])}[/] → [bold]{escape(d['b'])}[/]: tokens {d['tokens']['a']:,} → {d['tokens']['b']:,} "
             f"({d['tokens']['delta']:+,})" + ("  [green]identical[/]" if d["identical"] else ""))
     for name, v in d["layers"].items():
-        c.print(f"  {name}: {v['a']:,} → {v['b']:,} ({v['delta']:+,})")
+        c.print(f"  {name}: {v['a']:,} → {v['b']:,} ({v['delta']:+,})", markup=False)
     cp = d["cache_prefix"]
     if cp["kept"]:
         c.print(f"  cache prefix kept: all {cp['a_prefix_parts']} cached parts of A are unchanged in B")
     else:
-        c.print(f"  [red]cache prefix broke[/] at part {cp['broke_at_part']} ({cp['broke_in']})")
+        c.print(f"  [red]cache prefix broke[/] at part {cp['broke_at_part']} ({escape(str(cp['broke_in']))})")
     for a in d["actions_b"]:
-        c.print(f"  B: {a['kind']} {a['layer']}: {a['reason']}")
+        c.print(f"  B: {a['kind']} {a['layer']}: {a['reason']}", markup=False)
 
 
 @main.command()

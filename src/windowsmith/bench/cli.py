@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..errors import WindowsmithError
@@ -100,19 +101,19 @@ def run(paths: tuple[Path, ...], windows: str, model: str, strategies: str | Non
         console.print(table)
     console.print(LEGEND, style="dim")
     for line in token_count_lines(result.get("token_count")):
-        console.print(line)
+        console.print(line, markup=False)
     if result["errors"]:
-        console.print(f"[yellow]{len(result['errors'])} problem(s):[/] " + "; ".join(result["errors"][:5]))
+        console.print(f"[yellow]{len(result['errors'])} problem(s):[/] " + escape("; ".join(result["errors"][:5])))
     console.print(f"{result['runs']} runs, {result['calls']:,} calls in {result['elapsed_s']} s on {result['workers']} worker(s)")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=1), encoding="utf-8")
-        err.print(f"wrote {json_out}")
+        err.print(f"wrote {json_out}", markup=False)
     if html_out is not None:
         html_out.parent.mkdir(parents=True, exist_ok=True)
         html_out.write_text(bench_html(result), encoding="utf-8")
-        err.print(f"wrote {html_out}")
+        err.print(f"wrote {html_out}", markup=False)
     if md_out is not None:
         md_out.parent.mkdir(parents=True, exist_ok=True)
         md_out.write_text(markdown(result, result["command"]), encoding="utf-8")
-        err.print(f"wrote {md_out}")
+        err.print(f"wrote {md_out}", markup=False)
