@@ -556,6 +556,7 @@ def test_bench_on_only_malformed_input_fails_with_a_message(tmp_path):
     assert r.exit_code == 2, r.output
     assert "no run to replay" in r.output and "truncated.json" in r.output
     assert "0.00" not in r.output  # no table of zeros
+    assert "supported format: tau-bench, tau2-bench" in r.output  # the formats themselves (no command lists them)
 
 
 @needs_data

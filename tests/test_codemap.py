@@ -163,6 +163,10 @@ def test_cli_map(tmp_path):
     assert json.loads(r.output)["update"] == {"files": 7, "parsed": 7, "touched": 0, "removed": 0}
     r = CliRunner().invoke(main, ["map", str(root), "--focus", "missing.py"])
     assert r.exit_code != 0 and "not source files" in r.output
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "README.txt").write_text("no code here\n")
+    r = CliRunner().invoke(main, ["map", str(tmp_path / "docs")])
+    assert r.exit_code == 0 and "no source files under" in r.output and ".py" in r.output  # not an empty line
 
 
 def test_layer_renders_again_only_when_files_or_focus_change(make_engine, tmp_path, monkeypatch):

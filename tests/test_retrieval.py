@@ -326,6 +326,9 @@ def test_cli_memory_and_recall(tmp_path: Path) -> None:
     assert run(main, ["memory", "forget", str(item["id"]), "--store", str(db), "--user", "u"]).exit_code == 2
     assert run(main, ["memory", "forget", str(item["id"]), "--store", str(db), "--project", "p"]).exit_code == 0
     assert run(main, ["memory", "list", "--store", str(db)]).exit_code == 2  # no scope named
+    for args in (["memory", "search", " ", "--store", str(db), "--project", "p"], ["recall", sid, "", "--store", str(db)]):
+        r = run(main, args)  # an empty search: a usage error, not an empty table or a tool's error text with exit 0
+        assert r.exit_code == 2 and "give the words to search for" in r.output, r.output
     r = run(main, ["recall", sid, "pixel_array", "--store", str(db)])
     assert r.exit_code == 0 and "artifact://" in r.output and "pixel_array" in r.output
     assert run(main, ["recall", "nope", "x", "--store", str(db)]).exit_code == 2

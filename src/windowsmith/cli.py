@@ -503,8 +503,14 @@ def map_cmd(path: Path, budget: int, focus: tuple[str, ...], names: tuple[str, .
         _fail(e)
     if as_json:
         click.echo(json.dumps({"map": text, "update": cm.last_update.to_dict()}, indent=1))
-    else:
-        click.echo(text)
+        return
+    if not cm.last_update.files:  # (an empty line said nothing: a wrong directory, or a language it does not read)
+        from .codemap import EXTENSIONS
+
+        click.echo(f"no source files under {path} that the map reads ({', '.join(sorted(EXTENSIONS))}); "
+                   "nothing to map", err=True)
+        return
+    click.echo(text)
 
 
 @main.command()

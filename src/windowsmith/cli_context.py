@@ -112,8 +112,15 @@ def memory_list(store: str | None, tenant: str | None, session_id: str | None, p
     _print_items(items, f"{len(items)} memory item(s)", as_json)
 
 
+def _query(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A search of at least one word (an empty one matched nothing and said nothing, or answered in a tool's terms)."""
+    if not value.strip():
+        raise click.BadParameter("give the words to search for, e.g. 'IntegrityError models.py'")
+    return value
+
+
 @memory.command("search")
-@click.argument("query")
+@click.argument("query", callback=_query)
 @_scoped
 @_clean_errors
 def memory_search(query: str, store: str | None, tenant: str | None, session_id: str | None, project: str | None,
@@ -140,7 +147,7 @@ def memory_forget(item_id: int, store: str | None, tenant: str | None, session_i
 
 @main.command()
 @click.argument("session_id")
-@click.argument("query")
+@click.argument("query", callback=_query)
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True, help="Snippets to show.")

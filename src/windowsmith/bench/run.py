@@ -378,9 +378,11 @@ def run_bench(
     t_start = time.perf_counter()
     runs, errors = collect_runs(paths, limit_runs, split)
     if not runs:
+        from ..traces import FORMATS
+
         why = "; ".join(errors[:5]) if errors else "no trace file (.json, .jsonl, .ndjson, .traj) with runs was found"
         raise UsageError(f"bench found no run to replay under {', '.join(map(str, paths))} (split {split}): {why}. "
-                         "Point it at trace files in a supported format (windowsmith formats lists them).")
+                         f"Point it at trace files in a supported format: {', '.join(FORMATS)}.")
     showcase = max(runs, key=lambda r: r[3])[:2] if runs else None
     tmp = tempfile.mkdtemp(prefix="ws-bench-")
     spec = BenchSpec(model, tuple(windows), tuple(strategies), registry, tmp)
