@@ -158,3 +158,5 @@ def test_an_identifier_index_leaves_out_what_a_json_record_holds_only_as_keys():
     assert "address1" not in line and "20307" in line and "yusuf_hernandez_6785" in line
     assert "address2" in line  # also in a value: not only a key
     assert json_keys_only("address1: x", ["address1"]) == set()  # not JSON
+    assert json_keys_only("\n  " + record, ["zip", "20307"]) == {"zip"}  # JSON after leading whitespace
+    assert json_keys_only('x {"zip": 1}', ["zip"]) == set()  # JSON inside text is not a JSON text

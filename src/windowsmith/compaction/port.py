@@ -94,19 +94,17 @@ def carry_caps_of(cfg: CompactionConfig, counter: TokenCounter, state: SessionSt
     """:func:`carry_caps` outside a compaction pass (the history layer's own cut writes an index too)."""
     scale = counter.scale
     log_cap = max(200, int(cfg.work_log_ratio * available / scale))
-    index_cap = int(cfg.index_ratio * available / scale) if cfg.index_ratio > 0 else 0
+    full_index = index_cap = int(cfg.index_ratio * available / scale) if cfg.index_ratio > 0 else 0
     if cfg.carry_share is not None:
         room = fixed_room_raw(counter, state, available)
         bound = cfg.carry_share * room * room_factor(room * scale, available)
         if log_cap + index_cap > bound:
             f = bound / (log_cap + index_cap)
             log_cap, index_cap = int(log_cap * f), int(index_cap * f)
-    if cfg.index_ratio > 0 and cfg.carry_share is not None and cfg.index_floor:
-        # the share above is scaled down twice where the room is tiny (a share of the room, times room_factor): an
-        # index of two names in a room of a thousand tokens. A dozen identifiers say the most per token of what the
-        # cut lost, so the index keeps ``index_floor`` raw tokens, within its own cap and a quarter of the room
-        room = fixed_room_raw(counter, state, available)
-        index_cap = max(index_cap, min(int(cfg.index_ratio * available / scale), cfg.index_floor, int(room / 4)))
+        # that share is scaled down twice where the room is tiny (a share of the room, times room_factor): an index of
+        # two names in a room of a thousand tokens. A dozen identifiers say the most per token of what the cut lost, so
+        # the index keeps ``index_floor`` raw tokens, within its own cap and a quarter of the room
+        index_cap = max(index_cap, min(full_index, cfg.index_floor, int(room / 4)))
     return log_cap, index_cap
 
 
