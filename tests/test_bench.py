@@ -402,6 +402,38 @@ def test_recall_strict_and_recoverable_by_hand(cfg):
     assert recall(req, tg, resolve=lambda r: b"reservation ZFA04Y" if r == f"artifact://{sha}" else None) == (1, 2)
 
 
+def test_misses_name_the_targets_a_call_lost_by_hand(cfg):
+    t = recall_trace()
+    rm = run_strategy(prepare(t), StrandsSlidingWindow(cfg, window_size=2, per_turn=True), misses=True)
+    # call 3 of the hand-checked run above lost ZFA04Y (only there); nothing references it, so it is unrecoverable
+    assert rm.misses == [{"call": 3, "targets": ["ZFA04Y", "credit_card_7447"], "missed": ["ZFA04Y"],
+                          "unrecoverable": ["ZFA04Y"]}]
+    assert run_strategy(prepare(t), StrandsSlidingWindow(cfg, window_size=2, per_turn=True)).misses is None
+
+
+@needs_data
+def test_misses_account_for_every_target_strict_recall_lost_on_a_real_run(cfg):
+    from windowsmith.traces import load_traces
+
+    run = prepare(load_traces(DATA / "tau2-bench" / "claude-sonnet-4-5_airline.json")[0])
+    for name in ("sticky", "windowsmith"):
+        s = make_strategy(name, cfg)
+        try:
+            rm = run_strategy(run, s, misses=True)
+        finally:
+            s.close()
+        assert rm.error is None and rm.misses is not None
+        # the lost identifiers are exactly what strict recall did not count, call by call
+        assert sum(len(m["missed"]) for m in rm.misses) == rm.targets - rm.strict_hits
+        lost_share = sum(len(m["missed"]) / len(m["targets"]) for m in rm.misses)
+        assert rm.strict == pytest.approx(rm.recall_calls - lost_share)
+        for m in rm.misses:
+            assert set(m["unrecoverable"]) <= set(m["missed"]) <= set(m["targets"]) and m["missed"]
+            assert 1 <= m["call"] <= rm.calls
+        assert [m["call"] for m in rm.misses] == sorted({m["call"] for m in rm.misses})
+    assert rm.strategy == "windowsmith"
+
+
 def test_reads_recoverable_recall_assumes_are_priced_with_the_engines_own_tool(cfg):
     """A target only in an offloaded result's artifact counts as recoverable through one read_result call;
     the call is priced (its output, then the request with the tool's answer appended), outside cost_usd."""
@@ -628,6 +660,30 @@ def test_tables_fit_80_columns_and_plain_progress_lines():
 
 
 @needs_data
+@needs_data
+def test_cli_bench_writes_the_calls_that_lost_a_target(tmp_path):
+    out, rows = tmp_path / "misses.jsonl", tmp_path / "bench.json"
+    r = CliRunner().invoke(main, ["bench", str(DATA / "openhands"), "--windows", "8000", "--strategies",
+                                  "sticky,windowsmith", "--limit-runs", "2", "--workers", "1", "--misses", str(out),
+                                  "--json", str(rows)])
+    assert r.exit_code == 0, r.output
+    lost = [json.loads(line) for line in out.read_text().splitlines()]
+    result = json.loads(rows.read_text())
+    assert "misses" not in result  # its own file, not the result JSON
+    assert lost and {m["strategy"] for m in lost} <= {"sticky", "windowsmith"}
+    for row in result["rows"]:
+        if row["family"] == "all":
+            continue
+        mine = [m for m in lost if (m["strategy"], m["window"], m["family"]) ==
+                (row["strategy"], row["window"], row["family"])]
+        # one record per call whose strict recall was under 1: the row's strict recall follows from them
+        share = sum(len(m["missed"]) / len(m["targets"]) for m in mine)
+        assert row["recall_strict"] == pytest.approx(1 - share / row["recall_calls"], abs=1e-4)
+    assert set(lost[0]) == {"family", "strategy", "window", "window_label", "run", "call", "targets", "missed",
+                            "unrecoverable"}
+    assert lost == sorted(lost, key=lambda m: (m["family"], m["window"], m["strategy"], m["run"], m["call"]))
+
+
 def test_cli_bench_rejects_unknown_strategy(tmp_path):
     r = CliRunner().invoke(main, ["bench", str(DATA / "swe-agent"), "--strategies", "full,magic"])
     assert r.exit_code == 2 and "magic" in r.output

@@ -292,13 +292,17 @@ def replay(trace_path: Path, trace_format: str | None, index: int, model: str, w
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the result JSON here.")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the HTML report here.")
 @click.option("--markdown", "md_out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write a markdown table here.")
+@click.option("--misses", "misses_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write every call that lost a target here, one JSON object a line: the run, strategy, window, call, "
+                   "the identifiers its request lacked and those no reference in it reaches.")
 def bench(paths: tuple[Path, ...], windows: str, model: str, strategies: str | None, split: str,
           limit_runs: int | None, workers: int | None, json_out: Path | None, html_out: Path | None,
-          md_out: Path | None) -> None:
+          md_out: Path | None, misses_out: Path | None) -> None:
     """Compare context strategies on every run of the trace files under PATHS."""
     from .bench import cli as bench_cli
 
-    bench_cli.run(paths, windows, model, strategies, limit_runs, workers, json_out, html_out, md_out, split=split)
+    bench_cli.run(paths, windows, model, strategies, limit_runs, workers, json_out, html_out, md_out, split=split,
+                  misses_out=misses_out)
 
 
 @main.command()

@@ -73,7 +73,7 @@ class PlainProgress:
 
 def run(paths: tuple[Path, ...], windows: str, model: str, strategies: str | None, limit_runs: int | None,
         workers: int | None, json_out: Path | None, html_out: Path | None, md_out: Path | None,
-        split: str = "all") -> None:
+        split: str = "all", misses_out: Path | None = None) -> None:
     wins = parse_windows(windows)
     names = parse_strategies(strategies)
     console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=100)
@@ -88,10 +88,12 @@ def run(paths: tuple[Path, ...], windows: str, model: str, strategies: str | Non
                     progress.update(task, completed=done, total=total)
 
                 result = run_bench([str(p) for p in paths], model=model, windows=wins, strategies=names,
-                                   limit_runs=limit_runs, workers=workers, on_run=on_run, split=split)
+                                   limit_runs=limit_runs, workers=workers, on_run=on_run, split=split,
+                                   misses=misses_out is not None)
         else:
             result = run_bench([str(p) for p in paths], model=model, windows=wins, strategies=names,
-                               limit_runs=limit_runs, workers=workers, on_run=PlainProgress(), split=split)
+                               limit_runs=limit_runs, workers=workers, on_run=PlainProgress(), split=split,
+                               misses=misses_out is not None)
     except WindowsmithError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
@@ -105,6 +107,13 @@ def run(paths: tuple[Path, ...], windows: str, model: str, strategies: str | Non
     if result["errors"]:
         console.print(f"[yellow]{len(result['errors'])} problem(s):[/] " + escape("; ".join(result["errors"][:5])))
     console.print(f"{result['runs']} runs, {result['calls']:,} calls in {result['elapsed_s']} s on {result['workers']} worker(s)")
+    lost = result.pop("misses", None)
+    if misses_out is not None:
+        misses_out.parent.mkdir(parents=True, exist_ok=True)
+        misses_out.write_text("".join(json.dumps(m) + "\n" for m in lost or ()), encoding="utf-8")
+        pairs = {(m["strategy"], m["window"]) for m in lost or ()}
+        err.print(f"wrote {misses_out}: {len(lost or ())} call(s) that lost a target, under {len(pairs)} "
+                  f"strategy x window pair(s)", markup=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=1), encoding="utf-8")

@@ -180,11 +180,14 @@ def recall(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozens
 
 def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: frozenset[str] = frozenset(),
                  resolve: Callable[[str], bytes | None] | None = None,
-                 read: list[str] | None = None) -> tuple[int, int, int]:
+                 read: list[str] | None = None, missed: set[str] | None = None,
+                 lost: set[str] | None = None) -> tuple[int, int, int]:
     """``(strict, recoverable, reads)``: as :func:`recall`, and how many referenced artifacts the agent
     would have to read (``read_result`` calls) to reach the targets that recoverable recall counts
     beyond strict: each artifact that holds a target not found before it, in the order followed (their
-    references are appended to ``read`` when it is given, for :func:`~windowsmith.bench.run.reads_cost`)."""
+    references are appended to ``read`` when it is given, for :func:`~windowsmith.bench.run.reads_cost`).
+    ``missed`` and ``lost``, when given, receive the targets strict recall missed and those recoverable recall
+    missed too (``bench --misses``)."""
     if not targets:
         return 0, 0, 0
     remaining = set(targets)
@@ -198,6 +201,8 @@ def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: f
         if text and remaining:
             remaining -= _ids_of_text(text)
     strict = len(targets) - len(remaining)
+    if missed is not None:
+        missed.update(remaining)
     reads = 0
     if remaining and recoverable:
         remaining -= recoverable
@@ -228,6 +233,8 @@ def recall_reads(req: NeutralRequest, targets: frozenset[str], *, recoverable: f
                 if r not in seen:
                     seen.add(r)
                     queue.append(r)
+    if lost is not None:
+        lost.update(remaining)
     return strict, len(targets) - len(remaining), reads
 
 

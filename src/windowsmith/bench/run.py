@@ -101,6 +101,9 @@ class RunMetrics:
     steady_cache_read_tokens: int = 0  # over steady calls: tokens read from cache
     steady_prev_tokens: int = 0  # over steady calls: tokens of the previous request
     turns: list[dict[str, Any]] | None = None
+    #: with ``run_strategy(misses=True)``: each call that lost a target (strict recall), in call order:
+    #: ``{"call", "targets", "missed", "unrecoverable"}`` (the call numbered from 1, as in ``turns``)
+    misses: list[dict[str, Any]] | None = None
     error: str | None = None
 
 
@@ -153,11 +156,13 @@ def reads_cost(cfg: BenchConfig, req: NeutralRequest, refs: Sequence[str], strat
     return usd
 
 
-def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) -> RunMetrics:
-    """Replay ``run`` through ``strategy`` and measure every call."""
+def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False, misses: bool = False) -> RunMetrics:
+    """Replay ``run`` through ``strategy`` and measure every call (``detail``: per-call figures in
+    ``turns``; ``misses``: the targets each call lost, in ``misses``)."""
     cfg = strategy.cfg
     counter = cfg.counter
-    rm = RunMetrics(strategy.name, cfg.window, run.id, turns=[] if detail else None, family=run.family)
+    rm = RunMetrics(strategy.name, cfg.window, run.id, turns=[] if detail else None, family=run.family,
+                    misses=[] if misses else None)
     strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
     cfg = strategy.cfg  # this run's budget (strategies.run_budget)
     prev: NeutralRequest | None = None
@@ -212,8 +217,13 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False) 
                 tg = run.targets.get(i, frozenset())
                 if tg:
                     refs: list[str] = []
+                    missed: set[str] | None = set() if rm.misses is not None else None
+                    lost: set[str] | None = set() if rm.misses is not None else None
                     s, r, reads = recall_reads(built.request, tg, recoverable=built.recoverable,
-                                               resolve=strategy.resolve, read=refs)
+                                               resolve=strategy.resolve, read=refs, missed=missed, lost=lost)
+                    if rm.misses is not None and missed:
+                        rm.misses.append({"call": rm.calls, "targets": sorted(tg), "missed": sorted(missed),
+                                          "unrecoverable": sorted(lost or ())})
                     rm.reads_needed += reads
                     if refs:
                         rm.reads_cost_usd += reads_cost(cfg, built.request, refs, strategy)
@@ -249,6 +259,7 @@ class BenchSpec:
     strategies: tuple[str, ...]
     registry: str | None = None
     tmp_dir: str | None = None  # where the windowsmith strategy's stores go (removed by run_bench)
+    misses: bool = False  # record the targets each call lost (RunMetrics.misses)
 
 
 _W: dict[str, Any] = {}
@@ -291,7 +302,7 @@ def bench_task(task: tuple[BenchSpec, str, int, bool]) -> list[dict[str, Any]]:
     run = prepare(trace)
     out = []
     for (_name, w), strat in st["strategies"].items():
-        rm = run_strategy(run, strat, detail=detail)
+        rm = run_strategy(run, strat, detail=detail, misses=spec.misses)
         d = rm.__dict__.copy()
         d["window_label"] = "model" if w is None else str(w)
         d["split"] = split_of(run.id)
@@ -356,8 +367,12 @@ def run_bench(
     on_run: Callable[[int, int], None] | None = None,
     token_count: bool = True,
     split: str = "all",
+    misses: bool = False,
 ) -> dict[str, Any]:
     """Benchmark ``strategies`` on every run under ``paths`` at each window (None: the model's).
+
+    ``misses``: the result's ``misses`` lists every call that lost a target (strict recall), with the
+    identifiers lost and those no reference in the request reaches either (:func:`miss_records`).
 
     Raises :class:`~windowsmith.errors.UsageError` when no run could be read (every file malformed,
     or no trace file under ``paths``), naming the problems."""
@@ -385,7 +400,7 @@ def run_bench(
                          f"Point it at trace files in a supported format: {', '.join(FORMATS)}.")
     showcase = max(runs, key=lambda r: r[3])[:2] if runs else None
     tmp = tempfile.mkdtemp(prefix="ws-bench-")
-    spec = BenchSpec(model, tuple(windows), tuple(strategies), registry, tmp)
+    spec = BenchSpec(model, tuple(windows), tuple(strategies), registry, tmp, misses)
     tasks = [(spec, p, k, (p, k) == showcase) for p, k, _, _ in runs]
     n = workers if workers is not None else min(2, os.cpu_count() or 1)
     results: list[dict[str, Any]] = []
@@ -413,6 +428,7 @@ def run_bench(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # the workers' stores (a killed worker cannot clean up)
     elapsed = time.perf_counter() - t_start
+    lost = miss_records(results, mspec.context_window) if misses else None
     out = summarize_results(results, mspec, windows, strategies)
     out.update({
         "model": mspec.name,
@@ -433,11 +449,32 @@ def run_bench(
             "run": sc[0]["run"] if sc else None,
             "series": [{"strategy": r["strategy"], "window": r["window"], "turns": r["turns"]} for r in sc],
         }
+    if lost is not None:
+        out["misses"] = lost
     if token_count:
         from .billing import token_count_by_file
 
         out["token_count"] = token_count_by_file(out["files"], registry=registry, limit_runs=limit_runs,
                                                  split=split, fallback_model=model) or None
+    return out
+
+
+def miss_records(results: Sequence[dict[str, Any]], model_window: int) -> list[dict[str, Any]]:
+    """One record per call that lost a target, from ``bench_task`` results run with ``misses``: family,
+    strategy, window (tokens) and its label, run, call (from 1), the call's targets, those the request
+    lacked (``missed``: strict recall) and those no ``artifact://`` reference of it reaches either
+    (``unrecoverable``). Runs that failed are left out, as in the tables. Sorted by family, window,
+    strategy, run and call. The records leave ``results``."""
+    out = []
+    for r in results:
+        got = r.pop("misses", None)
+        if not got or r.get("error"):
+            continue
+        w = r["window"] if r["window"] is not None else model_window
+        for m in got:
+            out.append({"family": r["family"], "strategy": r["strategy"], "window": w, "window_label": r["window_label"],
+                        "run": r["run"], **m})
+    out.sort(key=lambda m: (m["family"], m["window"], m["strategy"], m["run"], m["call"]))
     return out
 
 
@@ -525,4 +562,4 @@ def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: S
 
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_WINDOWS", "SPLITS", "RunMetrics", "bench_task", "collect_runs", "extends_previous",
-           "run_bench", "run_strategy", "summarize_results"]
+           "miss_records", "run_bench", "run_strategy", "summarize_results"]
