@@ -312,6 +312,7 @@ def assemble(
         lineage=lineage,
         head=int(history.meta.get("head", 0)) if history is not None else 0,
         carry=int(history.meta.get("carry", 0)) if history is not None else 0,
+        fold=int(history.meta.get("fold", 0)) if history is not None else 0,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance, counted)
 

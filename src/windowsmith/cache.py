@@ -2,10 +2,13 @@
 
 Breakpoints (Anthropic ``cache_control``; at most the model's ``max_breakpoints``, 4) go at the ends
 of tools, system, stable session context, the history's stable head (``NeutralRequest.head``: the pinned
-first request, which a compaction never rewrites, so a cut re-writes only what follows it) and the newest
+first request, which a compaction never rewrites, so a cut re-writes only what follows it), the carry (the
+emergency stage's summary message, which a deferred cut leaves as it is), the folds (``NeutralRequest.fold``:
+the history through its newest folded exchange, which the next mask batch leaves as it is, since it folds later
+exchanges and a fold is never folded again: without it every batch re-wrote the folds too) and the newest
 message whose rendering will not change on the next turn. When fewer are allowed, the newest message
-and the head win, then the later ones (a later breakpoint also covers everything before it; earlier ones
-only help when later content changes).
+and the head win, then the carry and the folds, then the earlier ones (a later breakpoint also covers everything
+before it; earlier ones only help when later content changes: the head's prefix covers system and tools).
 
 The newest-message rule: if the dynamic tail is prepended to the final user message, that message
 will look different next turn (it will have no tail), so the breakpoint goes on the message before
@@ -34,10 +37,16 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
         else None
     if carry_idx is not None and req.tail_mode() == "prepend" and carry_idx >= n - 1:
         carry_idx = None
+    low = max(req.head, req.carry)
+    fold_idx = req.fold - 1 if req.fold > low and req.fold <= n and (msg_idx is None or req.fold - 1 < msg_idx) \
+        else None
+    if fold_idx is not None and req.tail_mode() == "prepend" and fold_idx >= n - 1:
+        fold_idx = None
     wanted = [
         ("message", msg_idx is not None),
         ("head", head_idx is not None),
         ("carry", carry_idx is not None),
+        ("fold", fold_idx is not None),
         ("session", bool(req.session)),
         ("system", bool(req.system)),
         ("tools", bool(req.tools)),
@@ -56,6 +65,7 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
         message_index=msg_idx if "message" in chosen else None,
         head_index=head_idx if "head" in chosen else None,
         carry_index=carry_idx if "carry" in chosen else None,
+        fold_index=fold_idx if "fold" in chosen else None,
     )
 
 

@@ -43,7 +43,8 @@ class CachePlan:
     compaction rewrites what follows the head, and this breakpoint keeps the head itself read from cache.
     ``carry_index``: the last message of the carry after the head (the summary message of the emergency stage's
     work log and index), when a cut may leave it as it is (``NeutralRequest.carry``): such a cut re-writes only
-    what follows it.
+    what follows it. ``fold_index``: the last message of the history's folded exchanges (``NeutralRequest.fold``),
+    which the next mask batch leaves as they are: such a batch re-writes only what follows them.
     """
 
     tools: bool = False
@@ -52,11 +53,12 @@ class CachePlan:
     message_index: int | None = None
     head_index: int | None = None
     carry_index: int | None = None
+    fold_index: int | None = None
 
     @property
     def count(self) -> int:
         return (int(self.tools) + int(self.system) + int(self.session) + int(self.message_index is not None)
-                + int(self.head_index is not None) + int(self.carry_index is not None))
+                + int(self.head_index is not None) + int(self.carry_index is not None) + int(self.fold_index is not None))
 
 
 class Lineage:
@@ -100,6 +102,7 @@ class NeutralRequest:
     lineage: Lineage | None = field(default=None, compare=False, repr=False)
     head: int = 0  # leading messages that compaction never rewrites (the pinned request): a cache breakpoint may end them
     carry: int = 0  # leading messages through the carried summary message, which a cut may leave as it is (or 0)
+    fold: int = 0  # leading messages through the newest folded unit, which the next mask batch leaves as they are (or 0)
 
     @property
     def system_text(self) -> str:

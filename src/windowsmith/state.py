@@ -256,6 +256,7 @@ class SessionState:
     # follow an exchange whose call is a finishing tool (:data:`FINISH_TOOLS`: the agent yielded through it)
     speech_units: list[int] = field(default_factory=list)
     image_units: list[int] = field(default_factory=list)
+    last_fold: int = -1  # the newest folded unit (a mask record's), -1 before any fold
     summary: dict[str, Any] | None = None  # the latest summary record's Summary.to_dict()
     work_log: list[str] = field(default_factory=list)  # one line per exchange dropped by emergency truncation
     index: list[str] = field(default_factory=list)  # identifiers the dropped history named and the view lost, best first
@@ -408,6 +409,7 @@ class SessionState:
                         if k == len(at) or at[k] != i:
                             at.insert(k, i)
                 first_changed = i if first_changed is None else min(first_changed, i)
+                self.last_fold = max(self.last_fold, i)
             for i in self._apply_block_edits(rec.images, stub_images):
                 first_changed = i if first_changed is None else min(first_changed, i)
             if first_changed is not None:

@@ -418,9 +418,9 @@ class _FoldedUnits:
 
 def rewrite_from(edits: Sequence[PlannedFold | UnitImages], spec: ModelSpec, cached_upto: int) -> int:
     """The first unit a batch re-writes the cache from: its first edit, or, with explicit cache breakpoints
-    (Anthropic), ``cached_upto`` if that is earlier (the first unit after the carry, else after the pinned
-    head): the cache holds only the prefixes the last request marked (head, carry, end), so an edit after the
-    carry re-writes everything from the carry on."""
+    (Anthropic), ``cached_upto`` if that is earlier (the first unit after the newest fold, else after the carry,
+    else after the pinned head): the cache holds only the prefixes the last request marked (head, carry, folds,
+    end), so an edit after the folds re-writes everything from the folds on."""
     first = min(f.unit for f in edits)
     return min(first, cached_upto) if spec.max_breakpoints > 0 else first
 
@@ -492,6 +492,8 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     saved_raw = fold_raw + image_raw
     saved = int(fold_raw * scale + image_saved)
     cached_upto = state.first_compactable_unit()
+    if state.first_visible_unit() <= state.last_fold < len(state.units) - 1:
+        cached_upto = max(cached_upto, state.last_fold + 1)  # the fold breakpoint (cache.plan_cache) ends the folds
     first = rewrite_from(edits, p.spec, cached_upto) if edits else 0
     after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
     pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),

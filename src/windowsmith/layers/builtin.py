@@ -108,6 +108,16 @@ def _head_meta(state: SessionState, summary: bool) -> dict[str, int]:
     return out
 
 
+def _fold_meta(state: SessionState, lo: int, pinned: bool, summary_n: int) -> dict[str, int]:
+    """The history item's ``fold``: its leading messages through the newest folded unit, which the next mask batch
+    leaves as they are (it folds later units; a fold is never folded again), or nothing before any visible fold."""
+    f = state.last_fold
+    if f < lo or f + 1 >= len(state.units):
+        return {}
+    lead = (state.unit_start[1] if pinned and len(state.units) > 1 else 0) + summary_n
+    return {"fold": lead + state.unit_start[f + 1] - state.unit_start[lo]}
+
+
 #: raw tokens under which the first view of a single pinned message is not cut to its two shares:
 #: a view that small is mostly its footer and index beside a few lines of head and tail, and in a small history
 #: cap the two shares would leave a message only a little over the cap a third of itself, to save a few hundred
@@ -250,7 +260,8 @@ class HistoryLayer(Layer):
                            thinking_prefix=thinking_prefix, stripped=stripped),
             # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it; the
             # summary message after it (the carry) stays as it is through a cut that defers its refresh: another may
-            meta=_head_meta(state, state.summary_message is not None and bool(summary)),
+            meta={**_head_meta(state, state.summary_message is not None and bool(summary)),
+                  **_fold_meta(state, lo, pinned, len(summary))},
         )
         note = usage_note(ctx, raw)
         if note is not None:
@@ -406,7 +417,8 @@ class HistoryLayer(Layer):
         if raw * counter.scale > cap:
             return None  # the assembler drops it and the build refuses it (history_blocked names the message)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
-        meta = {k: v for k, v in item.meta.items() if k != "carry"} if carry_left_out else item.meta
+        # the folds' end is a position in the unshrunk view: what this fit cut or shrank may have moved it
+        meta = {k: v for k, v in item.meta.items() if k != "fold" and not (carry_left_out and k == "carry")}
         return replace(item, content=messages, raw_tokens=raw, lineage=None, meta=meta, fit=replace(
             fit,
             carry_left_out=carry_left_out,

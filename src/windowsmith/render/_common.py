@@ -240,7 +240,8 @@ class UnitRenderer(Renderer):
             assert tail_unit is not None
             flat_extra.extend(tail_unit)
             extra_parts.append(tail_digest)
-        for name, at_index in (("head_index", plan.head_index), ("carry_index", plan.carry_index)):
+        for name, at_index in (("head_index", plan.head_index), ("carry_index", plan.carry_index),
+                               ("fold_index", plan.fold_index)):
             if at_index is not None and not 0 <= at_index < body_n:
                 raise ConfigError(f"CachePlan.{name}={at_index} is out of range for the {body_n} message(s) "
                                   "rendered before the tail; use an index before the message breakpoint or None")
@@ -268,12 +269,13 @@ class UnitRenderer(Renderer):
         mark_at = _shift(self._mark(body, origin_at, n_body, plan.message_index, from_end=True), len(lead))
         head_at = _shift(self._mark(body, origin_at, n_body, plan.head_index, from_end=False), len(lead))
         carry_at = _shift(self._mark(body, origin_at, n_body, plan.carry_index, from_end=False), len(lead))
+        fold_at = _shift(self._mark(body, origin_at, n_body, plan.fold_index, from_end=False), len(lead))
 
         marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at, "head": head_at,
-                 "carry": carry_at}
+                 "carry": carry_at, "fold": fold_at}
         request = self.build(req, tools, system, messages, marks)
         if _RECYCLE:
-            marked = tuple(at[0] for at in (mark_at, head_at, carry_at) if at is not None)
+            marked = tuple(at[0] for at in (mark_at, head_at, carry_at, fold_at) if at is not None)
             self._spares.append(_Spare(messages, body.out, tuple(lead), marked))
             del self._spares[:-_SPARES]
         rest = {
@@ -282,7 +284,8 @@ class UnitRenderer(Renderer):
             "config": {k: v for k, v in request.get("config", {}).items() if k not in ("tools", "system_instruction")},
             "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index,
                       **({"head": plan.head_index} if plan.head_index is not None else {}),
-                      **({"carry": plan.carry_index} if plan.carry_index is not None else {})},
+                      **({"carry": plan.carry_index} if plan.carry_index is not None else {}),
+                      **({"fold": plan.fold_index} if plan.fold_index is not None else {})},
             "tail_mode": mode,
         }
         ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
