@@ -411,6 +411,22 @@ def test_misses_name_the_targets_a_call_lost_by_hand(cfg):
     assert run_strategy(prepare(t), StrandsSlidingWindow(cfg, window_size=2, per_turn=True)).misses is None
 
 
+def test_misses_leave_out_a_run_another_strategy_failed_at_that_window_as_the_tables_do():
+    from windowsmith.bench.run import miss_records
+
+    def res(strategy, run, label, misses, error=None):
+        return {"family": "f", "strategy": strategy, "window": 8000 if label == "8000" else 200000,
+                "window_label": label, "run": run, "misses": misses, "error": error}
+
+    lost = [{"call": 2, "targets": ["X1", "Y2"], "missed": ["X1"], "unrecoverable": []}]
+    results = [res("full", "a", "8000", lost), res("sticky", "a", "8000", None, error="BudgetBlockedError: x"),
+               res("full", "b", "8000", lost), res("full", "a", "model", lost)]
+    got = miss_records(results)
+    assert [(m["run"], m["window_label"]) for m in got] == [("b", "8000"), ("a", "model")]
+    assert got[0] == {"family": "f", "strategy": "full", "window": 8000, "window_label": "8000", "run": "b", **lost[0]}
+    assert all("misses" not in r for r in results)  # the records leave the results
+
+
 @needs_data
 def test_misses_account_for_every_target_strict_recall_lost_on_a_real_run(cfg):
     from windowsmith.traces import load_traces

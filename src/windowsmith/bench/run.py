@@ -428,7 +428,7 @@ def run_bench(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # the workers' stores (a killed worker cannot clean up)
     elapsed = time.perf_counter() - t_start
-    lost = miss_records(results, mspec.context_window) if misses else None
+    lost = miss_records(results) if misses else None
     out = summarize_results(results, mspec, windows, strategies)
     out.update({
         "model": mspec.name,
@@ -459,21 +459,22 @@ def run_bench(
     return out
 
 
-def miss_records(results: Sequence[dict[str, Any]], model_window: int) -> list[dict[str, Any]]:
+def miss_records(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per call that lost a target, from ``bench_task`` results run with ``misses``: family,
     strategy, window (tokens) and its label, run, call (from 1), the call's targets, those the request
     lacked (``missed``: strict recall) and those no ``artifact://`` reference of it reaches either
-    (``unrecoverable``). Runs that failed are left out, as in the tables. Sorted by family, window,
-    strategy, run and call. The records leave ``results``."""
+    (``unrecoverable``). A run that failed under any strategy at a window is left out at that window, as in
+    the tables (:func:`summarize_results`). Sorted by family, window, strategy, run and call. The records
+    leave ``results``."""
+    failed = {(r["run"], r["window_label"]) for r in results if r.get("error")}
     out = []
     for r in results:
         got = r.pop("misses", None)
-        if not got or r.get("error"):
+        if not got or (r["run"], r["window_label"]) in failed:
             continue
-        w = r["window"] if r["window"] is not None else model_window
         for m in got:
-            out.append({"family": r["family"], "strategy": r["strategy"], "window": w, "window_label": r["window_label"],
-                        "run": r["run"], **m})
+            out.append({"family": r["family"], "strategy": r["strategy"], "window": r["window"],
+                        "window_label": r["window_label"], "run": r["run"], **m})
     out.sort(key=lambda m: (m["family"], m["window"], m["strategy"], m["run"], m["call"]))
     return out
 
