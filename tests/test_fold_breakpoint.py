@@ -44,6 +44,7 @@ def test_plan_cache_ends_the_folds_with_a_breakpoint_after_the_head_and_the_carr
     # message, head, fold and system: the system's prefix covers the tools
     assert (plan.message_index, plan.head_index, plan.fold_index) == (7, 0, 4)
     assert plan.system and not plan.tools and plan.count == 4
+    assert plan.names == ("system", "head", "fold", "message")  # in cache order, as the manifest lists them
     both = plan_cache(_req(8, carry=2, fold=5))
     # with a carry too, the four are message, head, carry and fold (the head's prefix covers system and tools)
     assert (both.message_index, both.head_index, both.carry_index, both.fold_index) == (7, 0, 1, 4)
@@ -110,6 +111,10 @@ def test_each_fold_batch_reads_the_previous_folds_from_cache(tmp_path):
             after_folds = sum(counter.raw_message(m) for m in cur.messages[prev.fold:]) * counter.scale
             assert act["detail"]["rewrite_usd"] <= after_folds * per_token * 1.05
             assert act["detail"]["rewrite_usd"] < (after_folds + through_fold * counter.scale) * per_token * 0.95
+        # the manifest names the breakpoints: the folds' from the first batch on, never before
+        marks = [p.manifest.cache["marks"] for p in packs]
+        assert all("fold" not in m for m in marks[:batches[0]])
+        assert all(m[-2:] == ["fold", "message"] for m in marks[batches[0]:])
         # the folds grow: each batch's breakpoint is after the previous one's
         ends = [packs[k].neutral.fold for k in batches]
         assert ends == sorted(ends) and len(set(ends)) == len(ends)

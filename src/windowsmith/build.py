@@ -414,6 +414,7 @@ class Builder:
             redactions=self._refs.redactions(req),
             cache={
                 "breakpoints": req.cache.count,
+                "marks": list(req.cache.names),
                 "prefix_tokens": ptoks,
                 "prefix_parts": rendered.cache_prefix_parts,
                 "prefix_hash": rendered.prefix_hash,

@@ -57,8 +57,16 @@ class CachePlan:
 
     @property
     def count(self) -> int:
-        return (int(self.tools) + int(self.system) + int(self.session) + int(self.message_index is not None)
-                + int(self.head_index is not None) + int(self.carry_index is not None) + int(self.fold_index is not None))
+        return len(self.names)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The breakpoints placed, in cache order: ``tools``, ``system``, ``session``, ``head``, ``carry``,
+        ``fold``, ``message`` (what a pack's manifest lists under ``cache.marks``)."""
+        return tuple(name for name, on in (
+            ("tools", self.tools), ("system", self.system), ("session", self.session),
+            ("head", self.head_index is not None), ("carry", self.carry_index is not None),
+            ("fold", self.fold_index is not None), ("message", self.message_index is not None)) if on)
 
 
 class Lineage:
