@@ -390,6 +390,7 @@ class Builder:
         n_tools = len(req.tools)
         n_system = len(rendered.parts) - len(req.messages) - n_tools - (1 if req.tail_mode() == "new" else 0)
         layout = {"tools": n_tools, "system": max(0, n_system)}
+        marks = req.cache.names
         ptoks = prefix_tokens(req, counter, asm.history.raw_tokens + (asm.history.fit.unbilled if asm.history.fit else 0)
                               if asm.history is not None and asm.history.raw_tokens is not None else None)
         checksum = rendered.checksum
@@ -413,8 +414,8 @@ class Builder:
             artifacts=sorted(set(asm.refs) | self._refs.refs(req)),
             redactions=self._refs.redactions(req),
             cache={
-                "breakpoints": req.cache.count,
-                "marks": list(req.cache.names),
+                "breakpoints": len(marks),
+                "marks": list(marks),
                 "prefix_tokens": ptoks,
                 "prefix_parts": rendered.cache_prefix_parts,
                 "prefix_hash": rendered.prefix_hash,

@@ -30,18 +30,22 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
         msg_idx = n - 2 if n >= 2 else None
     else:
         msg_idx = n - 1
-    head_idx = req.head - 1 if 0 < req.head <= n and (msg_idx is None or req.head - 1 < msg_idx) else None
-    if head_idx is not None and req.tail_mode() == "prepend" and head_idx >= n - 1:
-        head_idx = None  # the tail is prepended to that message: it renders differently next turn
-    carry_idx = req.carry - 1 if req.carry > req.head and req.carry <= n and (msg_idx is None or req.carry - 1 < msg_idx) \
-        else None
-    if carry_idx is not None and req.tail_mode() == "prepend" and carry_idx >= n - 1:
-        carry_idx = None
-    low = max(req.head, req.carry)
-    fold_idx = req.fold - 1 if req.fold > low and req.fold <= n and (msg_idx is None or req.fold - 1 < msg_idx) \
-        else None
-    if fold_idx is not None and req.tail_mode() == "prepend" and fold_idx >= n - 1:
-        fold_idx = None
+    prepend = req.tail_mode() == "prepend"
+
+    def end_of(count: int, after: int) -> int | None:
+        """The last of ``count`` leading messages, as a breakpoint: past the ``after`` leading messages an earlier
+        one ends, before the message breakpoint, and never the message the tail is prepended to (it renders
+        differently next turn)."""
+        if not after < count <= n:
+            return None
+        i = count - 1
+        if msg_idx is not None:
+            return i if i < msg_idx else None
+        return None if prepend and i >= n - 1 else i
+
+    head_idx = end_of(req.head, 0)
+    carry_idx = end_of(req.carry, req.head)
+    fold_idx = end_of(req.fold, max(req.head, req.carry))
     wanted = [
         ("message", msg_idx is not None),
         ("head", head_idx is not None),

@@ -677,6 +677,13 @@ class SessionState:
             return 0
         return bisect.bisect_left(self.units, self.keep_from_seq, key=lambda u: u.first_seq)
 
+    def fold_end(self) -> int | None:
+        """The unit after the newest folded one, when that fold is visible and not the newest unit: the next mask
+        batch folds only later units (a fold is never folded again), so the history through it stays as it is (the
+        history layer's ``fold`` breakpoint; the mask cost model's rewrite starts there); None before any."""
+        f = self.last_fold
+        return f + 1 if self.first_visible_unit() <= f < len(self.units) - 1 else None
+
     def first_compactable_unit(self) -> int:
         """The oldest unit a summary or truncation may take out of the view: the first visible one, past
         the pinned original request."""

@@ -217,8 +217,7 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False, 
                 tg = run.targets.get(i, frozenset())
                 if tg:
                     refs: list[str] = []
-                    missed: set[str] | None = set() if rm.misses is not None else None
-                    lost: set[str] | None = set() if rm.misses is not None else None
+                    missed, lost = (set[str](), set[str]()) if rm.misses is not None else (None, None)
                     s, r, reads = recall_reads(built.request, tg, recoverable=built.recoverable,
                                                resolve=strategy.resolve, read=refs, missed=missed, lost=lost)
                     if rm.misses is not None and missed:
@@ -459,18 +458,28 @@ def run_bench(
     return out
 
 
+def failed_runs(results: Iterable[dict[str, Any]]) -> dict[str, frozenset[str]]:
+    """Window label -> the runs that failed under any strategy at that window: every row at that window leaves
+    them out, so that the rows compare the same runs."""
+    failed: dict[str, set[str]] = {}
+    for r in results:
+        if r.get("error"):
+            failed.setdefault(r["window_label"], set()).add(r["run"])
+    return {k: frozenset(v) for k, v in failed.items()}
+
+
 def miss_records(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per call that lost a target, from ``bench_task`` results run with ``misses``: family,
     strategy, window (tokens) and its label, run, call (from 1), the call's targets, those the request
     lacked (``missed``: strict recall) and those no ``artifact://`` reference of it reaches either
     (``unrecoverable``). A run that failed under any strategy at a window is left out at that window, as in
-    the tables (:func:`summarize_results`). Sorted by family, window, strategy, run and call. The records
+    the tables (:func:`failed_runs`). Sorted by family, window, strategy, run and call. The records
     leave ``results``."""
-    failed = {(r["run"], r["window_label"]) for r in results if r.get("error")}
+    failed = failed_runs(results)
     out = []
     for r in results:
         got = r.pop("misses", None)
-        if not got or (r["run"], r["window_label"]) in failed:
+        if not got or r["run"] in failed.get(r["window_label"], ()):
             continue
         for m in got:
             out.append({"family": r["family"], "strategy": r["strategy"], "window": r["window"],
@@ -546,10 +555,7 @@ def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: S
     window (``excluded_runs``), so that the rows compare the same runs; ``failed_runs`` counts the
     strategy's own failures."""
     families = sorted({r.get("family", "") or "unknown" for r in results})
-    failed: dict[str, frozenset[str]] = {}
-    for r in results:
-        if r.get("error"):
-            failed[r["window_label"]] = failed.get(r["window_label"], frozenset()) | {r["run"]}
+    failed = failed_runs(results)
     rows = []
     for fam in [*families, "all"]:
         for w in windows:

@@ -491,9 +491,7 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     image_saved = image_raw * scale
     saved_raw = fold_raw + image_raw
     saved = int(fold_raw * scale + image_saved)
-    cached_upto = state.first_compactable_unit()
-    if state.first_visible_unit() <= state.last_fold < len(state.units) - 1:
-        cached_upto = max(cached_upto, state.last_fold + 1)  # the fold breakpoint (cache.plan_cache) ends the folds
+    cached_upto = max(state.first_compactable_unit(), state.fold_end() or 0)  # (the fold breakpoint: plan_cache)
     first = rewrite_from(edits, p.spec, cached_upto) if edits else 0
     after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
     pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),

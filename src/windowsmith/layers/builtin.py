@@ -108,14 +108,11 @@ def _head_meta(state: SessionState, summary: bool) -> dict[str, int]:
     return out
 
 
-def _fold_meta(state: SessionState, lo: int, pinned: bool, summary_n: int) -> dict[str, int]:
-    """The history item's ``fold``: its leading messages through the newest folded unit, which the next mask batch
-    leaves as they are (it folds later units; a fold is never folded again), or nothing before any visible fold."""
-    f = state.last_fold
-    if f < lo or f + 1 >= len(state.units):
-        return {}
-    lead = (state.unit_start[1] if pinned and len(state.units) > 1 else 0) + summary_n
-    return {"fold": lead + state.unit_start[f + 1] - state.unit_start[lo]}
+def _fold_meta(state: SessionState, messages: Sequence[Message]) -> dict[str, int]:
+    """The history item's ``fold``: its leading messages through the newest folded unit (``SessionState.fold_end``;
+    the history ``messages`` end where the view ends), or nothing before any visible fold."""
+    end = state.fold_end()
+    return {} if end is None else {"fold": len(messages) - (len(state.view) - state.unit_start[end])}
 
 
 #: raw tokens under which the first view of a single pinned message is not cut to its two shares:
@@ -261,7 +258,7 @@ class HistoryLayer(Layer):
             # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it; the
             # summary message after it (the carry) stays as it is through a cut that defers its refresh: another may
             meta={**_head_meta(state, state.summary_message is not None and bool(summary)),
-                  **_fold_meta(state, lo, pinned, len(summary))},
+                  **_fold_meta(state, messages)},
         )
         note = usage_note(ctx, raw)
         if note is not None:
