@@ -13,10 +13,10 @@ from ..assemble import Action
 from ..records import EmergencyRecord
 from ..state import LOG_LINE_CHARS, flat_text
 from ..text import identifiers
+from .economics import cut_mark, fixed_raw
 from .keys import fit_index, mention, message_text, rank_lost
 from .mask import TurnNumbers, fold_line, is_exchange, logged_results
 from .port import Pass, carry_caps
-from .summary import cut_mark, fixed_raw
 from .transcript import store_transcript
 
 if TYPE_CHECKING:

@@ -31,6 +31,7 @@ from ..refs import ImageStub, image_stub, offloaded_artifact
 from ..state import stub_images
 from ..text import acts
 from .config import CompactionConfig
+from .economics import cut_makes_room_cheaper
 from .port import Pass
 from .references import KEY_SCAN, format_args, outline_keys, result_keys
 from .working_set import WorkingSet
@@ -503,6 +504,12 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     big_enough = saved >= floor and (len(folds) >= cfg.mask_batch or near_summary or image_saved >= floor)
     if near_summary and not p.urgent and size - saved >= cfg.mask_at * avail:
         big_enough = False  # folding cannot make real room any more: let the summary do it, once
+    if big_enough and near_summary and not p.urgent and cfg.cost_aware and cfg.summary_pays:
+        # near the threshold the alternative is the free cut (or a summary that pays better than it): a batch
+        # that re-writes much to save little waits for it (economics.cut_makes_room_cheaper)
+        rewritten = (after_raw if after_raw is not None else sum(p.counts[first:])) * scale - saved
+        if cut_makes_room_cheaper(p, size, saved, rewritten):
+            big_enough = False
     # with the cost model, a batch has to pay back over expected_turns (the cache reads it saves against the
     # rewrite it causes) whatever the fill, unless a summary is near (folding is then the cheap way to make room):
     # under the summary threshold the request can still grow, and the summary or the free cut decides there.
