@@ -618,7 +618,7 @@ def test_the_free_cut_comes_earlier_where_a_rewrite_costs_no_more_than_a_few_rea
     ``cut_at`` (0.95). Same model, tokenizer, window and session: only the cache prices differ."""
     from dataclasses import replace as dc_replace
 
-    from windowsmith.compaction.summary import REWRITE_READS
+    from windowsmith.compaction.economics import REWRITE_READS
 
     reg = load_registry()
     spec = reg.get("gpt-4o")

@@ -11,7 +11,7 @@ from ..assemble import Action
 from ..model import Message, Text
 from ..records import FailedRecord, LessonRecord, SummaryRecord, last_of
 from .base import Summarizer, Summary
-from .economics import PACE_UNITS, REWRITE_READS, cut_mark, fixed_raw, pace, turns_to_cut
+from .economics import fixed_raw, turns_to_cut
 from .mask import fold_artifacts
 from .port import Pass, carry_caps
 from .references import extract_refs, merge_refs
@@ -192,5 +192,4 @@ def summarize(p: Pass, summarizer: Summarizer, lo: int, cut: int, sbudget: int) 
     return removed, added
 
 
-__all__ = ["PACE_UNITS", "REWRITE_READS", "SUMMARY_PROMPT_TOKENS", "cut_mark", "fixed_raw", "pace", "run_summary",
-           "summarize", "summary_pays", "summary_span", "turns_to_cut"]
+__all__ = ["SUMMARY_PROMPT_TOKENS", "run_summary", "summarize", "summary_pays", "summary_span"]
