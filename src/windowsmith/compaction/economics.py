@@ -14,6 +14,13 @@ if TYPE_CHECKING:
     from ..tokens import TokenCounter
 
 
+def read_and_premium(p: Pass) -> tuple[float, float]:
+    """The model's cache-read price and a rewrite's premium over it (cache write less read), per million tokens."""
+    pr = p.spec.prices
+    read = pr.cache_read or pr.input
+    return read, max(0.0, (pr.cache_write or pr.input) - read)
+
+
 def pace(p: Pass) -> float:
     """Tokens the request grows by per turn, at the pace of the newest turns: the units since the
     :data:`PACE_UNITS`-th newest assistant message, per assistant message (a turn is one unit where the results
@@ -49,9 +56,7 @@ def cut_mark(p: Pass, size: int, growth: float | None = None) -> float:
     line numbers. ``growth``: :func:`pace`, when the caller has it."""
     cfg = p.config
     high = max(cfg.cut_at, p.summarize_at)
-    pr = p.spec.prices
-    read = pr.cache_read or pr.input
-    premium = max(0.0, (pr.cache_write or pr.input) - read)
+    read, premium = read_and_premium(p)
     if read <= 0 or premium > REWRITE_READS * read:
         return high
     fixed, pinned = fixed_raw(p.state, p.counter, size, p.scale)
@@ -108,9 +113,8 @@ def cut_makes_room_cheaper(p: Pass, size: int, saved: float, rewritten: float) -
     identifiers than the folds it replaces, and where a rewrite costs little more than a read (OpenAI) the batch's
     rewrite is cheap and :func:`cut_mark` already lowers the cut (dev tau-bench with 6,000 more characters in every
     observation at 16K, gpt-4o's prices: 1.1% cheaper for 2.1 points of strict recall; Claude's: 4.2% for 0.8)."""
-    pr = p.spec.prices
-    read = pr.cache_read or pr.input
-    if saved <= 0 or read <= 0 or max(0.0, (pr.cache_write or pr.input) - read) <= REWRITE_READS * read:
+    read, premium = read_and_premium(p)
+    if saved <= 0 or read <= 0 or premium <= REWRITE_READS * read:
         return False
     fixed, pinned = fixed_raw(p.state, p.counter, size, p.scale)
     low = p.config.summary_target * p.available
@@ -121,4 +125,5 @@ def cut_makes_room_cheaper(p: Pass, size: int, saved: float, rewritten: float) -
     return rewritten / saved > kept / band
 
 
-__all__ = ["PACE_UNITS", "REWRITE_READS", "cut_makes_room_cheaper", "cut_mark", "fixed_raw", "pace", "turns_to_cut"]
+__all__ = ["PACE_UNITS", "REWRITE_READS", "cut_makes_room_cheaper", "cut_mark", "fixed_raw", "pace", "read_and_premium",
+           "turns_to_cut"]

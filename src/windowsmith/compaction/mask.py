@@ -11,8 +11,9 @@ that ``image_keep_turns`` assistant turns have followed becomes
 applied only when it saves at least ``mask_min_tokens`` (hysteresis) and holds ``mask_batch`` exchanges, or
 images saving that much on their own (or the request is at the summary threshold), and only when the cost model
 says the cache-read tokens it saves over ``expected_turns`` outweigh the one-time cache rewrite it causes, at any
-fill (at the summary threshold, folding is the cheaper way to make room; with ``cost_aware=False``, ``mask_at``
-triggers instead).
+fill (at the summary threshold a batch is the alternative to the free cut and runs unless the cut makes that room for
+less cache rewrite per token, ``economics.cut_makes_room_cheaper``; with ``cost_aware=False``, ``mask_at`` triggers
+instead).
 """
 
 from __future__ import annotations
