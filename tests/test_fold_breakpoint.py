@@ -10,10 +10,9 @@ follows the folds (``NeutralRequest.fold``, ``CachePlan.fold_index``, and the ma
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import windowsmith as ws
-from conftest import needs_data
+from conftest import DATA, needs_data
 from windowsmith.cache import plan_cache
 from windowsmith.costs import call_cost
 from windowsmith.model import Message, Text, ToolSpec
@@ -23,7 +22,6 @@ from windowsmith.render import get_renderer
 from windowsmith.request import NeutralRequest, Segment
 
 MODEL = "claude-sonnet-4-5"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 
 
 def _req(n: int, *, head: int = 1, carry: int = 0, fold: int = 0, tail: str | None = None,

@@ -34,10 +34,10 @@ def screenshots(messages: tuple[Message, ...]) -> tuple[Message, ...]:
 
 
 @needs_data
-def test_a_batch_of_old_image_stubs_near_the_threshold_waits_for_the_cut(tmp_path, monkeypatch):
-    """A real airline run (dev) with a screenshot in every result at 16K: near the summary threshold a batch stubbing
-    the oldest screenshots re-wrote most of the history to save two or three images, every other turn; the cut makes
-    that room for half the rewrite and lasts several turns. Before the rule windowsmith paid $0.314 on this run,
+def test_a_batch_that_rewrites_much_for_little_near_the_threshold_waits_for_the_cut(tmp_path, monkeypatch):
+    """A real airline run (dev) with a screenshot in every result at 16K: near the summary threshold a batch folding
+    the two oldest exchanges (screenshots and all) re-wrote most of the history to save them, every other turn; the
+    cut makes that room for half the rewrite and lasts several turns. Before the rule windowsmith paid $0.314 on this run,
     `sticky` $0.286; it now pays less than `sticky`, with every target of every call still in its requests."""
     run = next(t for t in load_traces(DATA / "tau-bench" / "gpt-4o-airline.json")
                if t.id == "gpt-4o-airline/task-33/trial-0")

@@ -107,12 +107,12 @@ def run(paths: tuple[Path, ...], windows: str, model: str, strategies: str | Non
     if result["errors"]:
         console.print(f"[yellow]{len(result['errors'])} problem(s):[/] " + escape("; ".join(result["errors"][:5])))
     console.print(f"{result['runs']} runs, {result['calls']:,} calls in {result['elapsed_s']} s on {result['workers']} worker(s)")
-    lost = result.pop("misses", None)
+    lost = result.pop("misses", None) or []
     if misses_out is not None:
         misses_out.parent.mkdir(parents=True, exist_ok=True)
-        misses_out.write_text("".join(json.dumps(m) + "\n" for m in lost or ()), encoding="utf-8")
-        pairs = {(m["strategy"], m["window"]) for m in lost or ()}
-        err.print(f"wrote {misses_out}: {len(lost or ())} call(s) that lost a target, under {len(pairs)} "
+        misses_out.write_text("".join(json.dumps(m) + "\n" for m in lost), encoding="utf-8")
+        pairs = {(m["strategy"], m["window"]) for m in lost}
+        err.print(f"wrote {misses_out}: {len(lost)} call(s) that lost a target, under {len(pairs)} "
                   f"strategy x window pair(s)", markup=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

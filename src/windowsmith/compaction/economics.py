@@ -105,8 +105,8 @@ def cut_makes_room_cheaper(p: Pass, size: int, saved: float, rewritten: float) -
 
     Near the summary threshold a batch whose folds or image stubs are few next to what follows them buys a turn or
     two for a rewrite of most of the history, where the cut buys several for a rewrite of half (dev tau-bench with a
-    screenshot in every result at 16K: a batch stubbing two images re-wrote 4,950 tokens to save 3,800, every other
-    turn; letting the cut make that room instead took the family from +4.2% to -1.1% against ``sticky``). With the
+    screenshot in every result at 16K: a batch folding the two oldest exchanges, screenshots and all, re-wrote 4,950
+    tokens to save 3,800, every other turn; letting the cut make that room instead took the family from +4.2% to -1.1% against ``sticky``). With the
     batch declined the request grows to the mark and the cut (or a summary that pays better than it) makes room.
 
     Only where a rewrite's premium is over :data:`REWRITE_READS` reads (Anthropic, Gemini 2.5): a cut keeps fewer

@@ -495,7 +495,9 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     saved = int(fold_raw * scale + image_saved)
     cached_upto = max(state.first_compactable_unit(), state.fold_end() or 0)  # (the fold breakpoint: plan_cache)
     first = rewrite_from(edits, p.spec, cached_upto) if edits else 0
-    after_raw = (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) else None
+    # the raw tokens the batch re-writes, from ``first`` to the end (the mask cost model's and the cut comparison's)
+    after_raw = 0 if not edits else (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) \
+        else sum(p.counts[first:])
     pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
                                 saved_raw=saved_raw, after_raw=after_raw, cached_upto=cached_upto)
     pressure = size >= cfg.mask_at * avail
@@ -505,15 +507,14 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     big_enough = saved >= floor and (len(folds) >= cfg.mask_batch or near_summary or image_saved >= floor)
     if near_summary and not p.urgent and size - saved >= cfg.mask_at * avail:
         big_enough = False  # folding cannot make real room any more: let the summary do it, once
-    if big_enough and near_summary and not p.urgent and cfg.cost_aware and cfg.summary_pays:
-        # near the threshold the alternative is the free cut (or a summary that pays better than it): a batch
-        # that re-writes much to save little waits for it (economics.cut_makes_room_cheaper)
-        rewritten = (after_raw if after_raw is not None else sum(p.counts[first:])) * scale - saved
-        if cut_makes_room_cheaper(p, size, saved, rewritten):
-            big_enough = False
+    # near the threshold the alternative is the free cut (or a summary that pays better than it): a batch that
+    # re-writes much to save little waits for it (economics.cut_makes_room_cheaper)
+    if (big_enough and near_summary and not p.urgent and cfg.cost_aware and cfg.summary_pays
+            and cut_makes_room_cheaper(p, size, saved, after_raw * scale - saved)):
+        big_enough = False
     # with the cost model, a batch has to pay back over expected_turns (the cache reads it saves against the
-    # rewrite it causes) whatever the fill, unless a summary is near (folding is then the cheap way to make room):
-    # under the summary threshold the request can still grow, and the summary or the free cut decides there.
+    # rewrite it causes) whatever the fill, unless a summary is near (there it is weighed against the free cut,
+    # above): under the summary threshold the request can still grow, and the summary or the free cut decides there.
     # Screenshots showed why: the newest turns' images cannot fold, so a batch at mask_at bought two or three turns
     # and rewrote the cache each time (a browser run at 32K: +31% against sticky). Without it, mask_at triggers
     due = near_summary or (pays if cfg.cost_aware else pressure)
