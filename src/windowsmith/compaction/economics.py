@@ -1,6 +1,7 @@
 """The cost model of the free cut, which the mask, summary and emergency stages share: how fast the request grows
-(:func:`pace`), where the cut waits (:func:`cut_mark`), how many turns away it is (:func:`turns_to_cut`), and whether it
-makes room for less than a mask batch near the summary threshold (:func:`cut_makes_room_cheaper`)."""
+(:func:`pace`), where the cut waits (:func:`cut_mark`), how many turns away it is (:func:`turns_to_cut`), whether it
+makes room for less than a mask batch near the summary threshold (:func:`cut_makes_room_cheaper`), and where the call
+re-writes the cache whatever compaction does (:func:`forced_rewrite_from`)."""
 
 from __future__ import annotations
 
@@ -125,5 +126,40 @@ def cut_makes_room_cheaper(p: Pass, size: int, saved: float, rewritten: float) -
     return rewritten / saved > kept / band
 
 
-__all__ = ["PACE_UNITS", "REWRITE_READS", "cut_makes_room_cheaper", "cut_mark", "fixed_raw", "pace", "read_and_premium",
-           "turns_to_cut"]
+def forced_rewrite_from(state: SessionState, counter: TokenCounter) -> int | None:
+    """The first unit this call re-writes to the cache whatever compaction does, or None: under the provider's
+    ``current_turn`` thinking rule (Anthropic: the thinking of the assistant messages before the last user message
+    that is not a tool result is stripped), a user message since the agent's newest reply strips the thinking of the
+    replies the previous request sent after its own last user message, so the cache holds nothing from the first
+    of them on (``costs.shared_prefix_tokens`` prices it so). A compaction whose edits start there re-writes nothing
+    the call would not have, and one that starts before it only the part before it: the mask stage prices a batch so.
+
+    A conversational agent with thinking (a customer-service agent on Claude) breaks its cache so at every answer of
+    the user after a tool call; priced as if the batch broke it, a batch waited and ran a call later, re-writing the
+    history again (dev tau2-bench airline runs with a screenshot per result at 32K: -3.4%, from -1.3% to -4.6% against
+    ``sticky``; validation -2.4%). The previous request ended before the agent's newest reply (its output)."""
+    if counter.thinking != "current_turn" or not counter.saw_thinking or not state.turn_units:
+        return None
+    units = state.units
+    n = len(units)
+    last = state.turn_units[-1]  # the newest reply (the previous request ended before it)
+
+    def says(i: int) -> bool:  # a user message that is not a tool result
+        m = units[i].messages[0]
+        return m.role == "user" and not m.tool_results
+
+    if not any(says(i) for i in range(last + 1, n)):
+        return None
+    lo = state.first_visible_unit()
+    j = last - 1
+    while j >= lo and not says(j):
+        j -= 1
+    for i in range(max(j + 1, lo), last):
+        u = units[i]
+        if not u.folded and counter.raw_thinking(u.messages[0]):
+            return i
+    return None
+
+
+__all__ = ["PACE_UNITS", "REWRITE_READS", "cut_makes_room_cheaper", "cut_mark", "fixed_raw", "forced_rewrite_from", "pace",
+           "read_and_premium", "turns_to_cut"]

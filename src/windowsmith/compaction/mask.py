@@ -10,8 +10,9 @@ that ``image_keep_turns`` assistant turns have followed becomes
 ``[image: <caption> (<media type>, <bytes>) (artifact://<sha256>)]``, its bytes stored first. The batch is
 applied only when it saves at least ``mask_min_tokens`` (hysteresis) and holds ``mask_batch`` exchanges, or
 images saving that much on their own (or the request is at the summary threshold), and only when the cost model
-says the cache-read tokens it saves over ``expected_turns`` outweigh the one-time cache rewrite it causes, at any
-fill (at the summary threshold a batch is the alternative to the free cut and runs unless the cut makes that room for
+says the cache-read tokens it saves over ``expected_turns`` outweigh the one-time cache rewrite it causes (not the
+part the call re-writes anyway: where a user message strips the thinking of earlier replies,
+``economics.forced_rewrite_from``), at any fill (at the summary threshold a batch is the alternative to the free cut and runs unless the cut makes that room for
 less cache rewrite per token, ``economics.cut_makes_room_cheaper``; with ``cost_aware=False``, ``mask_at`` triggers
 instead).
 """
@@ -32,7 +33,7 @@ from ..refs import ImageStub, image_stub, offloaded_artifact
 from ..state import stub_images
 from ..text import acts
 from .config import CompactionConfig
-from .economics import cut_makes_room_cheaper
+from .economics import cut_makes_room_cheaper, forced_rewrite_from
 from .port import Pass
 from .references import KEY_SCAN, format_args, outline_keys, result_keys
 from .working_set import WorkingSet
@@ -498,6 +499,13 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     # the raw tokens the batch re-writes, from ``first`` to the end (the mask cost model's and the cut comparison's)
     after_raw = 0 if not edits else (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) \
         else sum(p.counts[first:])
+    if edits:
+        # what the call re-writes anyway (the thinking a user message strips, economics.forced_rewrite_from) is not
+        # the batch's to pay: from there on the cache holds nothing whether the batch runs or not
+        forced = forced_rewrite_from(state, p.counter)
+        if forced is not None and forced < len(p.counts):
+            after_raw -= (p.prefix[-1] - p.prefix[max(first, forced)]) if p.prefix is not None and forced < len(p.prefix) \
+                else sum(p.counts[max(first, forced):])
     pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
                                 saved_raw=saved_raw, after_raw=after_raw, cached_upto=cached_upto)
     pressure = size >= cfg.mask_at * avail

@@ -1,0 +1,116 @@
+"""A compaction does not pay for the cache rewrite the provider makes anyway (``economics.forced_rewrite_from``):
+under Anthropic's thinking rule a user message strips the thinking of the replies before it, so the cache holds
+nothing from the first of those the previous request sent."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import windowsmith as ws
+from conftest import DATA, needs_data
+from windowsmith.bench.metrics import prepare
+from windowsmith.bench.run import run_strategy
+from windowsmith.bench.strategies import BenchConfig, make_strategy
+from windowsmith.compaction import economics, mask
+from windowsmith.costs import shared_prefix_tokens
+from windowsmith.model import Image, Message, Thinking, ToolResult
+from windowsmith.registry import load_registry
+from windowsmith.traces import load_traces
+
+
+def thought(text: str) -> Thinking:
+    return Thinking(provider="anthropic", data={"type": "thinking", "thinking": text, "signature": "c2ln"}, text=text)
+
+
+def turn(s: ws.Session, i: int) -> None:
+    """One exchange with thinking: a lookup and its result."""
+    s.add(ws.Message("assistant", (thought(f"Look up reservation {i} before answering, carefully. " * 8),
+                                   ws.ToolCall(f"c{i}", "get_reservation_details", {"reservation_id": f"R{i:05d}"}))))
+    s.tool_result(f"c{i}", json.dumps({"reservation_id": f"R{i:05d}", "origin": "JFK", "destination": "SEA"}))
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gpt-4o"])
+def test_the_rewrite_a_user_message_forces_starts_at_the_first_reply_the_cache_held_with_its_thinking(tmp_path, model):
+    """The unit it names is where the billed cache prefix of two consecutive requests ends (costs.shared_prefix_tokens,
+    the yardstick's pricing); with results alone since the last reply, or a provider that keeps no such rule, none."""
+    with ws.Engine(model=model, store=tmp_path / "w.db", window=64_000) as e:
+        s = e.session("s")
+        s.user("Cancel my reservation booked for May 17.")
+        turn(s, 1)
+        turn(s, 2)
+        counter = s.counter(e.spec.default_format)
+        assert economics.forced_rewrite_from(s.state, counter) is None  # only results since the last reply
+        prev = s.build().neutral
+        s.add(ws.Message("assistant", (thought("Both reservations are on May 17; ask which one. " * 4),
+                                       ws.Text("Which of R00001 and R00002 should I cancel?"))))
+        s.user("The one to SEA, R00002.")
+        cur = s.build().neutral
+        forced = economics.forced_rewrite_from(s.state, counter)
+        if model == "gpt-4o":
+            assert forced is None and shared_prefix_tokens(prev, cur, counter) > 0
+            return
+        assert forced == 1  # the first lookup: its thinking was sent last time and is stripped now
+        # the billed shared prefix ends exactly before that unit's message: the pinned request and nothing more
+        head = shared_prefix_tokens(prev, replace(cur, messages=cur.messages[:1]), counter)
+        assert shared_prefix_tokens(prev, cur, counter) == head
+        turn(s, 3)  # a lookup after the user's answer: nothing new is stripped
+        assert economics.forced_rewrite_from(s.state, counter) is None
+
+
+def screenshots(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    out = []
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            m = Message("tool", tuple(ToolResult(r.call_id, (*r.content, Image(url=f"https://shots.invalid/{i}.png")),
+                                                 is_error=r.is_error) for r in m.tool_results))
+        out.append(m)
+    return tuple(out)
+
+
+@needs_data
+def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_the_cut(tmp_path, monkeypatch):
+    """A real airline run of Claude with thinking (tau2-bench, dev) with a screenshot in every result at 32K: once the
+    customer answers, the cache is re-written from the agent's first lookup since the last answer, so a mask batch
+    before it re-writes only the part between its first edit and that lookup. Priced as if it broke the cache itself,
+    the batch waited and the run cost $0.299 against `sticky`'s $0.283 (a batch ran a call later, re-writing
+    everything again); now it runs at the break and the run costs $0.241, less than `sticky`, every target kept."""
+    path = next((DATA / "tau2-bench").glob("claude-sonnet-4-5_airline*"))
+    run = next(t for t in load_traces(path) if t.id.endswith("eddfda46-ca79-482b-a91b-74f44e6115eb"))
+    run = prepare(replace(run, messages=screenshots(run.messages)))
+    cfg = BenchConfig.make(load_registry().get("claude-sonnet-4-5"), 32_000)
+    forced: list[int] = []
+    masked: list[bool] = []
+
+    def spy(state: Any, counter: Any) -> int | None:
+        f = economics.forced_rewrite_from(state, counter)
+        if f is not None:
+            forced.append(f)
+        return f
+
+    real = mask.run_mask
+
+    def watch(p: Any, planner: Any, size: int) -> int:
+        out = real(p, planner, size)
+        masked.append(out < size)
+        return out
+
+    monkeypatch.setattr(mask, "forced_rewrite_from", spy)
+    from windowsmith.compaction import pipeline
+    monkeypatch.setattr(pipeline, "run_mask", watch)
+    got = {}
+    for name in ("windowsmith", "sticky"):
+        s = make_strategy(name, cfg, tmp_dir=str(tmp_path))
+        try:
+            got[name] = run_strategy(run, s)
+        finally:
+            s.close()
+    ws_run, sticky = got["windowsmith"], got["sticky"]
+    assert ws_run.error is None and sticky.error is None
+    assert forced and any(masked)
+    assert ws_run.cost_usd < sticky.cost_usd
+    assert ws_run.strict_hits == ws_run.targets >= sticky.strict_hits
+    assert ws_run.over_window == 0 and ws_run.blind_calls == 0
