@@ -95,6 +95,18 @@ def model_for(fmt: str) -> str:
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 
 
+def with_screenshots(messages: tuple[ws.Message, ...]) -> tuple[ws.Message, ...]:
+    """A real run's messages with a screenshot after every tool result's content (an image by URL: a browser or
+    computer-use agent; ``benchmarks/bench_stress.py``'s ``shots`` variant for agents with native tool calls)."""
+    out = []
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            m = ws.Message("tool", tuple(ws.ToolResult(r.call_id, (*r.content, ws.Image(url=f"https://shots.invalid/{i}.png")),
+                                                       is_error=r.is_error) for r in m.tool_results))
+        out.append(m)
+    return tuple(out)
+
+
 def item_lookup_session(e: Any, session_id: str, system: str, turns: int, *, price: bool = False) -> tuple[Any, list[Any]]:
     """A customer-service-like session (goal: refund order #W2378156) whose every turn looks up an item whose result
     names new ids (``HAT1nn``, ``SKU5nnnX``, ``wh_n_east``), with a build after each; at a small window the emergency

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 import windowsmith as ws
-from conftest import DATA, needs_data
+from conftest import DATA, needs_data, with_screenshots
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.run import run_strategy
 from windowsmith.bench.strategies import BenchConfig, make_strategy
 from windowsmith.compaction import economics, mask
 from windowsmith.costs import shared_prefix_tokens
-from windowsmith.model import Image, Message, Thinking, ToolResult
+from windowsmith.model import Thinking
 from windowsmith.registry import load_registry
 from windowsmith.traces import load_traces
 
@@ -61,15 +61,6 @@ def test_the_rewrite_a_user_message_forces_starts_at_the_first_reply_the_cache_h
         assert economics.forced_rewrite_from(s.state, counter) is None
 
 
-def screenshots(messages: tuple[Message, ...]) -> tuple[Message, ...]:
-    out = []
-    for i, m in enumerate(messages):
-        if m.role == "tool":
-            m = Message("tool", tuple(ToolResult(r.call_id, (*r.content, Image(url=f"https://shots.invalid/{i}.png")),
-                                                 is_error=r.is_error) for r in m.tool_results))
-        out.append(m)
-    return tuple(out)
-
 
 @needs_data
 def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_the_cut(tmp_path, monkeypatch):
@@ -80,7 +71,7 @@ def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_
     everything again); now it runs at the break and the run costs $0.241, less than `sticky`, every target kept."""
     path = next((DATA / "tau2-bench").glob("claude-sonnet-4-5_airline*"))
     run = next(t for t in load_traces(path) if t.id.endswith("eddfda46-ca79-482b-a91b-74f44e6115eb"))
-    run = prepare(replace(run, messages=screenshots(run.messages)))
+    run = prepare(replace(run, messages=with_screenshots(run.messages)))
     cfg = BenchConfig.make(load_registry().get("claude-sonnet-4-5"), 32_000)
     forced: list[int] = []
     masked: list[bool] = []

@@ -10,27 +10,16 @@ from typing import Any
 import pytest
 
 import windowsmith as ws
-from conftest import DATA, needs_data
+from conftest import DATA, needs_data, with_screenshots
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.run import run_strategy
 from windowsmith.bench.strategies import BenchConfig, make_strategy
 from windowsmith.compaction import economics, mask
-from windowsmith.model import Image, Message, ToolResult
 from windowsmith.registry import load_registry
 from windowsmith.traces import load_traces
 
 SONNET = load_registry().get("claude-sonnet-4-5")
 
-
-def screenshots(messages: tuple[Message, ...]) -> tuple[Message, ...]:
-    """Every tool result with a screenshot after its text (an image by URL: a browser or computer-use agent)."""
-    out = []
-    for i, m in enumerate(messages):
-        if m.role == "tool":
-            m = Message("tool", tuple(ToolResult(r.call_id, (*r.content, Image(url=f"https://shots.invalid/{i}.png")),
-                                                 is_error=r.is_error) for r in m.tool_results))
-        out.append(m)
-    return tuple(out)
 
 
 @needs_data
@@ -41,7 +30,7 @@ def test_a_batch_that_rewrites_much_for_little_near_the_threshold_waits_for_the_
     `sticky` $0.286; it now pays less than `sticky`, with every target of every call still in its requests."""
     run = next(t for t in load_traces(DATA / "tau-bench" / "gpt-4o-airline.json")
                if t.id == "gpt-4o-airline/task-33/trial-0")
-    run = prepare(replace(run, messages=screenshots(run.messages)))
+    run = prepare(replace(run, messages=with_screenshots(run.messages)))
     cfg = BenchConfig.make(SONNET, 16_000)
     decisions: list[bool] = []
 
