@@ -9,6 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import windowsmith as ws
 from conftest import DATA, needs_data, with_screenshots
@@ -26,10 +28,11 @@ def thought(text: str) -> Thinking:
     return Thinking(provider="anthropic", data={"type": "thinking", "thinking": text, "signature": "c2ln"}, text=text)
 
 
-def turn(s: ws.Session, i: int) -> None:
+def turn(s: ws.Session, i: int, *, think: bool = True) -> None:
     """One exchange with thinking: a lookup and its result."""
-    s.add(ws.Message("assistant", (thought(f"Look up reservation {i} before answering, carefully. " * 8),
-                                   ws.ToolCall(f"c{i}", "get_reservation_details", {"reservation_id": f"R{i:05d}"}))))
+    call = ws.ToolCall(f"c{i}", "get_reservation_details", {"reservation_id": f"R{i:05d}"})
+    s.add(ws.Message("assistant", (thought(f"Look up reservation {i} before answering, carefully. " * 8), call)
+                     if think else (call,)))
     s.tool_result(f"c{i}", json.dumps({"reservation_id": f"R{i:05d}", "origin": "JFK", "destination": "SEA"}))
 
 
@@ -105,3 +108,40 @@ def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_
     assert ws_run.cost_usd < sticky.cost_usd
     assert ws_run.strict_hits == ws_run.targets >= sticky.strict_hits
     assert ws_run.over_window == 0 and ws_run.blind_calls == 0
+
+
+#: one step of a conversation: a lookup (with thinking or not), or a reply (with thinking or not) and the user's answer
+step = st.tuples(st.sampled_from(["lookup", "reply"]), st.booleans())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(step, min_size=1, max_size=14))
+def test_the_forced_rewrite_is_where_the_billed_prefix_ends_in_any_conversation(tmp_path_factory, steps):
+    """Property: in any sequence of lookups and replies, with thinking or without, a build right after the previous
+    one shares with it (``costs.shared_prefix_tokens``, the yardstick's pricing) exactly the messages before the
+    unit ``forced_rewrite_from`` names (its first message, by ``SessionState.unit_start``), or, with none named, every
+    message the previous request sent (nothing is compacted at this window: the view is the log)."""
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path_factory.mktemp("p") / "w.db", window=200_000) as e:
+        s = e.session("p")
+        s.user("Help me with my reservations.")
+        counter = s.counter("anthropic")
+        prev = s.build().neutral
+        for k, (kind, think) in enumerate(steps):
+            if kind == "lookup":
+                turn(s, k, think=think)
+            else:
+                s.add(ws.Message("assistant", (thought(f"Answer the customer, step {k}. " * 4), ws.Text(f"Done {k}."))
+                                 if think else (ws.Text(f"Done {k}."),)))
+                s.user(f"Thanks, next question {k}.")
+            forced = economics.forced_rewrite_from(s.state, counter)
+            cur = s.build().neutral
+            assert len(cur.messages) == len(s.state.messages)  # nothing compacted
+            stable = len(prev.messages) - (prev.tail_mode() == "prepend")
+            upto = stable if forced is None else s.state.unit_start[forced]  # the unit's first message
+            assert upto <= stable
+            assert shared_prefix_tokens(prev, cur, counter) == shared_prefix_tokens(
+                prev, replace(cur, messages=cur.messages[:upto]), counter)
+            if forced is not None:  # and the unit's first message is not shared
+                assert shared_prefix_tokens(prev, cur, counter) < shared_prefix_tokens(
+                    prev, replace(prev, messages=prev.messages[:upto + 1]), counter)
+            prev = cur
