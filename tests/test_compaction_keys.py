@@ -15,7 +15,7 @@ import windowsmith as ws
 from conftest import item_lookup_session
 from windowsmith.cli import main
 from windowsmith.compaction import CompactionConfig
-from windowsmith.compaction.keys import BODY_CHARS, Mention, fit_index, mention, present, rank_lost
+from windowsmith.compaction.keys import BODY_CHARS, Mention, fit_index, mention, present, rank_lost, shape
 from windowsmith.errors import ConfigError
 from windowsmith.records import INDEX_HEAD, EmergencyRecord, render_index
 from windowsmith.refs import offload_footer
@@ -128,6 +128,43 @@ def test_the_rest_of_a_list_the_agent_is_walking_ranks_above_names_it_only_resta
     monkeypatch.setattr(keys, "SIBLING_BONUS", 0.0)
     flat = rank_lost(dropped)
     assert flat.index("HAT160") < flat.index("OBUT9V")
+
+
+@pytest.mark.parametrize(("a", "b"), [("gift_card_6276644", "sofia_kim_7287"), ("I57WUD", "HAT128"),
+                                      ("2024-05-18", "1986-05-05"), ("src/a.py", "/workspace/x/y.c"),
+                                      ("credit_card_9879898", "gift_card_1")])
+def test_names_of_the_same_kind_have_the_same_shape(a, b):
+    assert shape(a) == shape(b)
+
+
+@pytest.mark.parametrize(("a", "b"), [("gift_card_6276644", "certificate_8544743"), ("I57WUD", "HAT1280"),
+                                      ("TK_LAMBDA", "sofia_kim_7287"), ("ast.c", "src/ast.c"), ("1069", "2024-05-18")])
+def test_names_of_other_kinds_have_other_shapes(a, b):
+    assert shape(a) != shape(b)
+
+
+def test_names_shaped_like_those_the_agent_passed_rank_above_a_logs_names(monkeypatch):
+    """The agent looked up a customer by id; the profile names their payment methods, each shaped like that id
+    (``a_a_9``), and the verbose tool's output after it names a dozen symbols and files. The payment ids rank above
+    the log's names, which the kind bonus put first (files and symbols above ids: dev tau-bench with 6,000 more
+    characters of another agent's output in every observation at 8K, strict recall 89.4% -> 91.0% with the bonus)."""
+    import windowsmith.compaction.keys as keys
+
+    call = ws.Message("assistant", (ws.ToolCall("c0", "get_user_details", {"user_id": "sofia_kim_7287"}),))
+    profile = ws.Message("tool", (ws.ToolResult("c0", (ws.Text(
+        '{"user_id": "sofia_kim_7287", "payment_methods": {"gift_card_6276644": {"id": "gift_card_6276644", '
+        '"balance": 52}, "credit_card_9879898": {"id": "credit_card_9879898", "brand": "visa"}}}\n'
+        + "compiling ast.c lexer.c parser.c token.c frame.c\n"
+        + "warning: TK_LAMBDA TK_OBJECT TK_LBRACE AST_NODE SET_FLAG unused\n"),)),))
+    reply = ws.Message("assistant", (ws.Text("I found your profile. Which card would you like to use?"),))
+    dropped = [mention(m) for m in (call, profile, reply)]
+    log_names = ("ast.c", "lexer.c", "TK_LAMBDA", "AST_NODE")
+    ranked = rank_lost(dropped)
+    for pay in ("gift_card_6276644", "credit_card_9879898"):
+        assert all(ranked.index(pay) < ranked.index(n) for n in log_names), ranked
+    monkeypatch.setattr(keys, "SHAPE_BONUS", 0.0)
+    flat = rank_lost(dropped)
+    assert any(flat.index(n) < flat.index("gift_card_6276644") for n in log_names), flat
 
 
 def _airline_cut(tmp_path: Path, name: str) -> EmergencyRecord:
