@@ -95,6 +95,21 @@ def model_for(fmt: str) -> str:
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 
 
+def replay_strategies(run: Any, cfg: Any, names: tuple[str, ...], tmp_path: Path) -> dict[str, Any]:
+    """Each named strategy of the yardstick replayed over a prepared run (``bench.run.run_strategy``), closed after."""
+    from windowsmith.bench.run import run_strategy
+    from windowsmith.bench.strategies import make_strategy
+
+    got = {}
+    for name in names:
+        s = make_strategy(name, cfg, tmp_dir=str(tmp_path))
+        try:
+            got[name] = run_strategy(run, s)
+        finally:
+            s.close()
+    return got
+
+
 def with_screenshots(messages: tuple[ws.Message, ...]) -> tuple[ws.Message, ...]:
     """A real run's messages with a screenshot after every tool result's content (an image by URL: a browser or
     computer-use agent; ``benchmarks/bench_stress.py``'s ``shots`` variant for agents with native tool calls)."""

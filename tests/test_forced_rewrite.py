@@ -13,10 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
-from conftest import DATA, needs_data, with_screenshots
+from conftest import DATA, needs_data, replay_strategies, with_screenshots
 from windowsmith.bench.metrics import prepare
-from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import BenchConfig, make_strategy
+from windowsmith.bench.strategies import BenchConfig
 from windowsmith.compaction import economics, mask
 from windowsmith.costs import shared_prefix_tokens
 from windowsmith.model import Thinking
@@ -95,13 +94,7 @@ def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_
     monkeypatch.setattr(mask, "forced_rewrite_from", spy)
     from windowsmith.compaction import pipeline
     monkeypatch.setattr(pipeline, "run_mask", watch)
-    got = {}
-    for name in ("windowsmith", "sticky"):
-        s = make_strategy(name, cfg, tmp_dir=str(tmp_path))
-        try:
-            got[name] = run_strategy(run, s)
-        finally:
-            s.close()
+    got = replay_strategies(run, cfg, ("windowsmith", "sticky"), tmp_path)
     ws_run, sticky = got["windowsmith"], got["sticky"]
     assert ws_run.error is None and sticky.error is None
     assert forced and any(masked)

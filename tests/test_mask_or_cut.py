@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 import windowsmith as ws
-from conftest import DATA, needs_data, with_screenshots
+from conftest import DATA, needs_data, replay_strategies, with_screenshots
 from windowsmith.bench.metrics import prepare
-from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import BenchConfig, make_strategy
+from windowsmith.bench.strategies import BenchConfig
 from windowsmith.compaction import economics, mask
 from windowsmith.registry import load_registry
 from windowsmith.traces import load_traces
@@ -39,13 +38,7 @@ def test_a_batch_that_rewrites_much_for_little_near_the_threshold_waits_for_the_
         return decisions[-1]
 
     monkeypatch.setattr(mask, "cut_makes_room_cheaper", spy)
-    got = {}
-    for name in ("windowsmith", "sticky"):
-        s = make_strategy(name, cfg, tmp_dir=str(tmp_path))
-        try:
-            got[name] = run_strategy(run, s)
-        finally:
-            s.close()
+    got = replay_strategies(run, cfg, ("windowsmith", "sticky"), tmp_path)
     ws_run, sticky = got["windowsmith"], got["sticky"]
     assert ws_run.error is None and sticky.error is None
     assert True in decisions  # batches near the threshold were declined: the cut made that room
