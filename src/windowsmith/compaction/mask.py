@@ -497,17 +497,14 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     cached_upto = max(state.first_compactable_unit(), state.fold_end() or 0)  # (the fold breakpoint: plan_cache)
     first = rewrite_from(edits, p.spec, cached_upto) if edits else 0
     # the raw tokens the batch re-writes, from ``first`` to the end (the mask cost model's and the cut comparison's)
-    after_raw = 0 if not edits else (p.prefix[-1] - p.prefix[first]) if p.prefix is not None and first < len(p.prefix) \
-        else sum(p.counts[first:])
-    if edits:
-        # what the call re-writes anyway (the thinking a user message strips, economics.forced_rewrite_from) is not
-        # the batch's to pay: from there on the cache holds nothing whether the batch runs or not
-        forced = forced_rewrite_from(state, p.counter)
-        if forced is not None and forced < len(p.counts):
-            after_raw -= (p.prefix[-1] - p.prefix[max(first, forced)]) if p.prefix is not None and forced < len(p.prefix) \
-                else sum(p.counts[max(first, forced):])
+    after_raw = p.raw_from(first) if edits else 0
+    # what the call re-writes anyway (the thinking a user message strips, economics.forced_rewrite_from) is not the
+    # batch's to pay: from there on the cache holds nothing whether the batch runs or not
+    forced = forced_rewrite_from(state, p.counter) if edits else None
+    if forced is not None and forced < len(p.counts):
+        after_raw -= p.raw_from(max(first, forced))
     pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
-                                saved_raw=saved_raw, after_raw=after_raw, cached_upto=cached_upto)
+                                saved_raw=saved_raw, after_raw=after_raw)
     pressure = size >= cfg.mask_at * avail
     # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
     # when the alternative is a summary), so the cache prefix breaks every few turns at most

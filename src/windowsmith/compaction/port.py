@@ -60,6 +60,12 @@ class Pass:
     def scale(self) -> float:
         return self.counter.scale
 
+    def raw_from(self, unit: int) -> int:
+        """Raw tokens of the units from ``unit`` to the end (the prefix sums when the history layer kept them)."""
+        if self.prefix is not None and unit < len(self.prefix):
+            return self.prefix[-1] - self.prefix[unit]
+        return sum(self.counts[unit:])
+
     @property
     def urgent(self) -> bool:
         """Compaction was asked for (on demand, or after a provider overflow): thresholds do not apply."""
