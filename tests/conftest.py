@@ -117,7 +117,7 @@ def with_screenshots(messages: tuple[ws.Message, ...]) -> tuple[ws.Message, ...]
     for i, m in enumerate(messages):
         if m.role == "tool":
             m = ws.Message("tool", tuple(ws.ToolResult(r.call_id, (*r.content, ws.Image(url=f"https://shots.invalid/{i}.png")),
-                                                       is_error=r.is_error) for r in m.tool_results))
+                                                       r.is_error, r.name) for r in m.tool_results))
         out.append(m)
     return tuple(out)
 

@@ -77,6 +77,7 @@ def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_
     cfg = BenchConfig.make(load_registry().get("claude-sonnet-4-5"), 32_000)
     forced: list[int] = []
     masked: list[bool] = []
+    at_break: list[bool] = []  # per pass that folded: whether the call re-wrote the cache anyway
 
     def spy(state: Any, counter: Any) -> int | None:
         f = economics.forced_rewrite_from(state, counter)
@@ -87,8 +88,11 @@ def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_
     real = mask.run_mask
 
     def watch(p: Any, planner: Any, size: int) -> int:
+        before = len(forced)
         out = real(p, planner, size)
         masked.append(out < size)
+        if out < size:
+            at_break.append(len(forced) > before)
         return out
 
     monkeypatch.setattr(mask, "forced_rewrite_from", spy)
@@ -98,6 +102,7 @@ def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_
     ws_run, sticky = got["windowsmith"], got["sticky"]
     assert ws_run.error is None and sticky.error is None
     assert forced and any(masked)
+    assert any(at_break), at_break  # a batch ran on a call whose cache broke anyway
     assert ws_run.cost_usd < sticky.cost_usd
     assert ws_run.strict_hits == ws_run.targets >= sticky.strict_hits
     assert ws_run.over_window == 0 and ws_run.blind_calls == 0
