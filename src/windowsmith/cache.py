@@ -6,9 +6,15 @@ first request, which a compaction never rewrites, so a cut re-writes only what f
 emergency stage's summary message, which a deferred cut leaves as it is), the folds (``NeutralRequest.fold``:
 the history through its newest folded exchange, which the next mask batch leaves as it is, since it folds later
 exchanges and a fold is never folded again: without it every batch re-wrote the folds too) and the newest
-message whose rendering will not change on the next turn. When fewer are allowed, the newest message
-and the head win, then the carry and the folds, then the earlier ones (a later breakpoint also covers everything
-before it; earlier ones only help when later content changes: the head's prefix covers system and tools).
+message whose rendering will not change on the next turn. Where the provider strips the thinking of the replies
+before the newest user message (Anthropic, Claude before Opus 4.5: ``TokenCounter.stripped_before``), one more goes
+at the end of the newest user message that is not a tool result, when a reply after it carries thinking (the
+turn): the next user message strips that thinking, so the request differs from the cached one from the first of
+those replies on and, without a breakpoint before them, read nothing past the previous one (the system prompt in a
+session with no cut): every answer of the user re-wrote the whole history. When fewer are allowed, the newest
+message and the turn win, then the head, the carry and the folds, then the earlier ones (a later breakpoint also
+covers everything before it; earlier ones only help when later content changes: the head's prefix covers system and
+tools).
 
 The newest-message rule: if the dynamic tail is prepended to the final user message, that message
 will look different next turn (it will have no tail), so the breakpoint goes on the message before
@@ -17,11 +23,26 @@ it; otherwise it goes on the final message (the tail, if any, is a separate trai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from .model import Message
 from .request import CachePlan, NeutralRequest
 from .tokens import TokenCounter
 
 
-def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
+def turn_end(messages: Sequence[Message], counter: TokenCounter) -> int | None:
+    """The index of the newest user message that is not a tool result, when the provider strips the thinking of the
+    replies before the newest such message (``counter.thinking == "current_turn"``) and a reply after it carries
+    thinking this format sends: the message a turn breakpoint ends. None otherwise."""
+    s = counter.stripped_before(messages)
+    if s <= 0 or not any(counter.raw_thinking(m) for m in messages[s + 1:]):
+        return None
+    return s
+
+
+def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, counter: TokenCounter | None = None) -> CachePlan:
+    """Where ``req``'s cache breakpoints go (see the module docstring). ``counter``: the request's counter, whose
+    thinking rule places the turn breakpoint (:func:`turn_end`; without it, none)."""
     msg_idx: int | None
     n = len(req.messages)
     if n == 0:
@@ -46,8 +67,13 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
     head_idx = end_of(req.head, 0)
     carry_idx = end_of(req.carry, req.head)
     fold_idx = end_of(req.fold, max(req.head, req.carry))
+    turn = turn_end(req.messages, counter) if counter is not None else None
+    turn_idx = end_of(turn + 1, 0) if turn is not None else None
+    if turn_idx in (head_idx, carry_idx, fold_idx):
+        turn_idx = None  # (a breakpoint there already)
     wanted = [
         ("message", msg_idx is not None),
+        ("turn", turn_idx is not None),
         ("head", head_idx is not None),
         ("carry", carry_idx is not None),
         ("fold", fold_idx is not None),
@@ -70,6 +96,7 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
         head_index=head_idx if "head" in chosen else None,
         carry_index=carry_idx if "carry" in chosen else None,
         fold_index=fold_idx if "fold" in chosen else None,
+        turn_index=turn_idx if "turn" in chosen else None,
     )
 
 
@@ -94,4 +121,4 @@ def prefix_tokens(req: NeutralRequest, counter: TokenCounter, history_raw: int |
     return counter.scaled(raw)
 
 
-__all__ = ["plan_cache", "prefix_tokens"]
+__all__ = ["plan_cache", "prefix_tokens", "turn_end"]

@@ -100,7 +100,8 @@ def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[int]:
         out.append(sys_end)
     if plan.session:
         out.append(ses_end)
-    ends = [i + 1 for i in (plan.head_index, plan.carry_index, plan.fold_index, plan.message_index) if i is not None]
+    ends = [i + 1 for i in (plan.head_index, plan.carry_index, plan.fold_index, plan.turn_index, plan.message_index)
+            if i is not None]
     if ends:
         # billed: the thinking the provider strips is not part of the prompt it caches (one pass to the last end)
         stripped = counter.stripped_before(req.messages)

@@ -44,7 +44,10 @@ class CachePlan:
     ``carry_index``: the last message of the carry after the head (the summary message of the emergency stage's
     work log and index), when a cut may leave it as it is (``NeutralRequest.carry``): such a cut re-writes only
     what follows it. ``fold_index``: the last message of the history's folded exchanges (``NeutralRequest.fold``),
-    which the next mask batch leaves as they are: such a batch re-writes only what follows them.
+    which the next mask batch leaves as they are: such a batch re-writes only what follows them. ``turn_index``: the
+    newest user message that is not a tool result, when replies after it carry thinking the provider strips once
+    the user speaks again (Anthropic's rule for Claude before Opus 4.5): the next user message re-writes only what
+    follows it.
     """
 
     tools: bool = False
@@ -54,6 +57,7 @@ class CachePlan:
     head_index: int | None = None
     carry_index: int | None = None
     fold_index: int | None = None
+    turn_index: int | None = None
 
     @property
     def count(self) -> int:
@@ -62,11 +66,12 @@ class CachePlan:
     @property
     def names(self) -> tuple[str, ...]:
         """The breakpoints placed, in cache order: ``tools``, ``system``, ``session``, ``head``, ``carry``,
-        ``fold``, ``message`` (what a pack's manifest lists under ``cache.marks``)."""
+        ``fold``, ``turn``, ``message`` (what a pack's manifest lists under ``cache.marks``)."""
         return tuple(name for name, on in (
             ("tools", self.tools), ("system", self.system), ("session", self.session),
             ("head", self.head_index is not None), ("carry", self.carry_index is not None),
-            ("fold", self.fold_index is not None), ("message", self.message_index is not None)) if on)
+            ("fold", self.fold_index is not None), ("turn", self.turn_index is not None),
+            ("message", self.message_index is not None)) if on)
 
 
 class Lineage:

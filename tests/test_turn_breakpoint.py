@@ -1,0 +1,124 @@
+"""The turn breakpoint (``cache.turn_end``): where the provider strips the thinking of the replies before the newest
+user message (Claude before Opus 4.5), a cache breakpoint ends that message while replies after it carry thinking,
+so the user's next message re-writes only those replies, not the whole history before them."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import pytest
+
+import windowsmith as ws
+from conftest import DATA, needs_data, replay_strategies
+from windowsmith.bench.metrics import prepare
+from windowsmith.bench.strategies import BenchConfig
+from windowsmith.cache import plan_cache, turn_end
+from windowsmith.costs import call_cost
+from windowsmith.model import Thinking
+from windowsmith.registry import load_registry
+from windowsmith.render import get_renderer
+from windowsmith.traces import load_traces
+
+
+def thought(text: str) -> Thinking:
+    return Thinking(provider="anthropic", data={"type": "thinking", "thinking": text, "signature": "c2ln"}, text=text)
+
+
+def lookup(s: ws.Session, i: int, *, think: bool = True) -> None:
+    """One exchange: a lookup (with thinking or not) and its result."""
+    call = ws.ToolCall(f"c{i}", "get_reservation_details", {"reservation_id": f"R{i:05d}"})
+    s.add(ws.Message("assistant", (thought(f"Reservation {i} first, then answer the customer. " * 12), call)
+                     if think else (call,)))
+    s.tool_result(f"c{i}", json.dumps({"reservation_id": f"R{i:05d}", "origin": "JFK", "destination": "SEA",
+                                       "flights": [{"flight": f"HAT{i * 7 + k:03d}", "date": f"2024-05-{k + 1:02d}",
+                                                    "status": "landed"} for k in range(20)]}))
+
+
+def answer(s: ws.Session, text: str, *, think: bool = True) -> None:
+    s.add(ws.Message("assistant", (thought("Tell the customer what I found. " * 10), ws.Text(text)) if think
+                     else (ws.Text(text),)))
+
+
+def conversation(s: ws.Session, *, think: bool = True) -> None:
+    s.user("I want to cancel one of my reservations, R00001 or R00002.")
+    lookup(s, 1, think=think)
+    lookup(s, 2, think=think)
+    answer(s, "Both are to SEA. Which one should I cancel?", think=think)
+    s.user("R00002, the later one.")
+    lookup(s, 3, think=think)
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gpt-4o"])
+def test_the_breakpoint_ends_the_newest_user_message_where_the_provider_strips_thinking(tmp_path, model):
+    with ws.Engine(model=model, store=tmp_path / "w.db", window=64_000) as e:
+        s = e.session("s")
+        conversation(s)
+        req = s.build().neutral
+        users = [i for i, m in enumerate(req.messages) if m.role == "user" and not m.tool_results]
+        if model == "gpt-4o":  # no thinking rule, no breakpoints: the plan is for accounting
+            assert req.cache.turn_index is None
+            return
+        assert req.cache.turn_index == users[-1] and req.messages[users[-1]].text == "R00002, the later one."
+        assert "turn" in req.cache.names and len(req.cache.names) <= e.spec.max_breakpoints
+        body = get_renderer("anthropic").render(req).request
+        marked = [b.get("text") or b.get("type") for m in body["messages"] for b in m["content"] if "cache_control" in b]
+        assert "R00002, the later one." in marked  # the renderer marks the message's last block
+        assert len(re.findall("cache_control", json.dumps(body))) <= 4
+
+
+def test_no_turn_breakpoint_without_thinking_after_the_user_message_or_without_a_counter(tmp_path):
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=64_000) as e:
+        s = e.session("plain")
+        conversation(s, think=False)
+        assert s.build().neutral.cache.turn_index is None
+        t = e.session("thinking")
+        conversation(t)
+        req = t.build().neutral
+        counter = t.counter("anthropic")
+        assert turn_end(req.messages, counter) == req.cache.turn_index is not None
+        assert plan_cache(req, e.spec.max_breakpoints).turn_index is None  # the bench's peers: no counter given
+        t.user("Thanks, that is all.")  # the newest message is the user's: nothing after it to strip yet
+        assert t.build().neutral.cache.turn_index is None
+
+
+def test_the_users_next_message_reads_the_history_through_the_previous_one(tmp_path):
+    """Priced as the yardstick prices it (``costs.call_cost``): the request after the customer's answer reads from cache
+    everything through the customer's previous message; planned without the turn breakpoint (what a peer sends) it
+    reads only what the previous request's earlier breakpoints cover, and writes the rest again."""
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=64_000) as e:
+        s = e.session("s")
+        conversation(s)
+        answer(s, "R00002 is cancelled.")
+        counter = s.counter("anthropic")
+        spec = e.spec
+        prev = s.build().neutral
+        s.user("Can you also check R00004?")
+        cur = s.build().neutral
+        at = prev.cache.turn_index
+        assert at is not None
+        cost, _ = call_cost(spec, "anthropic", prev, cur, counter, prompt_tokens=counter.request(cur))
+        head = counter.request(replace(cur, messages=cur.messages[:at + 1], tail=None))
+        assert cost.cache_read_tokens >= head - 16  # (per-request overheads aside)
+        bare = [replace(r, cache=plan_cache(r, spec.max_breakpoints)) for r in (prev, cur)]
+        without, _ = call_cost(spec, "anthropic", bare[0], bare[1], counter, prompt_tokens=counter.request(cur))
+        assert without.cache_read_tokens < cost.cache_read_tokens
+        assert without.cache_write_tokens > cost.cache_write_tokens
+        assert without.usd > cost.usd
+
+
+@needs_data
+def test_a_real_conversation_with_thinking_costs_less_than_the_full_history_it_keeps(tmp_path):
+    """A real airline run of Claude with thinking (tau2-bench, dev) at 32K, where nothing needs compacting: every
+    answer of the customer re-wrote the whole history after the system prompt, so windowsmith cost what `full` costs
+    ($0.1148); with the turn breakpoint each answer re-writes only the replies since the previous one ($0.1056), and
+    every target is kept."""
+    path = next((DATA / "tau2-bench").glob("claude-sonnet-4-5_airline*"))
+    run = prepare(next(t for t in load_traces(path) if t.id.endswith("eddfda46-ca79-482b-a91b-74f44e6115eb")))
+    cfg = BenchConfig.make(load_registry().get("claude-sonnet-4-5"), 32_000)
+    got = replay_strategies(run, cfg, ("windowsmith", "full"), tmp_path)
+    ws_run, full = got["windowsmith"], got["full"]
+    assert ws_run.strict == full.strict == ws_run.recall_calls  # every target of every call
+    assert ws_run.cost_usd < full.cost_usd * 0.95
+    assert ws_run.cache_write_tokens < full.cache_write_tokens
