@@ -6,6 +6,7 @@ an absolute path; tests that need it skip when it is absent.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -108,6 +109,24 @@ def replay_strategies(run: Any, cfg: Any, names: tuple[str, ...], tmp_path: Path
         finally:
             s.close()
     return got
+
+
+def thought(text: str) -> ws.Thinking:
+    """An Anthropic thinking block (a made-up signature: the bench and the engine never check it)."""
+    return ws.Thinking(provider="anthropic", data={"type": "thinking", "thinking": text, "signature": "c2ln"}, text=text)
+
+
+def lookup(s: ws.Session, i: int, *, think: bool = True, flights: int = 0) -> None:
+    """One exchange of a customer-service agent: it thinks (or not) and looks up reservation ``i``; the result lists
+    ``flights`` flights besides the route."""
+    call = ws.ToolCall(f"c{i}", "get_reservation_details", {"reservation_id": f"R{i:05d}"})
+    s.add(ws.Message("assistant", (thought(f"Look up reservation {i} before answering, carefully. " * 8), call)
+                     if think else (call,)))
+    result: dict[str, Any] = {"reservation_id": f"R{i:05d}", "origin": "JFK", "destination": "SEA"}
+    if flights:
+        result["flights"] = [{"flight": f"HAT{i * 7 + k:03d}", "date": f"2024-05-{k + 1:02d}", "status": "landed"}
+                             for k in range(flights)]
+    s.tool_result(f"c{i}", json.dumps(result))
 
 
 def with_screenshots(messages: tuple[ws.Message, ...]) -> tuple[ws.Message, ...]:

@@ -4,7 +4,6 @@ nothing from the first of those the previous request sent."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
@@ -13,26 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
-from conftest import DATA, needs_data, replay_strategies, with_screenshots
+from conftest import DATA, lookup, needs_data, replay_strategies, thought, with_screenshots
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.strategies import BenchConfig
 from windowsmith.compaction import economics, mask
 from windowsmith.costs import shared_prefix_tokens
-from windowsmith.model import Thinking
 from windowsmith.registry import load_registry
 from windowsmith.traces import load_traces
-
-
-def thought(text: str) -> Thinking:
-    return Thinking(provider="anthropic", data={"type": "thinking", "thinking": text, "signature": "c2ln"}, text=text)
-
-
-def turn(s: ws.Session, i: int, *, think: bool = True) -> None:
-    """One exchange with thinking: a lookup and its result."""
-    call = ws.ToolCall(f"c{i}", "get_reservation_details", {"reservation_id": f"R{i:05d}"})
-    s.add(ws.Message("assistant", (thought(f"Look up reservation {i} before answering, carefully. " * 8), call)
-                     if think else (call,)))
-    s.tool_result(f"c{i}", json.dumps({"reservation_id": f"R{i:05d}", "origin": "JFK", "destination": "SEA"}))
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gpt-4o"])
@@ -42,8 +28,8 @@ def test_the_rewrite_a_user_message_forces_starts_at_the_first_reply_the_cache_h
     with ws.Engine(model=model, store=tmp_path / "w.db", window=64_000) as e:
         s = e.session("s")
         s.user("Cancel my reservation booked for May 17.")
-        turn(s, 1)
-        turn(s, 2)
+        lookup(s, 1)
+        lookup(s, 2)
         counter = s.counter(e.spec.default_format)
         assert economics.forced_rewrite_from(s.state, counter) is None  # only results since the last reply
         prev = s.build().neutral
@@ -59,7 +45,7 @@ def test_the_rewrite_a_user_message_forces_starts_at_the_first_reply_the_cache_h
         # the billed shared prefix ends exactly before that unit's message: the pinned request and nothing more
         head = shared_prefix_tokens(prev, replace(cur, messages=cur.messages[:1]), counter)
         assert shared_prefix_tokens(prev, cur, counter) == head
-        turn(s, 3)  # a lookup after the user's answer: nothing new is stripped
+        lookup(s, 3)  # a lookup after the user's answer: nothing new is stripped
         assert economics.forced_rewrite_from(s.state, counter) is None
 
 
@@ -126,7 +112,7 @@ def test_the_forced_rewrite_is_where_the_billed_prefix_ends_in_any_conversation(
         prev = s.build().neutral
         for k, (kind, think) in enumerate(steps):
             if kind == "lookup":
-                turn(s, k, think=think)
+                lookup(s, k, think=think)
             else:
                 s.add(ws.Message("assistant", (thought(f"Answer the customer, step {k}. " * 4), ws.Text(f"Done {k}."))
                                  if think else (ws.Text(f"Done {k}."),)))

@@ -11,29 +11,14 @@ from dataclasses import replace
 import pytest
 
 import windowsmith as ws
-from conftest import DATA, needs_data, replay_strategies
+from conftest import DATA, lookup, needs_data, replay_strategies, thought
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.strategies import BenchConfig
 from windowsmith.cache import plan_cache, turn_end
 from windowsmith.costs import call_cost
-from windowsmith.model import Thinking
 from windowsmith.registry import load_registry
 from windowsmith.render import get_renderer
 from windowsmith.traces import load_traces
-
-
-def thought(text: str) -> Thinking:
-    return Thinking(provider="anthropic", data={"type": "thinking", "thinking": text, "signature": "c2ln"}, text=text)
-
-
-def lookup(s: ws.Session, i: int, *, think: bool = True) -> None:
-    """One exchange: a lookup (with thinking or not) and its result."""
-    call = ws.ToolCall(f"c{i}", "get_reservation_details", {"reservation_id": f"R{i:05d}"})
-    s.add(ws.Message("assistant", (thought(f"Reservation {i} first, then answer the customer. " * 12), call)
-                     if think else (call,)))
-    s.tool_result(f"c{i}", json.dumps({"reservation_id": f"R{i:05d}", "origin": "JFK", "destination": "SEA",
-                                       "flights": [{"flight": f"HAT{i * 7 + k:03d}", "date": f"2024-05-{k + 1:02d}",
-                                                    "status": "landed"} for k in range(20)]}))
 
 
 def answer(s: ws.Session, text: str, *, think: bool = True) -> None:
@@ -43,11 +28,11 @@ def answer(s: ws.Session, text: str, *, think: bool = True) -> None:
 
 def conversation(s: ws.Session, *, think: bool = True) -> None:
     s.user("I want to cancel one of my reservations, R00001 or R00002.")
-    lookup(s, 1, think=think)
-    lookup(s, 2, think=think)
+    lookup(s, 1, think=think, flights=20)
+    lookup(s, 2, think=think, flights=20)
     answer(s, "Both are to SEA. Which one should I cancel?", think=think)
     s.user("R00002, the later one.")
-    lookup(s, 3, think=think)
+    lookup(s, 3, think=think, flights=20)
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-4-5", "gpt-4o"])
