@@ -1,4 +1,4 @@
-"""The turn breakpoint (``cache.turn_end``): where the provider strips the thinking of the replies before the newest
+"""The turn breakpoint (``NeutralRequest.turn``, marked by the history layer; ``cache.plan_cache``): where the provider strips the thinking of the replies before the newest
 user message (Claude before Opus 4.5), a cache breakpoint ends that message while replies after it carry thinking,
 so the user's next message re-writes only those replies, not the whole history before them."""
 
@@ -14,10 +14,11 @@ import windowsmith as ws
 from conftest import DATA, lookup, needs_data, replay_strategies, thought
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.strategies import BenchConfig
-from windowsmith.cache import plan_cache, turn_end
+from windowsmith.cache import plan_cache
 from windowsmith.costs import call_cost
 from windowsmith.registry import load_registry
 from windowsmith.render import get_renderer
+from windowsmith.tokens import TokenCounter
 from windowsmith.traces import load_traces
 
 
@@ -53,7 +54,7 @@ def test_the_breakpoint_ends_the_newest_user_message_where_the_provider_strips_t
         assert len(re.findall("cache_control", json.dumps(body))) <= 4
 
 
-def test_no_turn_breakpoint_without_thinking_after_the_user_message_or_without_a_counter(tmp_path):
+def test_no_turn_breakpoint_without_thinking_after_the_user_message_or_in_a_peers_request(tmp_path):
     with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=64_000) as e:
         s = e.session("plain")
         conversation(s, think=False)
@@ -62,8 +63,10 @@ def test_no_turn_breakpoint_without_thinking_after_the_user_message_or_without_a
         conversation(t)
         req = t.build().neutral
         counter = t.counter("anthropic")
-        assert turn_end(req.messages, counter) == req.cache.turn_index is not None
-        assert plan_cache(req, e.spec.max_breakpoints).turn_index is None  # the bench's peers: no counter given
+        # the history layer's incremental counts name the message the provider's rule names on the whole request
+        assert counter.stripped_before(req.messages) == req.cache.turn_index is not None
+        peer = replace(req, turn=0)  # a request the bench builds for a peer: no turn marked
+        assert plan_cache(peer, e.spec.max_breakpoints).turn_index is None
         t.user("Thanks, that is all.")  # the newest message is the user's: nothing after it to strip yet
         assert t.build().neutral.cache.turn_index is None
 
@@ -86,11 +89,32 @@ def test_the_users_next_message_reads_the_history_through_the_previous_one(tmp_p
         cost, _ = call_cost(spec, "anthropic", prev, cur, counter, prompt_tokens=counter.request(cur))
         head = counter.request(replace(cur, messages=cur.messages[:at + 1], tail=None))
         assert cost.cache_read_tokens >= head - 16  # (per-request overheads aside)
-        bare = [replace(r, cache=plan_cache(r, spec.max_breakpoints)) for r in (prev, cur)]
+        bare = [replace(r, turn=0, cache=plan_cache(replace(r, turn=0), spec.max_breakpoints)) for r in (prev, cur)]
         without, _ = call_cost(spec, "anthropic", bare[0], bare[1], counter, prompt_tokens=counter.request(cur))
         assert without.cache_read_tokens < cost.cache_read_tokens
         assert without.cache_write_tokens > cost.cache_write_tokens
         assert without.usd > cost.usd
+
+
+def test_a_build_marks_the_turn_without_walking_the_session(tmp_path, monkeypatch):
+    """The history layer marks the turn from the counts it keeps as the log grows (``HistoryLayer._turn_meta``): a
+    build of a thinking agent's session does not walk its messages for the user's newest one (the provider's rule,
+    ``TokenCounter.stripped_before``, is O(messages): a coding agent's one task message is at the start)."""
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=64_000) as e:
+        s = e.session("s")
+        conversation(s)
+        s.build()
+        walks: list[int] = []
+        real = TokenCounter.stripped_before
+
+        def counted(self: TokenCounter, messages: object) -> int:
+            walks.append(1)
+            return real(self, messages)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(TokenCounter, "stripped_before", counted)
+        lookup(s, 4, flights=20)
+        req = s.build().neutral
+        assert req.cache.turn_index is not None and not walks
 
 
 @needs_data

@@ -313,6 +313,7 @@ def assemble(
         head=int(history.meta.get("head", 0)) if history is not None else 0,
         carry=int(history.meta.get("carry", 0)) if history is not None else 0,
         fold=int(history.meta.get("fold", 0)) if history is not None else 0,
+        turn=int(history.meta.get("turn", 0)) if history is not None else 0,
     )
     return Assembly(req, budget, usage, actions, total, history, refs, guidance, counted)
 

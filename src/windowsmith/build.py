@@ -217,7 +217,7 @@ class Builder:
             self._check_history(asm, counter)
         asm.actions[:0] = actions
         req = asm.request
-        req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints, counter))
+        req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
         renderer = eng.renderer(fmt)
         restored = self.bodies.restore(renderer, req)  # the body an earlier process stored, if it renders req's
         if restored:

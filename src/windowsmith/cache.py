@@ -9,7 +9,7 @@ exchanges and a fold is never folded again: without it every batch re-wrote the 
 message whose rendering will not change on the next turn. Where the provider strips the thinking of the replies
 before the newest user message (Anthropic, Claude before Opus 4.5: ``TokenCounter.stripped_before``), one more goes
 at the end of the newest user message that is not a tool result, when a reply after it carries thinking (the
-turn): the next user message strips that thinking, so the request differs from the cached one from the first of
+turn, ``NeutralRequest.turn``, which the history layer marks from the counts it keeps): the next user message strips that thinking, so the request differs from the cached one from the first of
 those replies on and, without a breakpoint before them, read nothing past the previous one (the system prompt in a
 session with no cut): every answer of the user re-wrote the whole history. When fewer are allowed, the newest
 message and the turn win, then the head, the carry and the folds, then the earlier ones (a later breakpoint also
@@ -23,26 +23,12 @@ it; otherwise it goes on the final message (the tail, if any, is a separate trai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from .model import Message
 from .request import CachePlan, NeutralRequest
 from .tokens import TokenCounter
 
 
-def turn_end(messages: Sequence[Message], counter: TokenCounter) -> int | None:
-    """The index of the newest user message that is not a tool result, when the provider strips the thinking of the
-    replies before the newest such message (``counter.thinking == "current_turn"``) and a reply after it carries
-    thinking this format sends: the message a turn breakpoint ends. None otherwise."""
-    s = counter.stripped_before(messages)
-    if s <= 0 or not any(counter.raw_thinking(m) for m in messages[s + 1:]):
-        return None
-    return s
-
-
-def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, counter: TokenCounter | None = None) -> CachePlan:
-    """Where ``req``'s cache breakpoints go (see the module docstring). ``counter``: the request's counter, whose
-    thinking rule places the turn breakpoint (:func:`turn_end`; without it, none)."""
+def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
+    """Where ``req``'s cache breakpoints go (see the module docstring)."""
     msg_idx: int | None
     n = len(req.messages)
     if n == 0:
@@ -67,8 +53,7 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, counter: TokenCoun
     head_idx = end_of(req.head, 0)
     carry_idx = end_of(req.carry, req.head)
     fold_idx = end_of(req.fold, max(req.head, req.carry))
-    turn = turn_end(req.messages, counter) if counter is not None else None
-    turn_idx = end_of(turn + 1, 0) if turn is not None else None
+    turn_idx = end_of(req.turn, 0)
     if turn_idx in (head_idx, carry_idx, fold_idx):
         turn_idx = None  # (a breakpoint there already)
     wanted = [
@@ -121,4 +106,4 @@ def prefix_tokens(req: NeutralRequest, counter: TokenCounter, history_raw: int |
     return counter.scaled(raw)
 
 
-__all__ = ["plan_cache", "prefix_tokens", "turn_end"]
+__all__ = ["plan_cache", "prefix_tokens"]

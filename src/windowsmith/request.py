@@ -116,6 +116,9 @@ class NeutralRequest:
     head: int = 0  # leading messages that compaction never rewrites (the pinned request): a cache breakpoint may end them
     carry: int = 0  # leading messages through the carried summary message, which a cut may leave as it is (or 0)
     fold: int = 0  # leading messages through the newest folded unit, which the next mask batch leaves as they are (or 0)
+    #: leading messages through the user's newest message, when the provider strips the thinking of the replies after it
+    #: at the user's next message and one of them carries thinking (or 0): the next user message re-writes only what follows
+    turn: int = 0
 
     @property
     def system_text(self) -> str:

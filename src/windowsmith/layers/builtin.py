@@ -226,6 +226,20 @@ class HistoryLayer(Layer):
         last = users[-1] if users else -1
         return tprefix[last] - tprefix[lo] if last > lo else 0
 
+    def _turn_meta(self, state: SessionState, counter: TokenCounter, n_messages: int, lo: int) -> dict[str, int]:
+        """The history item's ``turn``: its leading messages through the newest user message that is not a tool
+        result (the first message of the newest unit that opens with one), when the provider strips the thinking of
+        the replies before such a message and a reply since carries thinking (``cache.plan_cache``'s turn
+        breakpoint); nothing when that unit is not visible (from ``lo``) or is the first. From the counts
+        :meth:`unit_counts` keeps (call it first with the same counter): O(1), no walk of the session."""
+        if counter.thinking != "current_turn" or id(counter) not in self._thinking:
+            return {}
+        tprefix, users = self._thinking[id(counter)]
+        last = users[-1] if users else 0
+        if last < max(lo, 1) or tprefix[-1] <= tprefix[last]:
+            return {}
+        return {"turn": n_messages - (len(state.view) - state.unit_start[last]) + 1}
+
     def stripped(self, counter: TokenCounter) -> tuple[Sequence[int], int]:
         """The thinking prefix sums and how many leading units the provider strips the thinking of (those before
         the newest unit that opens with a user text message, past the first), for :meth:`HistoryFit.billed`;
@@ -258,7 +272,7 @@ class HistoryLayer(Layer):
             # the pinned request leads the history and no compaction rewrites it: a cache breakpoint may end it; the
             # summary message after it (the carry) stays as it is through a cut that defers its refresh: another may
             meta={**_head_meta(state, state.summary_message is not None and bool(summary)),
-                  **_fold_meta(state, messages)},
+                  **_fold_meta(state, messages), **self._turn_meta(state, counter, len(messages), lo)},
         )
         note = usage_note(ctx, raw)
         if note is not None:
@@ -415,7 +429,8 @@ class HistoryLayer(Layer):
             return None  # the assembler drops it and the build refuses it (history_blocked names the message)
         dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
         # the folds' end is a position in the unshrunk view: what this fit cut or shrank may have moved it
-        meta = {k: v for k, v in item.meta.items() if k != "fold" and not (carry_left_out and k == "carry")}
+        meta = {k: v for k, v in item.meta.items() if k not in ("fold", "turn") and not (carry_left_out and k == "carry")}
+        meta.update(self._turn_meta(state, counter, len(messages), new_lo))  # (counted from the end: still true)
         return replace(item, content=messages, raw_tokens=raw, lineage=None, meta=meta, fit=replace(
             fit,
             carry_left_out=carry_left_out,
