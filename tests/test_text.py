@@ -160,3 +160,4 @@ def test_an_identifier_index_leaves_out_what_a_json_record_holds_only_as_keys():
     assert json_keys_only("address1: x", ["address1"]) == set()  # not JSON
     assert json_keys_only("\n  " + record, ["zip", "20307"]) == {"zip"}  # JSON after leading whitespace
     assert json_keys_only('x {"zip": 1}', ["zip"]) == set()  # JSON inside text is not a JSON text
+

@@ -426,6 +426,39 @@ def acts(reply: Message) -> bool:
     return ACTION_RE.search(reply.text) is not None
 
 
+#: characters of an acting reply's line (:func:`action_line`) its action keeps before its reasoning's head
+ACTION_LINE_CHARS = 80
+
+
+def action_line(reply: Message, chars: int) -> str | None:
+    """One line of at most ``chars`` characters for an assistant reply that acts in its text (:func:`acts`) and is
+    longer than that: the head of its reasoning, then its action (the last fenced block, ``Action:`` line or action
+    tag, fences and language tag left out), which a head alone cuts off: the command a text-protocol agent ran is at
+    the end of its reply (mini-swe-agent's ``THOUGHT: …`` then a ```` ```bash ```` block). None for any other message."""
+    text = reply.text
+    starts = [m.start() for m in ACTION_RE.finditer(text)]
+    if reply.role != "assistant" or not starts:
+        return None
+    flat = " ".join(text.split())
+    if len(flat) <= chars:
+        return None
+    # the last action: a fence's opening one (a closing fence ends the block the line shows)
+    at = starts[-2] if text.startswith("```", starts[-1]) and len(starts) > 1 and text.startswith("```", starts[-2]) \
+        else starts[-1]
+    action = text[at:]
+    if action.startswith("```"):
+        body = action[3:].split("```", 1)[0]
+        first, _, rest = body.partition("\n")
+        action = rest if rest and (not first.strip() or first.strip().isidentifier()) else body
+    action = " ".join(action.split())
+    head = " ".join(text[:at].split())
+    keep = min(len(action), max(chars - 24, ACTION_LINE_CHARS))
+    action = action if len(action) <= keep else action[:keep - 1] + "…"
+    room = chars - len(action) - 3
+    head = head if len(head) <= room else (head[:room - 1] + "…" if room > 1 else "")
+    return f"{head} ⟶ {action}" if head else action
+
+
 def compact_json(text: str) -> str | None:
     """``text`` re-serialized without insignificant whitespace when it is a JSON object or array and that
     is shorter; else None. Key order, values and non-ASCII characters are kept as they are."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..assemble import Action
 from ..records import EmergencyRecord
 from ..state import LOG_LINE_CHARS, flat_text
-from ..text import identifiers
+from ..text import action_line, identifiers
 from .economics import cut_mark, fixed_raw
 from .keys import fit_index, mention, message_text, rank_lost
 from .mask import TurnNumbers, fold_line, is_exchange, logged_results
@@ -192,7 +192,7 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
         else:
             m = u.messages[0]
             t = flat_text(m)
-            shown = t if len(t) <= LOG_LINE_CHARS else t[:LOG_LINE_CHARS - 1] + "…"
+            shown = t if len(t) <= LOG_LINE_CHARS else (action_line(m, LOG_LINE_CHARS) or t[:LOG_LINE_CHARS - 1] + "…")
             # like a fold line, the line keeps the identifiers of what it cut (paths, errors, symbols, ids)
             keys = [k for k in identifiers(m.text, ranked=True) if k not in shown][:WORK_LOG_KEYS] \
                 if len(t) > LOG_LINE_CHARS else []
