@@ -67,7 +67,12 @@ def test_no_turn_breakpoint_without_thinking_after_the_user_message_or_in_a_peer
         assert counter.stripped_before(req.messages) == req.cache.turn_index is not None
         peer = replace(req, turn=0)  # a request the bench builds for a peer: no turn marked
         assert plan_cache(peer, e.spec.max_breakpoints).turn_index is None
-        t.user("Thanks, that is all.")  # the newest message is the user's: nothing after it to strip yet
+        t.user("Thanks, that is all.")  # the newest message is the user's: nothing after it to strip yet, but it
+        # strips the replies before it, so the cache holds the history through the previous user message: the previous
+        # request's turn breakpoint stays one more request (its message breakpoint may be too far after it to find it)
+        assert t.build().neutral.cache.turn_index == req.cache.turn_index
+        t.add(ws.Message("assistant", (ws.Text("You are welcome."),)))
+        t.user("Bye.")  # no reply since the previous user message carried thinking: nothing stripped, no turn
         assert t.build().neutral.cache.turn_index is None
 
 
@@ -131,3 +136,30 @@ def test_a_real_conversation_with_thinking_costs_less_than_the_full_history_it_k
     assert ws_run.strict == full.strict == ws_run.recall_calls  # every target of every call
     assert ws_run.cost_usd < full.cost_usd * 0.95
     assert ws_run.cache_write_tokens < full.cache_write_tokens
+
+
+def test_after_many_thinking_tool_calls_the_users_answer_reads_the_history_through_their_previous_message(tmp_path):
+    """Anthropic finds a cached prefix only at a breakpoint or up to 20 blocks before one (``cache.LOOKBACK_BLOCKS``,
+    priced so by ``costs.call_cost``). Twelve thinking tool calls since the customer's previous message are 36 blocks: the
+    request after the customer's answer, whose message breakpoint is past them, keeps the previous turn breakpoint and
+    reads the history through the previous message; without it, it would read only the system prompt's prefix."""
+    with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=200_000) as e:
+        s = e.session("s")
+        s.system("You are an airline agent. " * 300)
+        s.user("Hi, I need help with my reservations.")
+        answer(s, "Sure, what can I do for you?")
+        s.user("I want to cancel one of my reservations, R00001 or R00002.")
+        for i in range(12):
+            lookup(s, i, flights=5)
+        answer(s, "Which one should I cancel?")
+        counter = s.counter("anthropic")
+        prev = s.build().neutral
+        s.user("R00002, the later one.")
+        cur = s.build().neutral
+        assert cur.cache.turn_index == prev.cache.turn_index == 2  # the customer's previous message
+        cost, _ = call_cost(e.spec, "anthropic", prev, cur, counter, prompt_tokens=counter.request(cur))
+        head = counter.request(replace(cur, messages=cur.messages[:3], tail=None))
+        assert cost.cache_read_tokens >= head - 16
+        bare = replace(cur, turn=0, cache=plan_cache(replace(cur, turn=0), e.spec.max_breakpoints))
+        without, _ = call_cost(e.spec, "anthropic", prev, bare, counter, prompt_tokens=counter.request(cur))
+        assert without.cache_read_tokens < head - 16 and without.usd > cost.usd

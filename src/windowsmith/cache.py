@@ -12,9 +12,16 @@ at the end of the newest user message that is not a tool result, when a reply af
 turn, ``NeutralRequest.turn``, which the history layer marks from the counts it keeps): the next user message strips that thinking, so the request differs from the cached one from the first of
 those replies on and, without a breakpoint before them, read nothing past the previous one (the system prompt in a
 session with no cut): every answer of the user re-wrote the whole history. When fewer are allowed, the newest
-message and the turn win, then the head, the carry and the folds, then the earlier ones (a later breakpoint also
+message, the anchor (below) and the turn win, then the head, the carry and the folds, then the earlier ones (a later breakpoint also
 covers everything before it; earlier ones only help when later content changes: the head's prefix covers system and
 tools).
+
+Anthropic looks for a cached prefix at each breakpoint and at the block boundaries up to 20 blocks before it
+(:data:`LOOKBACK_BLOCKS`), so the message breakpoint, which moves on every call, finds the previous request's only
+when the newest turn is at most that many blocks (content blocks: texts, tool calls, tool results, images). A turn of
+many parallel tool calls and their results is more, and read nothing of the history the previous request cached (a
+re-write of all of it); there one more breakpoint, the anchor, goes at the end of the previous request (its last
+message before the newest assistant message), ranked right after the message breakpoint.
 
 The newest-message rule: if the dynamic tail is prepended to the final user message, that message
 will look different next turn (it will have no tail), so the breakpoint goes on the message before
@@ -25,6 +32,33 @@ from __future__ import annotations
 
 from .request import CachePlan, NeutralRequest
 from .tokens import TokenCounter
+
+#: content blocks before a breakpoint that Anthropic checks for a cached prefix ("about 20 blocks")
+LOOKBACK_BLOCKS = 20
+#: messages looked back over for the newest assistant message (the start of the newest turn)
+ANCHOR_SCAN = 256
+
+
+def message_blocks(m: object) -> int:
+    """Content blocks a message renders to (a text, a thinking block, each tool call, each tool result, each image);
+    at least one."""
+    return max(1, len(getattr(m, "content", ()) or ()))
+
+
+def anchor_index(req: NeutralRequest, msg_idx: int | None) -> int | None:
+    """The last message the previous request sent (the one before the newest assistant message), when the blocks
+    from there to the message breakpoint at ``msg_idx`` are more than :data:`LOOKBACK_BLOCKS`: the provider's lookback
+    from the breakpoint would not reach it. None otherwise (or when there is no earlier turn)."""
+    if msg_idx is None:
+        return None
+    msgs = req.messages
+    blocks = 0
+    for i in range(msg_idx, max(-1, msg_idx - ANCHOR_SCAN), -1):
+        m = msgs[i]
+        blocks += message_blocks(m)
+        if m.role == "assistant":
+            return i - 1 if blocks > LOOKBACK_BLOCKS and i > 0 else None
+    return None
 
 
 def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
@@ -56,8 +90,13 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
     turn_idx = end_of(req.turn, 0)
     if turn_idx in (head_idx, carry_idx, fold_idx):
         turn_idx = None  # (a breakpoint there already)
+    anchor = anchor_index(req, msg_idx)
+    anchor_idx = end_of(anchor + 1, 0) if anchor is not None else None
+    if anchor_idx in (head_idx, carry_idx, fold_idx, turn_idx):
+        anchor_idx = None  # (a breakpoint there already)
     wanted = [
         ("message", msg_idx is not None),
+        ("anchor", anchor_idx is not None),
         ("turn", turn_idx is not None),
         ("head", head_idx is not None),
         ("carry", carry_idx is not None),
@@ -82,6 +121,7 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
         carry_index=carry_idx if "carry" in chosen else None,
         fold_index=fold_idx if "fold" in chosen else None,
         turn_index=turn_idx if "turn" in chosen else None,
+        anchor_index=anchor_idx if "anchor" in chosen else None,
     )
 
 
@@ -106,4 +146,4 @@ def prefix_tokens(req: NeutralRequest, counter: TokenCounter, history_raw: int |
     return counter.scaled(raw)
 
 
-__all__ = ["plan_cache", "prefix_tokens"]
+__all__ = ["LOOKBACK_BLOCKS", "anchor_index", "message_blocks", "plan_cache", "prefix_tokens"]

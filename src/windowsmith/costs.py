@@ -5,7 +5,9 @@ The cached prefix of a request is computed exactly from consecutive requests, in
 
 * Anthropic (explicit breakpoints): a request reads from cache the longest of the previous
   request's breakpoint prefixes that is still a prefix of this one (and at least the model's minimum
-  cacheable prefix); it writes the rest of its own prefix up to its last breakpoint.
+  cacheable prefix) and that one of this request's breakpoints finds: at the same block or at most
+  ``cache.LOOKBACK_BLOCKS`` (20) blocks after it, as far as the provider looks back; it writes the rest of its
+  own prefix up to its last breakpoint.
 * OpenAI and Gemini (implicit prefix caching): cached tokens are the shared prefix with the previous
   request, rounded down to 128-token blocks, when at least the minimum prefix; no write surcharge.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate
 
+from .cache import LOOKBACK_BLOCKS, message_blocks
 from .registry import ModelSpec
 from .request import NeutralRequest
 from .tokens import TokenCounter
@@ -89,26 +92,39 @@ def shared_prefix_tokens(prev: NeutralRequest | None, cur: NeutralRequest, count
     return raw
 
 
-def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[int]:
-    """Raw token positions of each cache breakpoint of ``req`` (Anthropic)."""
+def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[tuple[int, int]]:
+    """``(raw token position, block position)`` of each cache breakpoint of ``req`` (Anthropic): the blocks are the
+    tool definitions, system and session segments and the messages' content blocks before it."""
     plan = req.cache
     base, sys_end, ses_end = _boundaries(req, counter)
+    b_tools = len(req.tools)
+    b_sys = b_tools + len(req.system)
+    b_ses = b_sys + len(req.session)
     out = []
     if plan.tools:
-        out.append(base)
+        out.append((base, b_tools))
     if plan.system:
-        out.append(sys_end)
+        out.append((sys_end, b_sys))
     if plan.session:
-        out.append(ses_end)
-    ends = [i + 1 for i in (plan.head_index, plan.carry_index, plan.fold_index, plan.turn_index, plan.message_index)
-            if i is not None]
+        out.append((ses_end, b_ses))
+    ends = [i + 1 for i in (plan.head_index, plan.carry_index, plan.fold_index, plan.turn_index, plan.anchor_index,
+                            plan.message_index) if i is not None]
     if ends:
         # billed: the thinking the provider strips is not part of the prompt it caches (one pass to the last end)
         stripped = counter.stripped_before(req.messages)
+        head = req.messages[: max(ends)]
         at = [0, *accumulate(counter.raw_message(m) - (counter.raw_thinking(m) if k < stripped else 0)
-                             for k, m in enumerate(req.messages[: max(ends)]))]
-        out += [ses_end + at[e] for e in ends]
+                             for k, m in enumerate(head))]
+        blocks = [0, *accumulate(message_blocks(m) for m in head)]
+        out += [(ses_end + at[e], b_ses + blocks[e]) for e in ends]
     return out
+
+
+def _readable(cand: tuple[int, int], mine: list[tuple[int, int]]) -> bool:
+    """Whether a breakpoint of the previous request is found from one of this request's (``mine``): at the same
+    block or at most :data:`~windowsmith.cache.LOOKBACK_BLOCKS` blocks before it."""
+    tok, blk = cand
+    return any(t >= tok and 0 <= b - blk <= LOOKBACK_BLOCKS for t, b in mine)
 
 
 def call_cost(
@@ -120,8 +136,8 @@ def call_cost(
     *,
     prompt_tokens: int,
     output_tokens: int = 0,
-    prev_candidates: list[int] | None = None,
-) -> tuple[CallCost, list[int]]:
+    prev_candidates: list[tuple[int, int]] | None = None,
+) -> tuple[CallCost, list[tuple[int, int]]]:
     """Price ``cur`` given the previous request. Returns the cost and ``cur``'s breakpoint positions
     (pass them back as ``prev_candidates`` next time to avoid recomputing)."""
     shared_raw = shared_prefix_tokens(prev, cur, counter)
@@ -132,9 +148,10 @@ def call_cost(
         cands = prev_candidates if prev_candidates is not None else (
             _prefix_candidates(prev, counter) if prev is not None else []
         )
-        read_raw = max((c for c in cands if c <= shared_raw and c * scale >= minimum), default=0)
         mine = _prefix_candidates(cur, counter)
-        top = max(mine, default=0)
+        read_raw = max((c[0] for c in cands if c[0] <= shared_raw and c[0] * scale >= minimum and _readable(c, mine)),
+                       default=0)
+        top = max((t for t, _ in mine), default=0)
         read = int(read_raw * scale)
         write = max(0, int(top * scale) - read) if top * scale >= minimum else 0
     else:

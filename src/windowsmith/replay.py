@@ -113,7 +113,7 @@ def replay_trace(
     result = ReplayResult(trace.id, sid, spec.name, fmt, engine.window or spec.context_window,
                           repairs=list(getattr(trace, "repairs", ())))
     prev: NeutralRequest | None = None
-    prev_cands: list[int] | None = None
+    prev_cands: list[tuple[int, int]] | None = None
     billed = getattr(trace, "billed", {}) or {}
     turn = 0
     for i, m in enumerate(trace.messages):

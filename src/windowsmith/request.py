@@ -47,7 +47,10 @@ class CachePlan:
     which the next mask batch leaves as they are: such a batch re-writes only what follows them. ``turn_index``: the
     newest user message that is not a tool result, when replies after it carry thinking the provider strips once
     the user speaks again (Anthropic's rule for Claude before Opus 4.5): the next user message re-writes only what
-    follows it.
+    follows it. ``anchor_index``: the last message the previous request sent, when the newest turn after it is more
+    blocks than the provider looks back from a breakpoint (:data:`~windowsmith.cache.LOOKBACK_BLOCKS`: Anthropic checks
+    the 20 blocks before each breakpoint for a cached prefix): without it a turn of many parallel tool calls and results
+    read nothing of the history the previous request cached.
     """
 
     tools: bool = False
@@ -58,6 +61,7 @@ class CachePlan:
     carry_index: int | None = None
     fold_index: int | None = None
     turn_index: int | None = None
+    anchor_index: int | None = None
 
     @property
     def count(self) -> int:
@@ -66,12 +70,12 @@ class CachePlan:
     @property
     def names(self) -> tuple[str, ...]:
         """The breakpoints placed, in cache order: ``tools``, ``system``, ``session``, ``head``, ``carry``,
-        ``fold``, ``turn``, ``message`` (what a pack's manifest lists under ``cache.marks``)."""
+        ``fold``, ``turn``, ``anchor``, ``message`` (what a pack's manifest lists under ``cache.marks``)."""
         return tuple(name for name, on in (
             ("tools", self.tools), ("system", self.system), ("session", self.session),
             ("head", self.head_index is not None), ("carry", self.carry_index is not None),
             ("fold", self.fold_index is not None), ("turn", self.turn_index is not None),
-            ("message", self.message_index is not None)) if on)
+            ("anchor", self.anchor_index is not None), ("message", self.message_index is not None)) if on)
 
 
 class Lineage:

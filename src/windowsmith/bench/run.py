@@ -143,7 +143,7 @@ def reads_cost(cfg: BenchConfig, req: NeutralRequest, refs: Sequence[str], strat
     counter = cfg.counter
     usd = 0.0
     prev = req
-    cands: list[int] | None = None
+    cands: list[tuple[int, int]] | None = None
     for k, ref in enumerate(refs):
         cid = f"bench_read_{k}"
         call = Message("assistant", (ToolCall(cid, "read_result", {"ref": ref}),))
@@ -167,7 +167,7 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False, 
     cfg = strategy.cfg  # this run's budget (strategies.run_budget)
     prev: NeutralRequest | None = None
     prev_tokens = 0
-    prev_cands: list[int] | None = None
+    prev_cands: list[tuple[int, int]] | None = None
     calls = set(run.calls)
     newest: Any = None  # the newest user or tool message before the call
     before: Any = None  # the message before it

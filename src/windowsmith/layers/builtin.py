@@ -236,8 +236,17 @@ class HistoryLayer(Layer):
             return {}
         tprefix, users = self._thinking[id(counter)]
         last = users[-1] if users else 0
-        if last < max(lo, 1) or tprefix[-1] <= tprefix[last]:
+        if last < max(lo, 1):
             return {}
+        if tprefix[-1] <= tprefix[last]:
+            # the user's message is the newest unit: it strips the thinking of the replies since the user's previous
+            # message, so what the cache still holds of the history ends there, at the previous request's turn
+            # breakpoint; this request keeps that breakpoint (the message breakpoint is more blocks after it than the
+            # provider looks back over, past a few tool calls) and the next one moves it to this message
+            prev = users[-2] if len(users) > 1 else 0
+            if last != len(state.units) - 1 or prev < max(lo, 1) or tprefix[last] <= tprefix[prev]:
+                return {}
+            last = prev
         return {"turn": n_messages - (len(state.view) - state.unit_start[last]) + 1}
 
     def stripped(self, counter: TokenCounter) -> tuple[Sequence[int], int]:

@@ -241,7 +241,8 @@ class UnitRenderer(Renderer):
             flat_extra.extend(tail_unit)
             extra_parts.append(tail_digest)
         for name, at_index in (("head_index", plan.head_index), ("carry_index", plan.carry_index),
-                               ("fold_index", plan.fold_index), ("turn_index", plan.turn_index)):
+                               ("fold_index", plan.fold_index), ("turn_index", plan.turn_index),
+                               ("anchor_index", plan.anchor_index)):
             if at_index is not None and not 0 <= at_index < body_n:
                 raise ConfigError(f"CachePlan.{name}={at_index} is out of range for the {body_n} message(s) "
                                   "rendered before the tail; use an index before the message breakpoint or None")
@@ -271,12 +272,13 @@ class UnitRenderer(Renderer):
         carry_at = _shift(self._mark(body, origin_at, n_body, plan.carry_index, from_end=False), len(lead))
         fold_at = _shift(self._mark(body, origin_at, n_body, plan.fold_index, from_end=False), len(lead))
         turn_at = _shift(self._mark(body, origin_at, n_body, plan.turn_index, from_end=False), len(lead))
+        anchor_at = _shift(self._mark(body, origin_at, n_body, plan.anchor_index, from_end=False), len(lead))
 
         marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at, "head": head_at,
-                 "carry": carry_at, "fold": fold_at, "turn": turn_at}
+                 "carry": carry_at, "fold": fold_at, "turn": turn_at, "anchor": anchor_at}
         request = self.build(req, tools, system, messages, marks)
         if _RECYCLE:
-            marked = tuple(at[0] for at in (mark_at, head_at, carry_at, fold_at, turn_at) if at is not None)
+            marked = tuple(at[0] for at in (mark_at, head_at, carry_at, fold_at, turn_at, anchor_at) if at is not None)
             self._spares.append(_Spare(messages, body.out, tuple(lead), marked))
             del self._spares[:-_SPARES]
         rest = {
@@ -287,7 +289,8 @@ class UnitRenderer(Renderer):
                       **({"head": plan.head_index} if plan.head_index is not None else {}),
                       **({"carry": plan.carry_index} if plan.carry_index is not None else {}),
                       **({"fold": plan.fold_index} if plan.fold_index is not None else {}),
-                      **({"turn": plan.turn_index} if plan.turn_index is not None else {})},
+                      **({"turn": plan.turn_index} if plan.turn_index is not None else {}),
+                      **({"anchor": plan.anchor_index} if plan.anchor_index is not None else {})},
             "tail_mode": mode,
         }
         ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests

@@ -110,7 +110,8 @@ class AnthropicRenderer(UnitRenderer):
             out["tools"] = tools
         if system:
             out["system"] = [_marked(s) if m else s for s, m in zip(system, marks["system"], strict=True)]
-        for at in (marks.get("head"), marks.get("carry"), marks.get("fold"), marks.get("turn"), marks["message"]):
+        for at in (marks.get("head"), marks.get("carry"), marks.get("fold"), marks.get("turn"), marks.get("anchor"),
+                   marks["message"]):
             if at is None:
                 continue
             k, j = at
