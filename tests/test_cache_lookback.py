@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 import windowsmith as ws
+from windowsmith.bench.strategies import BenchConfig, make_strategy
 from windowsmith.cache import LOOKBACK_BLOCKS, message_blocks, plan_cache
 from windowsmith.costs import call_cost
 from windowsmith.render import get_renderer
@@ -100,3 +101,10 @@ def test_plan_cache_ranks_the_anchor_after_the_message_breakpoint_when_breakpoin
         assert plan_cache(cur, 2).names == ("anchor", "message")
         assert plan_cache(cur, 1).names == ("message",)
         assert plan_cache(cur, 0).anchor_index is not None  # implicit caching: the plan is for accounting only
+        # the bench's peers plan as LangChain's caching middleware ships: system, tools, the newest message
+        peer = make_strategy("sticky", BenchConfig.make(e.spec, 200_000))
+        try:
+            peer.start("r", cur.system_text, ())
+            assert peer.request(cur.messages).cache.names == ("system", "message")
+        finally:
+            peer.close()

@@ -61,8 +61,9 @@ def anchor_index(req: NeutralRequest, msg_idx: int | None) -> int | None:
     return None
 
 
-def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
-    """Where ``req``'s cache breakpoints go (see the module docstring)."""
+def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, *, anchor: bool = True) -> CachePlan:
+    """Where ``req``'s cache breakpoints go (see the module docstring). ``anchor=False``: no anchor after a wide
+    turn (the bench's peers: LangChain's caching middleware marks system, tools and the newest message only)."""
     msg_idx: int | None
     n = len(req.messages)
     if n == 0:
@@ -90,8 +91,8 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4) -> CachePlan:
     turn_idx = end_of(req.turn, 0)
     if turn_idx in (head_idx, carry_idx, fold_idx):
         turn_idx = None  # (a breakpoint there already)
-    anchor = anchor_index(req, msg_idx)
-    anchor_idx = end_of(anchor + 1, 0) if anchor is not None else None
+    at = anchor_index(req, msg_idx) if anchor else None
+    anchor_idx = end_of(at + 1, 0) if at is not None else None
     if anchor_idx in (head_idx, carry_idx, fold_idx, turn_idx):
         anchor_idx = None  # (a breakpoint there already)
     wanted = [

@@ -166,7 +166,9 @@ class Strategy:
             max_output_tokens=cfg.budget.reserved_output,
             cache_key="bench",
         )
-        return replace(req, cache=plan_cache(req, cfg.spec.max_breakpoints))
+        # as LangChain's AnthropicPromptCachingMiddleware ships: system, tools, the newest message (no anchor after a
+        # wide turn: windowsmith's own plan adds one)
+        return replace(req, cache=plan_cache(req, cfg.spec.max_breakpoints, anchor=False))
 
     def over(self, messages: Sequence[Message]) -> bool:
         """Whether a request with ``messages`` is over ``available`` (the provider would refuse it)."""
