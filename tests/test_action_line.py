@@ -28,6 +28,17 @@ def test_action_line_keeps_the_command_a_head_would_cut_off(text, action):
     assert line.startswith(text.split()[0])  # then the reasoning's head, as far as it fits
 
 
+@pytest.mark.parametrize(("text", "action"), [
+    # a snippet quoted in the reasoning, then the command in a block left unclosed: the command, not the prose between
+    (f"{THOUGHT}\n```python\nx.set_antialiased(True)\n```\nSo run it:\n```bash\nls -la src\n", "ls -la src"),
+    # a one-line fence: its first word is the command, not a language tag
+    (f"{THOUGHT}\n```ls -la src```", "ls -la src"),
+])
+def test_action_line_takes_the_last_block_whole(text, action):
+    line = action_line(Message("assistant", (Text(text),)), 120)
+    assert line is not None and line.endswith(f" ⟶ {action}")
+
+
 def test_action_line_is_none_for_a_short_reply_a_user_or_a_reply_without_an_action():
     assert action_line(Message("assistant", (Text("```bash\nls\n```"),)), 120) is None  # fits whole
     assert action_line(Message("user", (Text(f"{THOUGHT}\n```bash\nls\n```"),)), 120) is None

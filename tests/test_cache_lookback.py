@@ -108,3 +108,21 @@ def test_plan_cache_ranks_the_anchor_after_the_message_breakpoint_when_breakpoin
             assert peer.request(cur.messages).cache.names == ("system", "message")
         finally:
             peer.close()
+
+
+def test_in_a_longer_session_the_anchor_saves_most_of_the_wide_turns_price(tmp_path):
+    """The README's figure: ten turns of four lookups, then one of twelve (a 6,240-token request): with the anchor the
+    call reads the whole history and writes the new turn ($0.0060); without it, it reads only the system prompt and
+    writes everything else again ($0.0197)."""
+    with ws.Engine(model=MODEL, store=tmp_path / "w.db", window=200_000) as e:
+        s, reqs = session(e, [4] * 10 + [12])
+        prev, cur = reqs[-2], reqs[-1]
+        counter = s.counter("anthropic")
+        tokens = counter.request(cur)
+        cost, _ = call_cost(e.spec, "anthropic", prev, cur, counter, prompt_tokens=tokens)
+        bare = replace(cur, cache=replace(cur.cache, anchor_index=None))
+        without, _ = call_cost(e.spec, "anthropic", prev, bare, counter, prompt_tokens=tokens)
+        assert tokens == 6240 and cur.cache.anchor_index is not None
+        assert (cost.cache_read_tokens, cost.cache_write_tokens) == (5041, 1198)
+        assert (without.cache_read_tokens, without.cache_write_tokens) == (1062, 5177)
+        assert round(cost.usd, 4) == 0.0060 and round(without.usd, 4) == 0.0197

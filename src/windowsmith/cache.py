@@ -11,7 +11,8 @@ before the newest user message (Anthropic, Claude before Opus 4.5: ``TokenCounte
 at the end of the newest user message that is not a tool result, when a reply after it carries thinking (the
 turn, ``NeutralRequest.turn``, which the history layer marks from the counts it keeps): the next user message strips that thinking, so the request differs from the cached one from the first of
 those replies on and, without a breakpoint before them, read nothing past the previous one (the system prompt in a
-session with no cut): every answer of the user re-wrote the whole history. When fewer are allowed, the newest
+session with no cut): every answer of the user re-wrote the whole history. On the request right after that answer the
+turn stays on the user's previous message (the history layer keeps it there), where the cache's prefix now ends. When fewer are allowed, the newest
 message, the anchor (below) and the turn win, then the head, the carry and the folds, then the earlier ones (a later breakpoint also
 covers everything before it; earlier ones only help when later content changes: the head's prefix covers system and
 tools).
@@ -30,6 +31,7 @@ it; otherwise it goes on the final message (the tail, if any, is a separate trai
 
 from __future__ import annotations
 
+from .model import Message
 from .request import CachePlan, NeutralRequest
 from .tokens import TokenCounter
 
@@ -39,10 +41,10 @@ LOOKBACK_BLOCKS = 20
 ANCHOR_SCAN = 256
 
 
-def message_blocks(m: object) -> int:
+def message_blocks(m: Message) -> int:
     """Content blocks a message renders to (a text, a thinking block, each tool call, each tool result, each image);
     at least one."""
-    return max(1, len(getattr(m, "content", ()) or ()))
+    return max(1, len(m.content))
 
 
 def anchor_index(req: NeutralRequest, msg_idx: int | None) -> int | None:

@@ -123,8 +123,8 @@ def _prefix_candidates(req: NeutralRequest, counter: TokenCounter) -> list[tuple
 def _readable(cand: tuple[int, int], mine: list[tuple[int, int]]) -> bool:
     """Whether a breakpoint of the previous request is found from one of this request's (``mine``): at the same
     block or at most :data:`~windowsmith.cache.LOOKBACK_BLOCKS` blocks before it."""
-    tok, blk = cand
-    return any(t >= tok and 0 <= b - blk <= LOOKBACK_BLOCKS for t, b in mine)
+    blk = cand[1]
+    return any(0 <= b - blk <= LOOKBACK_BLOCKS for _, b in mine)
 
 
 def call_cost(

@@ -426,8 +426,10 @@ def acts(reply: Message) -> bool:
     return ACTION_RE.search(reply.text) is not None
 
 
-#: characters of an acting reply's line (:func:`action_line`) its action keeps before its reasoning's head
-ACTION_LINE_CHARS = 80
+#: a fenced block: a language tag (on the fence's own line), then the body up to the closing fence or the text's end
+FENCED_RE = re.compile(r"```(?:[\w+-]*[ \t]*\n)?(.*?)(?:```|\Z)", re.S)
+#: characters an acting reply's line (:func:`action_line`) keeps for its reasoning's head at least
+ACTION_HEAD_CHARS = 24
 
 
 def action_line(reply: Message, chars: int) -> str | None:
@@ -436,23 +438,18 @@ def action_line(reply: Message, chars: int) -> str | None:
     tag, fences and language tag left out), which a head alone cuts off: the command a text-protocol agent ran is at
     the end of its reply (mini-swe-agent's ``THOUGHT: …`` then a ```` ```bash ```` block). None for any other message."""
     text = reply.text
-    starts = [m.start() for m in ACTION_RE.finditer(text)]
-    if reply.role != "assistant" or not starts:
+    if reply.role != "assistant" or not acts(reply) or len(" ".join(text.split())) <= chars:
         return None
-    flat = " ".join(text.split())
-    if len(flat) <= chars:
-        return None
-    # the last action: a fence's opening one (a closing fence ends the block the line shows)
-    at = starts[-2] if text.startswith("```", starts[-1]) and len(starts) > 1 and text.startswith("```", starts[-2]) \
-        else starts[-1]
-    action = text[at:]
-    if action.startswith("```"):
-        body = action[3:].split("```", 1)[0]
-        first, _, rest = body.partition("\n")
-        action = rest if rest and (not first.strip() or first.strip().isidentifier()) else body
+    fences = list(FENCED_RE.finditer(text))
+    tags = [m for m in ACTION_RE.finditer(text) if not text.startswith("```", m.start())]
+    if fences and (not tags or fences[-1].start() > tags[-1].start()):
+        at, action = fences[-1].start(), fences[-1].group(1)  # the last block, fences and language tag left out
+    else:
+        at = tags[-1].start()
+        action = text[at:]
     action = " ".join(action.split())
     head = " ".join(text[:at].split())
-    keep = min(len(action), max(chars - 24, ACTION_LINE_CHARS))
+    keep = max(chars - ACTION_HEAD_CHARS, chars // 2)
     action = action if len(action) <= keep else action[:keep - 1] + "…"
     room = chars - len(action) - 3
     head = head if len(head) <= room else (head[:room - 1] + "…" if room > 1 else "")

@@ -230,7 +230,9 @@ class HistoryLayer(Layer):
         """The history item's ``turn``: its leading messages through the newest user message that is not a tool
         result (the first message of the newest unit that opens with one), when the provider strips the thinking of
         the replies before such a message and a reply since carries thinking (``cache.plan_cache``'s turn
-        breakpoint); nothing when that unit is not visible (from ``lo``) or is the first. From the counts
+        breakpoint); when that message is the newest unit and no reply followed it yet, the user's previous message,
+        if a reply between the two carried thinking (where the cache's prefix now ends); nothing when the unit is
+        not visible (from ``lo``) or is the first. From the counts
         :meth:`unit_counts` keeps (call it first with the same counter): O(1), no walk of the session."""
         if counter.thinking != "current_turn" or id(counter) not in self._thinking:
             return {}
