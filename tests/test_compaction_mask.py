@@ -7,6 +7,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from typing import Any
 
 import windowsmith as ws
@@ -439,11 +440,16 @@ def test_images_the_history_must_keep_over_its_share_become_stubs_the_newest_las
     assert again.request == pack.request
 
 
-def test_a_mask_batch_in_a_young_run_pays_back_over_the_turns_it_has_had(tmp_path):
+def test_a_mask_batch_pays_back_over_the_turns_the_run_is_expected_to_live(tmp_path):
     cfg = CompactionConfig()
     assert cfg.expected_turns == 10
-    assert [cfg.remaining_turns(t) for t in (0, 1, 3, 6, 10, 40)] == [3, 3, 3, 6, 10, 10]
-    assert CompactionConfig(expected_turns=2).remaining_turns(8) == 2
+    # a run of age a lives t more turns with odds a / (a + t): of a ten-turn horizon a young run is expected to
+    # live four turns, one of six turns five and a half, an old one nearly all ten, never more
+    assert [cfg.remaining_turns(t) for t in (0, 1, 3, 6, 10, 40, 1000)] == [4.04, 4.04, 4.04, 5.58, 6.69, 8.83, 9.95]
+    assert CompactionConfig(expected_turns=2).remaining_turns(8) == 1.69  # 8/9 + 8/10
+    assert CompactionConfig(expected_turns=0).remaining_turns(8) == 0
+    ages = range(0, 300, 7)
+    assert all(cfg.remaining_turns(a) <= cfg.remaining_turns(b) for a, b in pairwise(ages))
     # and the cost model prices a batch with it: a browser run's first batch comes before its tenth turn
     with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=32_000) as e:
         s = e.session("young")

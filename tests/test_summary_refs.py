@@ -126,12 +126,13 @@ def test_extract_refs_equals_the_plain_loop(msgs, goal, artifacts, with_seqs, li
 # a summary holds updates these; a speed-up must not. (The OpenHands pair: updated when the fold and summary keys
 # left out JSON field names — 'view_range', 'insert_line' — for the identifiers after them, and when fold lines went
 # from 12 keys to 16; the mini-swe-agent run: when a timestamp's '19T00' stopped being an identifier, and when its observations, user
-# messages, began to fold like exchanges.)
+# messages, began to fold like exchanges. The three: when a mask batch's economics priced it over the turns a run
+# of its age is expected to live, not the whole horizon: 'expected_turns' and 'net_usd' only.)
 PINNED = {
     ("mini-swe-agent/astropy__astropy-12907.traj.json", 0):
-        "86c060f4439095377e6eb52e31e50b83db5421c0161703b4f89418c1043eacf7",
-    ("openhands/msb_example_output.jsonl", 1): "3cb627532a1c463cf2bfccd6e704fbbb9b3628331ad5a72a81df0b7d6baa371f",
-    ("openhands/msb_example_output.jsonl", 2): "154139a6ba1d58c88fda3a7102319876130eeeb5a56110d0547b6aaf8e077467",
+        "b60f1fece0cb0c5837232e5404d2c83a9ec066899a6389ac8b9c1a811898aadc",
+    ("openhands/msb_example_output.jsonl", 1): "a22e979ed33b1a74ae5961d0453f1c4d1d6950965f080c498a3a66270f41079a",
+    ("openhands/msb_example_output.jsonl", 2): "eb9c1ae32a9f542a28afece7ce98ea76bb514d2d74612b747d333388371dbdc1",
     ("tau2-bench/gpt-4.1_retail_default_1trial.json", 1):
         "c4902351d99aa255e3439c9b961d5dcb7cd57b676808d5afc198ddd2282b29f9",
 }

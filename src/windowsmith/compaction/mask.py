@@ -429,7 +429,7 @@ def rewrite_from(edits: Sequence[PlannedFold | UnitImages], spec: ModelSpec, cac
 
 
 def mask_pays(edits: Sequence[PlannedFold | UnitImages], counts: Sequence[int], scale: float, spec: ModelSpec,
-              expected_turns: int, *, saved_raw: int | None = None, after_raw: int | None = None,
+              expected_turns: float, *, saved_raw: int | None = None, after_raw: int | None = None,
               cached_upto: int | None = None) -> tuple[bool, dict[str, float | int]]:
     """Whether folding (and stubbing images) now saves money over ``expected_turns``: the saved tokens would
     otherwise be read from cache every turn; the batch rewrites the cache once, from :func:`rewrite_from` on
