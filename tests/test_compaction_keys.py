@@ -83,6 +83,44 @@ def test_a_file_body_the_agent_writes_is_named_not_acted_on():
     assert "CONFIG_1" in both and both.index("AAA_NAME") < both.index("ZZZ_SHARED")
 
 
+def test_a_file_body_that_names_errors_is_not_failure_evidence_and_a_shown_handle_still_leads():
+    """Failure evidence is what the agent saw fail (an error in a result), not the words of a file it writes; and a
+    name the agent passed says which list it walks even when the kept request still shows it (a work log line). A
+    body that handles errors ("raise ValueError", "failed") gave each of its names the failure bonus, and the opened
+    reservation, shown by the work log, gave the rest of the customer's list no bonus: the next reservation ranked
+    behind the body's hundred paths (dev tau-bench with a 12,000-character ``file_text`` every third call,
+    ``bench_stress.py bigargs``, 16K: strict recall 96.7% -> 98.7%)."""
+    profile = ws.Message("tool", (ws.ToolResult("c1", (ws.Text(
+        '{"user_id": "ethan_martin_2396", "reservations": ["DQST39", "P824NH", "3HE6QG"]}'),)),))
+    body = "\n".join(f"if not ok: raise ValueError('load failed: /srv/app/conf_{k}.yaml')  # error path {k}"
+                     for k in range(40))
+    opened = ws.Message("assistant", (ws.ToolCall("c2", "get_reservation_details",
+                                                   {"reservation_id": "DQST39", "file_text": body}),))
+    result = ws.Message("tool", (ws.ToolResult("c2", (ws.Text('{"reservation_id": "DQST39", "cabin": "economy"}'),)),))
+    dropped = [mention(ws.Message("assistant", (ws.ToolCall("c1", "get_user_details",
+                                                            {"user_id": "ethan_martin_2396"}),))),
+               mention(profile), mention(opened), mention(result)]
+    assert dropped[2].written == body and dropped[2].passed == "DQST39"
+    log = ["[turn 2] get_reservation_details(reservation_id=DQST39) → economy (artifact://…)"]  # the work log
+    ranked = rank_lost(dropped, kept=log)
+    assert "DQST39" not in ranked  # shown: not listed
+    body_names = [k for k in ranked if k.startswith("/srv/app/")]
+    assert len(body_names) == 40
+    # the reservations not yet opened (listed beside the opened one) come before every name the body holds
+    assert max(ranked.index("P824NH"), ranked.index("3HE6QG")) < min(ranked.index(k) for k in body_names)
+    # a failure the agent saw outranks the names of a file it wrote after it, error lines and all
+    test_run = mention(ws.Message("tool", (ws.ToolResult("c0", (ws.Text(
+        "FAILED tests/test_loader.py::test_reload - KeyError: 'conf_path'"),), is_error=True),)))
+    after = rank_lost([test_run, mention(ws.Message("assistant", (ws.ToolCall(
+        "c3", "create", {"path": "src/loader.py", "file_text": body}),)))])
+    assert after.index("tests/test_loader.py") < min(after.index(k) for k in after if k.startswith("/srv/app/"))
+    # the same lines in a result that failed are evidence: there they rank above the reservations
+    failed = mention(ws.Message("tool", (ws.ToolResult("c2", (ws.Text(body),), is_error=True),)))
+    seen = rank_lost([*dropped[:2], mention(ws.Message("assistant", (ws.ToolCall(
+        "c2", "get_reservation_details", {"reservation_id": "DQST39"}),))), failed], kept=log)
+    assert seen.index("/srv/app/conf_0.yaml") < seen.index("P824NH")
+
+
 def test_an_id_passed_to_a_tool_outranks_names_the_agent_only_restated():
     """A customer gives their ids, the agent passes one to a tool, then restates the result's flights and dates in its
     reply. The cut that drops all four messages in a tiny room (an 8K window whose system prompt leaves about 1,100

@@ -10,13 +10,23 @@ share of the budget (``CompactionConfig.index_ratio``)::
     ranked = rank_lost(dropped, kept=kept_text, goal=goal, previous=state.index)
     entries = fit_index(ranked, budget_tokens, counter.raw_text)   # what EmergencyRecord.index holds
 
-Ranking (:func:`rank_lost`), highest first: an identifier of the goal; one on a line that reports a failure;
+Ranking (:func:`rank_lost`), highest first: an identifier of the goal; one on a line that reports a failure (in
+what the agent read or said, not in the body of a file it writes: code that raises an error is not evidence of one);
 then by how recently it was referenced (its newest mention in the dropped span), how often (the messages that
 mention it), whether the agent itself used it (an assistant message's text or short argument values: not the
 body of a file it writes), whether it passed it to a tool (a short argument value: the reservation it looked up
 ranks above the flights it then restated in its reply) or it is listed beside one it passed (the rest of a JSON list
 of names the agent walks, one lookup at a time) or has the shape of one it passed (:func:`shape`: the kinds of
-thing the agent acts on, above the names of a log it only read), and its kind (error names and paths above numbers). Identifiers the kept request still shows (pinned request, kept messages, work log, summary, system)
+thing the agent acts on, above the names of a log it only read), and its kind (error names and paths above numbers).
+The names the agent passed say which list it walks and what its handles look like even when the kept request still
+shows them (a work log line names the reservation it opened). A dev tau-bench run with a 12,000-character body
+written every third call (``bench_stress.py bigargs``, 16K) lost its customer's remaining reservations behind the
+body's hundred paths: the body's "error" and "failed" lines gave each the failure bonus, and the opened reservations,
+shown by the work log, gave their siblings no bonus. Windowsmith alone, dev: strict recall bigargs tau-bench 8K / 16K /
+32K 87.8% / 96.7% / 99.5% -> 90.5% / 98.7% / 99.7%, tau2-bench 93.0% / 97.6% / 99.2% -> 94.5% / 99.4% / 100%, inflated
+OpenHands 16K 98.2% -> 100%, no cost moving by 0.03%; the shared traces: validation tau-bench 8K 99.41% -> 99.72%,
+tau2-bench 8K 98.88% -> 99.12%, OpenHands 8K / 16K 96.38% / 98.55% -> 96.01% / 98.45%; dev tau2-bench 8K 99.52% ->
+99.36%. Identifiers the kept request still shows (pinned request, kept messages, work log, summary, system)
 are not listed. The previous index's entries follow the ones the new span names, in their order: they stand for
 older history. No model, no randomness: the same log gives the same index.
 """
@@ -172,7 +182,8 @@ def rank_lost(dropped: Sequence[Mention], *, kept: Iterable[str] = (), goal: str
     kind: dict[str, str] = {}
     for i, m in picked:
         named: set[str] = set()  # (a name in both parts of a message is one mention)
-        for text, own in ((_clean(m.text), m.role == "assistant"), (_clean(m.written) if m.written else "", False)):
+        for text, own, body in ((_clean(m.text), m.role == "assistant", False),
+                                (_clean(m.written) if m.written else "", False, True)):
             for k, (kd, on_fail) in identifier_kinds(text).items():
                 if k in shown:
                     continue
@@ -183,10 +194,12 @@ def rank_lost(dropped: Sequence[Mention], *, kept: Iterable[str] = (), goal: str
                 kind.setdefault(k, kd)
                 if own:
                     acted.add(k)
-                if on_fail:
+                if on_fail and not body:
                     failed.add(k)
         if m.passed:
-            handles.update(k for k in identifier_kinds(_clean(m.passed)) if k not in shown)
+            # every name the agent passed, shown or not: one the request still shows (a work log line) still says
+            # which list the agent is walking and what its handles look like
+            handles.update(identifier_kinds(_clean(m.passed)))
 
     siblings = listed_beside([m for _, m in picked], handles) - handles if handles else set()
     shapes = {shape(h) for h in handles}
