@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from itertools import pairwise
 from typing import Any
 
+import pytest
+
 import windowsmith as ws
 from conftest import DATA, needs_data
 from windowsmith.bench.metrics import prepare
@@ -450,7 +452,7 @@ def test_a_mask_batch_pays_back_over_the_turns_the_run_is_expected_to_live(tmp_p
     assert CompactionConfig(expected_turns=0).remaining_turns(8) == 0
     ages = range(0, 300, 7)
     assert all(cfg.remaining_turns(a) <= cfg.remaining_turns(b) for a, b in pairwise(ages))
-    # and the cost model prices a batch with it: a browser run's first batch comes before its tenth turn
+    # and the cost model prices a batch with it: a browser run's batch at its ninth turn
     with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=32_000) as e:
         s = e.session("young")
         s.tools([{"name": "browser", "description": "Open a URL and screenshot it.",
@@ -468,7 +470,12 @@ def test_a_mask_batch_pays_back_over_the_turns_the_run_is_expected_to_live(tmp_p
         for c in masks:
             turns = sum(1 for _, m in s.state.span_messages(0, c["seq"]) if m.role == "assistant")
             assert c["expected_turns"] == cfg.remaining_turns(turns)
-        assert min(c["expected_turns"] for c in masks) < cfg.expected_turns  # (the old code priced it over 10)
+        # priced over fewer turns than the run has had (the rule before said as many, up to ten: 9 here), and the
+        # record's net is what that horizon gives
+        c = masks[0]
+        turns = sum(1 for _, m in s.state.span_messages(0, c["seq"]) if m.role == "assistant")
+        assert turns == 9 and c["expected_turns"] == 6.47 < turns
+        assert c["net_usd"] == pytest.approx(c["saving_usd_per_turn"] * c["expected_turns"] - c["rewrite_usd"], abs=2e-6)
 
 
 @needs_data

@@ -31,7 +31,8 @@ folds = st.builds(Fold, seqs, seqs, texts, st.tuples(shas), st.none() | st.dicti
 images = st.builds(ImageStubEntry, seqs, st.tuples(st.integers(0, 5)) | st.tuples(st.integers(0, 5), st.integers(0, 5)),
                    texts, shas)
 economics = st.just({}) | st.fixed_dictionaries({"saving_usd_per_turn": st.floats(0, 1), "rewrite_usd": st.floats(0, 1),
-                                                 "net_usd": st.floats(-1, 1), "expected_turns": st.integers(0, 50)})
+                                                 "net_usd": st.floats(-1, 1),
+                                                 "expected_turns": st.integers(0, 50) | st.floats(0, 50)})
 records = st.one_of(
     st.builds(MaskRecord, st.lists(folds, max_size=3).map(tuple), st.integers(0, 10**6), texts,
               st.lists(images, max_size=3).map(tuple), economics),
