@@ -15,11 +15,15 @@ Each variant takes every run of a family and changes it one way, keeping the res
                 agent writing whole files through its editor);
 * ``inflate``   every observation gets 6,000 more characters (verbose tools: full test logs, big listings).
 
-Not in the default set (``--variants merged`` or ``chained``): ``merged`` sends the user messages before the agent's
+Not in the default set (``--variants merged``, ``chained``, ``parallel`` or ``bigsys``): ``merged`` sends the user messages before the agent's
 first reply as one message of one text block (SWE-agent 1.x sends its demonstration and issue so; SWE-agent 0.x as
 two), and replays only the runs it changes. ``chained`` makes one session of two runs of a family, the second run's
 messages after the first's (its opening request a user message in the middle: a user asking again, as in a coding
 assistant's session with several requests), runs paired in their order (the last of an odd count left out).
+``parallel`` makes an agent that batches its tool calls (Claude Code, Codex and most function-calling agents call several
+tools in one reply): every run of up to ``PARALLEL_CALLS`` consecutive exchanges (a reply with tool calls, answered by
+one tool message) becomes one reply holding all their calls and text, answered by one tool message holding all their
+results, in order; replays only the runs it changes (text-protocol agents have no tool messages).
 ``bigsys`` adds 12,000 characters (about 3,000 tokens) to the system prompt (an agent CLI's long instructions: the
 floor every request pays is high and the history's room narrow, a few turns between two cuts at 8K), taken at an
 offset that depends on the length of the run's id.
@@ -53,9 +57,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "traces"
 OUT = ROOT / "benchmarks" / "results"
 VARIANTS = ("think", "shots", "bigfirst", "bigargs", "inflate")
-EXTRA_VARIANTS = ("merged", "chained", "bigsys")  # run only when asked for
+EXTRA_VARIANTS = ("merged", "chained", "bigsys", "parallel")  # run only when asked for
 MODEL = "claude-sonnet-4-5"
 BIGSYS_CHARS = 12_000  # what ``bigsys`` adds to the system prompt (about 3,000 tokens)
+PARALLEL_CALLS = 3  # exchanges ``parallel`` merges into one reply
 
 
 def filler() -> str:
@@ -73,6 +78,8 @@ def transform(messages: tuple[Message, ...], variant: str, fill: str) -> tuple[M
             return messages
         one = Message("user", (Text("\n\n".join(m.text for m in opening)),))
         return (*(m for m in messages[:j] if m.role != "user"), one, *messages[j:])
+    if variant == "parallel":
+        return batched(messages)
     out = []
     for i, m in enumerate(messages):
         if variant == "think" and m.role == "assistant":
@@ -95,6 +102,28 @@ def transform(messages: tuple[Message, ...], variant: str, fill: str) -> tuple[M
             m = Message("tool", tuple(ToolResult(r.call_id, (*r.content, more), r.is_error, r.name)
                                       for r in m.tool_results)) if m.role == "tool" else Message("user", (*m.content, more))
         out.append(m)
+    return tuple(out)
+
+
+def batched(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+    """The messages with each run of up to :data:`PARALLEL_CALLS` consecutive exchanges (an assistant message with
+    tool calls, then one tool message answering them) merged into one exchange: one reply, one tool message."""
+    out: list[Message] = []
+    i, n = 0, len(messages)
+    while i < n:
+        group: list[tuple[Message, Message]] = []
+        j = i
+        while (j + 1 < n and len(group) < PARALLEL_CALLS and messages[j].role == "assistant"
+               and messages[j].tool_calls and messages[j + 1].role == "tool"):
+            group.append((messages[j], messages[j + 1]))
+            j += 2
+        if len(group) > 1:
+            out.append(Message("assistant", tuple(b for a, _ in group for b in a.content)))
+            out.append(Message("tool", tuple(b for _, t in group for b in t.content)))
+            i = j
+        else:
+            out.append(messages[i])
+            i += 1
     return tuple(out)
 
 
