@@ -1,6 +1,6 @@
 """Stress variants of the shared real traces: the families we do not have, approximated one change at a time.
 
-Run:  .venv/bin/python benchmarks/bench_stress.py [--split dev] [--variants think,shots] [--windows 8000,16000]
+Run:  .venv/bin/python benchmarks/bench_stress.py [--split dev] [--variants think,shots] [--windows 8000,16000] [--model gpt-4.1]
                                                  [--out benchmarks/results/stress]
       (writes <out>.json and <out>.md; 11 to 21 minutes on 2 workers for everything, by the machine's load)
 
@@ -138,10 +138,10 @@ def renamed(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     return tuple(Message(m.role, tuple(block(b) for b in m.content)) for m in messages)
 
 
-def task(args: tuple[str, str, int, str, list[tuple[str, int]]]) -> list[dict[str, Any]]:
-    """Every strategy on every run of one (variant, family, window)."""
-    variant, family, window, tmp, runs = args
-    spec = load_registry().get(MODEL)
+def task(args: tuple[str, str, int, str, list[tuple[str, int]], str]) -> list[dict[str, Any]]:
+    """Every strategy on every run of one (variant, family, window), priced for ``model``."""
+    variant, family, window, tmp, runs, model = args
+    spec = load_registry().get(model)
     counter = TokenCounter(spec.tokenizer, spec.default_format, spec.token_factor, thinking=spec.thinking_kept)
     cfg = BenchConfig.make(spec, window, counter=counter)
     fill = filler()
@@ -205,9 +205,9 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
-def markdown(table: list[dict[str, Any]], command: str, split: str) -> str:
+def markdown(table: list[dict[str, Any]], command: str, split: str, model: str = MODEL) -> str:
     lines = [f"Command: `{command}`", "",
-             f"Model {MODEL}; split {split}; every strategy of the yardstick on every changed run "
+             f"Model {model}; split {split}; every strategy of the yardstick on every changed run "
              "(benchmarks/bench_stress.py says how each variant changes a run).", ""]
     for variant in dict.fromkeys(t["variant"] for t in table):
         lines += [f"### {variant}", "",
@@ -227,6 +227,7 @@ def main() -> None:
     ap.add_argument("--split", default="dev", choices=("dev", "validation", "all"))
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--windows", default="8000,16000,32000")
+    ap.add_argument("--model", default=MODEL, help="whose tokenizer, prices and cache rules (a registry name)")
     ap.add_argument("--out", default=str(OUT / "stress"), help="where the results go: <out>.json and <out>.md")
     args = ap.parse_args()
     variants = [v for v in args.variants.split(",") if v]
@@ -234,13 +235,17 @@ def main() -> None:
         if v not in VARIANTS + EXTRA_VARIANTS:
             sys.exit(f"unknown variant {v!r}; use some of {', '.join(VARIANTS + EXTRA_VARIANTS)}")
     windows = [int(w) for w in args.windows.split(",") if w]
+    try:
+        load_registry().get(args.model)
+    except Exception as e:  # the registry's error names the known models
+        sys.exit(f"--model: {e}")
     runs: dict[str, list[tuple[str, int]]] = {}
     for path in iter_trace_files(DATA):
         for k, trace in enumerate(load_traces(path)):
             if args.split == "all" or split_of(trace.id) == args.split:
                 runs.setdefault(family_of(trace), []).append((str(path), k))
     with tempfile.TemporaryDirectory(prefix="ws-stress-") as tmp:
-        tasks = [(v, fam, w, tmp, rs) for v in variants for fam, rs in sorted(runs.items()) for w in windows]
+        tasks = [(v, fam, w, tmp, rs, args.model) for v in variants for fam, rs in sorted(runs.items()) for w in windows]
         rows: list[dict[str, Any]] = []
         with mp.get_context("spawn").Pool(2) as pool:
             for done, res in enumerate(pool.imap_unordered(task, tasks), 1):
@@ -250,11 +255,13 @@ def main() -> None:
     table = summarize(rows)
     command = "python benchmarks/bench_stress.py " + " ".join(sys.argv[1:])
     out = Path(args.out)
+    if out.suffix in (".json", ".md"):  # (a name like stress-gpt-4.1 keeps its dot)
+        out = out.with_suffix("")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"split": args.split, "model": MODEL, "command": command,
+    out.parent.joinpath(f"{out.name}.json").write_text(json.dumps({"split": args.split, "model": args.model, "command": command,
                                                  "table": table}, indent=1) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(table, command.strip(), args.split), encoding="utf-8")
-    print(markdown(table, command.strip(), args.split))
+    out.parent.joinpath(f"{out.name}.md").write_text(markdown(table, command.strip(), args.split, args.model), encoding="utf-8")
+    print(markdown(table, command.strip(), args.split, args.model))
 
 
 if __name__ == "__main__":
