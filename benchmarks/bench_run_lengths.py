@@ -11,6 +11,7 @@ what a mask batch made at that age saves reads on. Beside it, ``CompactionConfig
 from __future__ import annotations
 
 import argparse
+import statistics
 from collections import defaultdict
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def main() -> None:
             if not alive:
                 break
             had = sum(min(n - a, horizon) for n in alive) / len(alive)
-            lines.append(f"| {family} | {len(ls)} | {sorted(ls)[len(ls) // 2]} | {a} | {len(alive)} | {had:.2f} | "
+            lines.append(f"| {family} | {len(ls)} | {statistics.median_high(ls)} | {a} | {len(alive)} | {had:.2f} | "
                          f"{cfg.remaining_turns(a):.2f} | {min(horizon, max(MIN_EXPECTED_TURNS, a))} |")
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text, encoding="utf-8")

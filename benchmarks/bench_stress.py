@@ -48,6 +48,7 @@ from typing import Any
 from windowsmith.bench.metrics import family_of, prepare, split_of
 from windowsmith.bench.run import STRATEGIES, run_strategy
 from windowsmith.bench.strategies import BenchConfig, make_strategy
+from windowsmith.errors import UnknownModelError
 from windowsmith.model import Image, Message, Text, Thinking, ToolCall, ToolResult
 from windowsmith.registry import load_registry
 from windowsmith.tokens import TokenCounter
@@ -237,7 +238,7 @@ def main() -> None:
     windows = [int(w) for w in args.windows.split(",") if w]
     try:
         load_registry().get(args.model)
-    except Exception as e:  # the registry's error names the known models
+    except UnknownModelError as e:  # (it names the known models)
         sys.exit(f"--model: {e}")
     runs: dict[str, list[tuple[str, int]]] = {}
     for path in iter_trace_files(DATA):
@@ -258,10 +259,11 @@ def main() -> None:
     if out.suffix in (".json", ".md"):  # (a name like stress-gpt-4.1 keeps its dot)
         out = out.with_suffix("")
     out.parent.mkdir(parents=True, exist_ok=True)
+    md = markdown(table, command.strip(), args.split, args.model)
     out.parent.joinpath(f"{out.name}.json").write_text(json.dumps({"split": args.split, "model": args.model, "command": command,
-                                                 "table": table}, indent=1) + "\n", encoding="utf-8")
-    out.parent.joinpath(f"{out.name}.md").write_text(markdown(table, command.strip(), args.split, args.model), encoding="utf-8")
-    print(markdown(table, command.strip(), args.split, args.model))
+                                                                   "table": table}, indent=1) + "\n", encoding="utf-8")
+    out.parent.joinpath(f"{out.name}.md").write_text(md, encoding="utf-8")
+    print(md)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ message of their results: the merge keeps every call and result in order, and th
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,8 +21,12 @@ from windowsmith.model import Message, Text, ToolCall, ToolResult
 from windowsmith.registry import load_registry
 from windowsmith.traces import iter_trace_files, load_traces
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import bench_stress
+# the benchmark script by its path (benchmarks/ is not a package, and not put on every test's import path)
+_SPEC = importlib.util.spec_from_file_location(
+    "bench_stress", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_stress.py")
+assert _SPEC is not None and _SPEC.loader is not None
+bench_stress = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench_stress)
 
 
 def exchange(i: int) -> tuple[Message, Message]:

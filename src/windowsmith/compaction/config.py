@@ -145,7 +145,7 @@ class CompactionConfig:
         than either rule says). Batches of aged screenshots made two or three calls before the end paid
         back on paper only (dev, a screenshot in every tool result, windowsmith alone: tau-bench 32K $12.965 ->
         $12.673, +0.9% -> -1.4% against `sticky`; tau2-bench 32K -0.6%; no other stress cell and no dev trace moved
-        beyond 0.1%; validation, re-run with the priced lookback before it: tau-bench 32K +2.6% -> +0.7%). A run that outlives the odds loses a batch that would have paid: one validation OpenHands
+        beyond 0.1%; validation, the commit before this rule against it: tau-bench 32K $8.614 -> $8.446, +2.7% -> +0.7%). A run that outlives the odds loses a batch that would have paid: one validation OpenHands
         run of 49 calls at 200K, +9% ($0.379 -> $0.413; its fold batch at turn 21, priced over 8 turns, not 10)."""
         a = max(MIN_EXPECTED_TURNS, elapsed)
         return round(sum(a / (a + t) for t in range(1, self.expected_turns + 1)), 2)
