@@ -2,7 +2,8 @@
 
 Three processes: the fake upstream (``python -m windowsmith.server.fake_upstream``, which records how
 long it spent on each response), the proxy (``windowsmith serve`` on a fresh SQLite store, one uvicorn
-worker), and this one, running the agents with the official async SDKs (half OpenAI, half Anthropic;
+worker, or ``--workers N`` processes for each N given: the routes are run one after the other in one
+invocation, so their figures compare side by side), and this one, running the agents with the official async SDKs (half OpenAI, half Anthropic;
 every third call streamed). Each agent works a real mini-swe-agent task: the (fake) model calls a tool,
 the agent answers with the trace's next real observation and sends its whole conversation again.
 
@@ -11,7 +12,7 @@ upstream's own time for that response: what is left is what the hop costs. The s
 straight against the fake upstream as the baseline, so "added by the proxy" = proxied minus direct.
 Two upstream speeds: 0 s (the proxy saturated: its capacity) and a model-like delay.
 
-Run:  .venv/bin/python benchmarks/bench_proxy.py [--agents 50] [--turns 30] [--latency 0 0.5] [--name proxy]
+Run:  .venv/bin/python benchmarks/bench_proxy.py [--agents 50] [--turns 30] [--latency 0 0.5] [--workers 1 2] [--name proxy]
       writes benchmarks/results/proxy.json and proxy.md (NAME.json, NAME.md)
 """
 
@@ -169,10 +170,35 @@ def summarize(rec: list[dict[str, Any]], timings: dict[str, float], wall: float)
     }
 
 
-def scenario(agents: int, turns: int, latency: float, window: int) -> dict[str, Any]:
+def route(workers: int) -> str:
+    """The result key of the proxy with ``workers`` processes (``proxy`` for one, as before ``--workers``)."""
+    return "proxy" if workers == 1 else f"proxy-{workers}w"
+
+
+def fresh_store(url: str) -> str:
+    """``url`` (a PostgreSQL server) with a schema of its own for one route (dropped by :func:`drop_store`)."""
+    return f"{url}{'&' if '?' in url else '?'}schema=ws_bench_proxy_{os.getpid()}_{time.monotonic_ns()}"
+
+
+def drop_store(store: str) -> None:
+    if not store.startswith(("postgresql://", "postgres://")):
+        return
+    import psycopg
+    from psycopg import sql
+
+    base, _, query = store.partition("?")
+    params = dict(kv.split("=", 1) for kv in query.split("&"))
+    schema = params.pop("schema")
+    rest = "&".join(f"{k}={v}" for k, v in params.items())
+    with psycopg.connect(base + ("?" + rest if rest else ""), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def scenario(agents: int, turns: int, latency: float, window: int, workers: list[int] | None = None,
+             store_url: str | None = None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     out: dict[str, Any] = {"upstream_latency_s": latency}
-    for mode in ("direct", "proxy"):
+    for mode in ("direct", *(route(w) for w in workers or [1])):
         up_port = free_port()
         fake = subprocess.Popen([sys.executable, "-m", "windowsmith.server.fake_upstream", "--port", str(up_port),
                                  "--latency", str(latency)], env=env)
@@ -180,12 +206,14 @@ def scenario(agents: int, turns: int, latency: float, window: int) -> dict[str, 
         try:
             wait_up(f"http://127.0.0.1:{up_port}/_timings")
             base = f"http://127.0.0.1:{up_port}"
-            if mode == "proxy":
+            if mode != "direct":
                 px_port = free_port()
-                store = Path(tempfile.mkdtemp()) / "load.db"
+                store = fresh_store(store_url) if store_url else str(Path(tempfile.mkdtemp()) / "load.db")
+                n = 1 if mode == "proxy" else int(mode.removeprefix("proxy-").removesuffix("w"))
                 proxy = subprocess.Popen([sys.executable, "-m", "windowsmith.cli", "serve", "--port", str(px_port),
                                           "--store", str(store), "--openai-base-url", base + "/v1",
-                                          "--anthropic-base-url", base, "--model-window", str(window)], env=env)
+                                          "--anthropic-base-url", base, "--model-window", str(window),
+                                          "--workers", str(n)], env=env)
                 procs.append(proxy)
                 wait_up(f"http://127.0.0.1:{px_port}/api/sessions")
                 target = f"http://127.0.0.1:{px_port}"
@@ -196,19 +224,23 @@ def scenario(agents: int, turns: int, latency: float, window: int) -> dict[str, 
             rec, wall = asyncio.run(run_agents(target, agents, turns))
             timings = httpx.get(base + "/_timings", timeout=30).json()
             out[mode] = summarize(rec, timings, wall)
-            if mode == "proxy":
+            if mode != "direct":
                 sessions = httpx.get(target + "/api/sessions", timeout=30).json()
                 sessions = [s for s in sessions if not s["id"].endswith(("-10000", "-10001"))]
-                out["proxy"]["sessions"] = len(sessions)
+                out[mode]["sessions"] = len(sessions)
                 detail = [httpx.get(f"{target}/api/sessions/{s['id']}", timeout=60).json() for s in sessions]
-                out["proxy"]["recorded_calls"] = sum(len(d["calls"]) for d in detail)
-                out["proxy"]["compaction_events"] = sum(len(d["compactions"]) for d in detail)
+                out[mode]["recorded_calls"] = sum(len(d["calls"]) for d in detail)
+                out[mode]["compaction_events"] = sum(len(d["compactions"]) for d in detail)
         finally:
             for p in reversed(procs):
                 p.terminate()
                 p.wait(timeout=30)
+            if mode != "direct":
+                drop_store(str(store))
         print(mode, json.dumps(out[mode]), flush=True)
-    out["added_by_proxy_ms"] = {k: round(out["proxy"]["hop_ms"][k] - out["direct"]["hop_ms"][k], 1) for k in ("p50", "p95")}
+    for w in workers or [1]:
+        key = "added_by_proxy_ms" if w == 1 else f"added_by_{route(w)}_ms"
+        out[key] = {k: round(out[route(w)]["hop_ms"][k] - out["direct"]["hop_ms"][k], 1) for k in ("p50", "p95")}
     return out
 
 
@@ -218,25 +250,36 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=30)
     ap.add_argument("--latency", type=float, nargs="+", default=[0.0, 0.5])
     ap.add_argument("--window", type=int, default=32000)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1],
+                    help="proxy worker processes; each number is a route of its own, run in the same invocation")
+    ap.add_argument("--store-url", default=None,
+                    help="a postgresql:// server for the proxy's store (a fresh schema per route, dropped after); "
+                         "default: a fresh SQLite file")
     ap.add_argument("--name", default="proxy", help="results file stem (benchmarks/results/NAME.json, .md)")
     args = ap.parse_args()
     result = {
         "agents": args.agents, "turns": args.turns, "window": args.window,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "scenarios": [scenario(args.agents, args.turns, lat, args.window) for lat in args.latency],
+        "workers": args.workers,
+        "store": "postgresql" if args.store_url else "sqlite",
+        "scenarios": [scenario(args.agents, args.turns, lat, args.window, args.workers, args.store_url)
+                      for lat in args.latency],
     }
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = [f"# windowsmith serve under load: {args.agents} agents x {args.turns} turns, window {args.window:,}", "",
+    lines = [f"# windowsmith serve under load: {args.agents} agents x {args.turns} turns, window {args.window:,}, "
+             f"{result['store']} store", "",
              "| upstream delay | route | calls | throughput (calls/s) | latency p50 / p95 (ms) | hop p50 / p95 (ms) |",
              "|---|---|---|---|---|---|"]
     for sc in result["scenarios"]:
-        for mode in ("direct", "proxy"):
+        for mode in ("direct", *(route(w) for w in args.workers)):
             r = sc[mode]
             lines.append(f"| {sc['upstream_latency_s']} s | {mode} | {r['calls']} | {r['throughput_rps']} | "
                          f"{r['latency_ms']['p50']} / {r['latency_ms']['p95']} | {r['hop_ms']['p50']} / {r['hop_ms']['p95']} |")
-        lines.append(f"| {sc['upstream_latency_s']} s | **added by the proxy** | | | | "
-                     f"**{sc['added_by_proxy_ms']['p50']} / {sc['added_by_proxy_ms']['p95']}** |")
+        for w in args.workers:
+            added = sc["added_by_proxy_ms" if w == 1 else f"added_by_{route(w)}_ms"]
+            lines.append(f"| {sc['upstream_latency_s']} s | **added by {route(w)}** | | | | "
+                         f"**{added['p50']} / {added['p95']}** |")
     lines += ["", "hop = client latency minus the upstream's own time for that response.",
               f"Machine: {os.cpu_count()} CPUs, shared; the fake upstream, the proxy and the agents on the same host."]
     (OUT / f"{args.name}.md").write_text("\n".join(lines) + "\n")

@@ -529,9 +529,11 @@ def map_cmd(path: Path, budget: int, focus: tuple[str, ...], names: tuple[str, .
 @click.option("--token", "tokens", multiple=True, metavar="TOKEN[=TENANT]",
               help="Require this API token (repeatable); TOKEN=TENANT scopes it to a tenant. Also WINDOWSMITH_TOKENS "
                    "(comma-separated).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes over the one store; a session's turns never interleave across them (POSIX).")
 @_clean_errors
 def serve(host: str, port: int, store: str | None, openai_base_url: str | None, anthropic_base_url: str | None,
-          model_window: int | None, tokens: tuple[str, ...]) -> None:
+          model_window: int | None, tokens: tuple[str, ...], workers: int) -> None:
     """Run the proxy (POST /v1/chat/completions, /v1/messages), the JSON API (/api/...) and the dashboard (/)."""
     import os
 
@@ -544,10 +546,45 @@ def serve(host: str, port: int, store: str | None, openai_base_url: str | None, 
     for item in pairs:
         tok, _, tenant = item.strip().partition("=")
         token_map[tok] = tenant or None
-    app = create_app(ServerConfig(store=store, openai_base_url=openai_base_url, anthropic_base_url=anthropic_base_url,
-                                  model_window=model_window, tokens=token_map))
-    click.echo(f"windowsmith serving on http://{host}:{port} (dashboard at /, proxy at /v1)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    config = ServerConfig(store=store, openai_base_url=openai_base_url, anthropic_base_url=anthropic_base_url,
+                          model_window=model_window, tokens=token_map)
+    if workers == 1:
+        app = create_app(config)
+        click.echo(f"windowsmith serving on http://{host}:{port} (dashboard at /, proxy at /v1)", err=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        return
+    _serve_workers(config, host, port, workers)
+
+
+def _serve_workers(config: Any, host: str, port: int, workers: int) -> None:
+    """``serve --workers N``: the store opened (and migrated) once here, then N uvicorn worker processes, each
+    building the app from :data:`~windowsmith.server.app.SERVE_ENV`, with one lock directory for the session locks
+    (removed when the server stops)."""
+    import os
+    import shutil
+    import tempfile
+    from dataclasses import replace
+
+    import uvicorn
+
+    from .errors import UsageError
+    from .server.app import SERVE_ENV, config_to_env
+    from .server.locks import cross_process_locks
+    from .store import open_store
+
+    if not cross_process_locks():
+        raise UsageError("--workers needs POSIX file locks (fcntl), which this system lacks: run one worker")
+    open_store(config.store).close()  # migrate once, before the workers race to
+    lock_dir = tempfile.mkdtemp(prefix="windowsmith-serve-locks-")
+    try:
+        os.environ[SERVE_ENV] = config_to_env(replace(config, lock_dir=lock_dir))
+        click.echo(f"windowsmith serving on http://{host}:{port} with {workers} workers (dashboard at /, proxy at /v1)",
+                   err=True)
+        uvicorn.run("windowsmith.server.app:app_from_env", factory=True, workers=workers, host=host, port=port,
+                    log_level="warning", access_log=False)
+    finally:
+        os.environ.pop(SERVE_ENV, None)
+        shutil.rmtree(lock_dir, ignore_errors=True)
 
 
 from . import cli_context  # noqa: E402,F401  (registers instructions, memory, recall)

@@ -1,6 +1,8 @@
 """The ASGI application: proxy endpoints, JSON API and dashboard over one store.
 
-``create_app(ServerConfig(...))`` returns a Starlette app; ``windowsmith serve`` runs it on uvicorn.
+``create_app(ServerConfig(...))`` returns a Starlette app; ``windowsmith serve`` runs it on uvicorn (``--workers N``:
+N processes over one store, each built by :func:`app_from_env` from the configuration the command puts in
+:data:`SERVE_ENV`, sharing a lock directory so a session's turns never interleave: ``server/locks.py``).
 Security: the CLI binds 127.0.0.1 unless told otherwise; with ``tokens`` set, every route needs one
 (``Authorization: Bearer`` or ``?token=`` for the API and dashboard, ``X-Windowsmith-Token`` on the
 proxy endpoints, whose ``Authorization`` header carries the upstream key), and each token names the
@@ -10,10 +12,11 @@ stored or logged; session ids are validated before they reach the store.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hmac
+import json
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -33,6 +36,7 @@ from ..store import Store, open_store
 from .api import Api
 from .conversation import ANTHROPIC, OPENAI
 from .dashboard import render_page
+from .locks import SessionLock, stripe_path
 from .proxy import Proxy, error_body
 from .telemetry import Telemetry
 from .upstream import Upstream
@@ -51,6 +55,8 @@ class ServerConfig:
     ``openai_base_url`` / ``anthropic_base_url``: where requests go upstream (None: the SDK default).
     ``model_window``: build windows of this many tokens instead of each model's full window.
     ``tokens``: API token → tenant (None for the default tenant); empty: no authentication.
+    ``lock_dir``: a directory every worker process of one server shares, where a session's turn takes a file lock
+    (``server/locks.py``); None: one process, whose own locks suffice.
     """
 
     store: Store | str | Path | None = None
@@ -60,6 +66,7 @@ class ServerConfig:
     tokens: Mapping[str, str | None] = field(default_factory=dict)
     poll_seconds: float = 2.0
     tracer_provider: Any = None  # an OpenTelemetry TracerProvider (None: the global one)
+    lock_dir: str | Path | None = None
 
     def __post_init__(self) -> None:
         if self.model_window is not None and (not isinstance(self.model_window, int) or self.model_window <= 0):
@@ -80,7 +87,11 @@ class ServerState:
         self._engines: dict[tuple[str | None, str], Engine] = {}
         self._sessions: OrderedDict[tuple[str | None, str, str], Session] = OrderedDict()
         self._guard = threading.Lock()
-        self._locks: dict[tuple[str | None, str], asyncio.Lock] = {}
+        self._locks: dict[tuple[str | None, str], SessionLock] = {}
+        self.lock_dir = None if config.lock_dir is None else Path(config.lock_dir)
+        if self.lock_dir is not None and not self.lock_dir.is_dir():
+            raise UsageError(f"lock_dir {str(self.lock_dir)!r} is not a directory: create it, or leave lock_dir unset "
+                             "for a server of one process")
         self._upstreams: dict[str, Upstream] = {}
         self._views: dict[str, Store] = {}
         self.telemetry = Telemetry(config.tracer_provider)
@@ -157,11 +168,13 @@ class ServerState:
                     return s
         return None
 
-    def session_lock(self, tenant: str | None, session_id: str) -> asyncio.Lock:
+    def session_lock(self, tenant: str | None, session_id: str) -> SessionLock:
+        """The lock a turn of this session holds from ingest to record (across worker processes with ``lock_dir``)."""
         key = (tenant, session_id)
         lock = self._locks.get(key)
         if lock is None:
-            lock = self._locks[key] = asyncio.Lock()
+            path = None if self.lock_dir is None else stripe_path(self.lock_dir, tenant, session_id)
+            lock = self._locks[key] = SessionLock(path)
         return lock
 
     def upstream(self, fmt: str) -> Upstream:
@@ -217,4 +230,32 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
     return app
 
 
-__all__ = ["ServerConfig", "ServerState", "create_app"]
+#: the environment variable through which ``windowsmith serve --workers N`` hands its configuration to each worker
+SERVE_ENV = "WINDOWSMITH_SERVE_CONFIG"
+
+
+def config_to_env(config: ServerConfig) -> str:
+    """``config`` as the JSON :func:`app_from_env` reads (a store given by path or URL, not an open :class:`Store`)."""
+    if isinstance(config.store, Store):
+        raise UsageError("worker processes open the store themselves: give it as a SQLite path or a postgresql:// URL")
+    return json.dumps({
+        "store": None if config.store is None else str(config.store),
+        "openai_base_url": config.openai_base_url, "anthropic_base_url": config.anthropic_base_url,
+        "model_window": config.model_window, "tokens": dict(config.tokens),
+        "lock_dir": None if config.lock_dir is None else str(config.lock_dir),
+    })
+
+
+def app_from_env() -> Starlette:
+    """The app of one worker process of ``windowsmith serve --workers N`` (a uvicorn factory): its configuration
+    is the JSON in :data:`SERVE_ENV`."""
+    raw = os.environ.get(SERVE_ENV)
+    if not raw:
+        raise UsageError(f"{SERVE_ENV} is not set: run `windowsmith serve --workers N`, which sets it for its workers")
+    d = json.loads(raw)
+    return create_app(ServerConfig(store=d["store"], openai_base_url=d["openai_base_url"],
+                                   anthropic_base_url=d["anthropic_base_url"], model_window=d["model_window"],
+                                   tokens=d["tokens"], lock_dir=d["lock_dir"]))
+
+
+__all__ = ["SERVE_ENV", "ServerConfig", "ServerState", "app_from_env", "config_to_env", "create_app"]

@@ -9,7 +9,6 @@ token counting) runs in a worker thread under a per-session lock, so the event l
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -43,6 +42,7 @@ from .upstream import UpstreamError, stream_accumulator
 if TYPE_CHECKING:
     from ..engine import Session
     from .app import ServerState
+    from .locks import SessionLock
 
 log = logging.getLogger("windowsmith.server")
 
@@ -254,7 +254,7 @@ class Proxy:
         return Response(reply.body, status_code=reply.status, headers=reply.headers)
 
     async def _stream(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str],
-                      lock: asyncio.Lock) -> Response:
+                      lock: SessionLock) -> Response:
         drop_usage = False
         if fmt == OPENAI:
             opts = dict(p.request.get("stream_options") or {})
