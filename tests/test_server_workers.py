@@ -24,7 +24,7 @@ from windowsmith.errors import UsageError
 from windowsmith.server import ServerConfig
 from windowsmith.server.app import SERVE_ENV, app_from_env, config_to_env
 from windowsmith.server.fake_upstream import BackgroundServer, FakeUpstream
-from windowsmith.server.locks import LOCK_STRIPES, SessionLock, cross_process_locks, stripe_path
+from windowsmith.server.locks import SessionLock, cross_process_locks, lock_path
 from windowsmith.store import open_store
 
 pytestmark = pytest.mark.skipif(not cross_process_locks(), reason="several workers need POSIX file locks")
@@ -34,7 +34,7 @@ def _take_turns(lock_dir: str, log: str, turns: int, hold: float) -> None:
     """A worker process: ``turns`` times, hold the lock of session ``s-1`` and write ``in``/``out`` around a sleep."""
 
     async def main() -> None:
-        lock = SessionLock(stripe_path(Path(lock_dir), None, "s-1"))
+        lock = SessionLock(lock_path(Path(lock_dir), None, "s-1"))
         for _ in range(turns):
             await lock.acquire()
             try:
@@ -68,7 +68,7 @@ def test_a_session_lock_excludes_the_other_processes(tmp_path: Path) -> None:
 
 def test_a_cancelled_wait_leaves_no_lock_behind(tmp_path: Path) -> None:
     async def scenario() -> None:
-        path = stripe_path(tmp_path, "team-a", "ticket-42")
+        path = lock_path(tmp_path, "team-a", "ticket-42")
         holder, waiter = SessionLock(path), SessionLock(path)  # two descriptors: flock makes them exclude each other
         await holder.acquire()
         task = asyncio.create_task(waiter.acquire())
@@ -85,10 +85,24 @@ def test_a_cancelled_wait_leaves_no_lock_behind(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_sessions_hash_to_a_bounded_set_of_lock_files(tmp_path: Path) -> None:
-    paths = {stripe_path(tmp_path, t, f"s-{i}") for t in (None, "team-a") for i in range(2_000)}
-    assert len(paths) <= LOCK_STRIPES and len(paths) > LOCK_STRIPES // 2
-    assert stripe_path(tmp_path, None, "s-1") == stripe_path(tmp_path, None, "s-1")  # every worker finds the same file
+def test_each_session_has_its_own_lock_file_and_a_released_lock_leaves_none(tmp_path: Path) -> None:
+    paths = {lock_path(tmp_path, t, f"s-{i}") for t in (None, "team-a") for i in range(500)}
+    assert len(paths) == 1_000  # no two sessions wait for each other's turn
+    assert lock_path(tmp_path, None, "s-1") == lock_path(tmp_path, None, "s-1")  # every worker finds the same file
+
+    async def turns() -> None:
+        a, b = SessionLock(lock_path(tmp_path, None, "s-1")), SessionLock(lock_path(tmp_path, None, "s-2"))
+        await a.acquire()
+        await asyncio.wait_for(b.acquire(), 2)  # another session: no wait
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([a.path.name, b.path.name])
+        a.release()
+        b.release()
+        for _ in range(3):  # taken again after its file was removed
+            await a.acquire()
+            a.release()
+
+    asyncio.run(turns())
+    assert list(tmp_path.iterdir()) == []  # the lock directory holds files only for sessions in a turn
 
 
 def test_worker_configuration_round_trips_and_bad_input_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,7 +112,7 @@ def test_worker_configuration_round_trips_and_bad_input_is_refused(tmp_path: Pat
     state = app_from_env().state.windowsmith
     assert state.lock_dir == tmp_path and state.config.model_window == 6000
     assert state.config.tokens == {"t" * 24: "team-a"}
-    assert state.session_lock(None, "s").path == stripe_path(tmp_path, None, "s")
+    assert state.session_lock(None, "s").path == lock_path(tmp_path, None, "s")
     state.store.close()
     with pytest.raises(UsageError, match="postgresql:// URL"):
         config_to_env(ServerConfig(store=open_store(str(tmp_path / "x.db"))))

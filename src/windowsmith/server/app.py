@@ -36,7 +36,7 @@ from ..store import Store, open_store
 from .api import Api
 from .conversation import ANTHROPIC, OPENAI
 from .dashboard import render_page
-from .locks import SessionLock, stripe_path
+from .locks import SessionLock, lock_path
 from .proxy import Proxy, error_body
 from .telemetry import Telemetry
 from .upstream import Upstream
@@ -173,7 +173,7 @@ class ServerState:
         key = (tenant, session_id)
         lock = self._locks.get(key)
         if lock is None:
-            path = None if self.lock_dir is None else stripe_path(self.lock_dir, tenant, session_id)
+            path = None if self.lock_dir is None else lock_path(self.lock_dir, tenant, session_id)
             lock = self._locks[key] = SessionLock(path)
         return lock
 
