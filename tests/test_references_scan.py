@@ -227,3 +227,29 @@ def test_summarizer_sentence_scan_reads_a_long_sentence_once() -> None:
     assert [m.group() for m in R.SENTENCE_RE.finditer(text)] == ["a " * 10_000 + "and I prefer tabs.", " " + "b " * 10_000]
     assert R.sentences_with(S.PREFERENCE_WORDS, text) == ["a " * 10_000 + "and I prefer tabs."]
     assert R.sentences_with(S.NEXT_STEP_WORDS, text) == []
+
+
+#: the fold keys' path branch before it started only where its run does: after a '-' inside a run of path
+#: characters it tried again from every start, reading to the run's end each time (quadratic on '-a-a-a…')
+OLD_PATH_KEY = re.compile(r"(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b")
+PATH_KEY = re.compile(next(b for b, need in R._KEY_BRANCHES if need == ("/",)))
+path_texts = st.lists(st.sampled_from(["a", "-", "/", ".", "py", "x1", " ", "\n", "src/", "-a", "_", "=", "..",
+                                       "b-c/", "d.txt"]), max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(path_texts)
+def test_path_keys_start_where_their_run_starts_and_are_keys_the_old_branch_found(text: str) -> None:
+    new = PATH_KEY.findall(text)
+    assert set(new) <= set(OLD_PATH_KEY.findall(text))
+    for m in PATH_KEY.finditer(text):  # never from inside a run of path characters
+        assert m.start() == 0 or not (text[m.start() - 1].isalnum() or text[m.start() - 1] in "_-./")
+
+
+def test_real_paths_with_dashes_are_still_fold_keys() -> None:
+    text = ("see src/my-pkg/a_b.py and tests/test-data/x-y.json, --config=conf/app-1.yaml,\n"
+            "../x-y/z.py -q/r.py (build-2/out/o.txt)")
+    want = ["src/my-pkg/a_b.py", "tests/test-data/x-y.json", "conf/app-1.yaml", "../x-y/z.py", "-q/r.py",
+            "build-2/out/o.txt"]
+    assert PATH_KEY.findall(text) == OLD_PATH_KEY.findall(text) == want
+    assert [k for k in R.result_keys(text, 12) if "/" in k] == want

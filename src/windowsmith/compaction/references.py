@@ -430,7 +430,7 @@ _KEY_RE = re.compile(
     r"|(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # 'HAT170', 'ZFA04Y'
     r"|(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+"  # e-mail (from the start of its run only: linear on long runs)
     r"|\b[A-Z]\w+(?:Error|Exception)\b"  # 'IntegrityError'
-    r"|(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b"  # 'src/a/b.py'
+    r"|(?<![\w/.-])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b"  # 'src/a/b.py' (from the start of its run only)
     r"|\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)"  # 'snake_case', not a JSON object's key ('"first_name": ')
     r"|(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])"  # '2024-05-17' (a date, not a timestamp's)
 )
@@ -443,7 +443,7 @@ _KEY_BRANCHES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     (r"(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b", None),
     (r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+", ("@",)),
     (r"\b[A-Z]\w+(?:Error|Exception)\b", ("Error", "Exception")),
-    (r"(?<![\w/.])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b", ("/",)),
+    (r"(?<![\w/.-])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b", ("/",)),
     (r"\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)", ("_",)),
     (r"(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])", ("-",)),
 )
