@@ -500,8 +500,10 @@ def _result_keys(text: str, limit: int) -> list[str]:
             seen[k] = None
             if len(seen) >= limit:
                 break
-    # a word that only names the kind of the ids it prefixes ('credit_card' beside 'credit_card_1402274') adds nothing
-    out = [k for k in seen if "_" not in k or not any(o.startswith(k + "_") and o[len(k) + 1:].isdigit() for o in seen)]
+    # a word that only names the kind of the ids it prefixes ('credit_card' beside 'credit_card_1402274') adds nothing:
+    # the words before a last '_' followed by digits only, found in one pass (not each key against every other)
+    kinds = {head for head, _, tail in (o.rpartition("_") for o in seen if "_" in o) if tail.isdigit()}
+    out = [k for k in seen if "_" not in k or k not in kinds]
     # dates after the rest: a flight list's day is a key where its ids leave room (dates first pushed ids out of the
     # twelve: tau-bench with thinking at 16K, strict recall 98.4% -> 97.6% on the dev runs; dates last: 98.6%)
     rest: list[str] = []
