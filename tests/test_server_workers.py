@@ -20,9 +20,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from server_agents import TRACE, run_openai_agent
+from windowsmith.engine import Engine
 from windowsmith.errors import UsageError
 from windowsmith.server import ServerConfig
-from windowsmith.server.app import SERVE_ENV, app_from_env, config_to_env
+from windowsmith.server.app import SERVE_ENV, ServerState, app_from_env, config_to_env
 from windowsmith.server.fake_upstream import BackgroundServer, FakeUpstream
 from windowsmith.server.locks import SessionLock, cross_process_locks, lock_path
 from windowsmith.store import open_store
@@ -114,14 +115,12 @@ def test_worker_configuration_round_trips_and_bad_input_is_refused(tmp_path: Pat
     assert state.config.tokens == {"t" * 24: "team-a"}
     assert state.session_lock(None, "s").path == lock_path(tmp_path, None, "s")
     state.store.close()
-    with pytest.raises(UsageError, match="postgresql:// URL"):
-        config_to_env(ServerConfig(store=open_store(str(tmp_path / "x.db"))))
+    with open_store(str(tmp_path / "x.db")) as opened, pytest.raises(UsageError, match="postgresql:// URL"):
+        config_to_env(ServerConfig(store=opened))
     monkeypatch.delenv(SERVE_ENV)
     with pytest.raises(UsageError, match="windowsmith serve --workers"):
         app_from_env()
     with pytest.raises(UsageError, match="not a directory"):
-        from windowsmith.server.app import ServerState
-
         ServerState(ServerConfig(store=tmp_path / "y.db", lock_dir=tmp_path / "missing"))
 
 
@@ -185,7 +184,7 @@ def test_serve_with_two_workers_records_every_turn_of_every_session(tmp_path: Pa
                 t.start()
             for t in threads:
                 t.join(300)
-            assert all(isinstance(r, list) and len(r) == turns for r in results.values()), results
+            assert len(results) == agents and all(isinstance(r, list) and len(r) == turns for r in results.values()), results
             sessions = {s["id"]: s for s in httpx.get(url + "/api/sessions", timeout=30).json()}
             assert set(sessions) == {f"agent-{i}" for i in range(agents)}
             for sid in sessions:
@@ -195,7 +194,9 @@ def test_serve_with_two_workers_records_every_turn_of_every_session(tmp_path: Pa
             proc.terminate()
             proc.wait(timeout=60)
     assert proc.returncode in (0, -15)
-    # the store holds each session's conversation once: 1 system prompt and task + a reply and a result a turn
-    with open_store(str(store)) as st:
+    # the store holds each session's conversation once, whichever worker appended each part: the task, a reply a turn,
+    # and the result of every turn but the last (sent with the next call, which never came)
+    with Engine("gpt-4o", store=store) as e:
         for i in range(agents):
-            assert st.get_session(f"agent-{i}") is not None
+            roles = [m.role for m in e.session(f"agent-{i}").messages]
+            assert roles == ["user", *(["assistant", "tool"] * (turns - 1)), "assistant"], roles
