@@ -198,7 +198,8 @@ def scenario(agents: int, turns: int, latency: float, window: int, workers: list
              store_url: str | None = None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     out: dict[str, Any] = {"upstream_latency_s": latency}
-    for mode in ("direct", *(route(w) for w in workers or [1])):
+    for n in (0, *(workers or [1])):  # 0: the agents straight against the upstream
+        mode = route(n) if n else "direct"
         up_port = free_port()
         fake = subprocess.Popen([sys.executable, "-m", "windowsmith.server.fake_upstream", "--port", str(up_port),
                                  "--latency", str(latency)], env=env)
@@ -209,7 +210,6 @@ def scenario(agents: int, turns: int, latency: float, window: int, workers: list
             if mode != "direct":
                 px_port = free_port()
                 store = fresh_store(store_url) if store_url else str(Path(tempfile.mkdtemp()) / "load.db")
-                n = 1 if mode == "proxy" else int(mode.removeprefix("proxy-").removesuffix("w"))
                 proxy = subprocess.Popen([sys.executable, "-m", "windowsmith.cli", "serve", "--port", str(px_port),
                                           "--store", str(store), "--openai-base-url", base + "/v1",
                                           "--anthropic-base-url", base, "--model-window", str(window),

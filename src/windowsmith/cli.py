@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 from rich.console import Console, JustifyMethod
@@ -22,6 +22,9 @@ from rich.text import Text
 
 from .codemap import CodeMap
 from .errors import WindowsmithError
+
+if TYPE_CHECKING:
+    from .server import ServerConfig
 
 #: the model the commands use when --model is not given: a current one (see the registry's `retires` dates)
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -556,7 +559,7 @@ def serve(host: str, port: int, store: str | None, openai_base_url: str | None, 
     _serve_workers(config, host, port, workers)
 
 
-def _serve_workers(config: Any, host: str, port: int, workers: int) -> None:
+def _serve_workers(config: ServerConfig, host: str, port: int, workers: int) -> None:
     """``serve --workers N``: the store opened (and migrated) once here, then N uvicorn worker processes, each
     building the app from :data:`~windowsmith.server.app.SERVE_ENV`, with one lock directory for the session locks
     (removed when the server stops)."""

@@ -234,16 +234,16 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
 SERVE_ENV = "WINDOWSMITH_SERVE_CONFIG"
 
 
+#: the fields a worker's configuration carries (the rest, a tracer and the dashboard's poll, keep their defaults)
+_ENV_FIELDS = ("store", "openai_base_url", "anthropic_base_url", "model_window", "tokens", "lock_dir")
+
+
 def config_to_env(config: ServerConfig) -> str:
     """``config`` as the JSON :func:`app_from_env` reads (a store given by path or URL, not an open :class:`Store`)."""
     if isinstance(config.store, Store):
         raise UsageError("worker processes open the store themselves: give it as a SQLite path or a postgresql:// URL")
-    return json.dumps({
-        "store": None if config.store is None else str(config.store),
-        "openai_base_url": config.openai_base_url, "anthropic_base_url": config.anthropic_base_url,
-        "model_window": config.model_window, "tokens": dict(config.tokens),
-        "lock_dir": None if config.lock_dir is None else str(config.lock_dir),
-    })
+    d = {f: getattr(config, f) for f in _ENV_FIELDS}
+    return json.dumps({**d, "tokens": dict(config.tokens)}, default=str)  # (paths as text)
 
 
 def app_from_env() -> Starlette:
@@ -252,10 +252,7 @@ def app_from_env() -> Starlette:
     raw = os.environ.get(SERVE_ENV)
     if not raw:
         raise UsageError(f"{SERVE_ENV} is not set: run `windowsmith serve --workers N`, which sets it for its workers")
-    d = json.loads(raw)
-    return create_app(ServerConfig(store=d["store"], openai_base_url=d["openai_base_url"],
-                                   anthropic_base_url=d["anthropic_base_url"], model_window=d["model_window"],
-                                   tokens=d["tokens"], lock_dir=d["lock_dir"]))
+    return create_app(ServerConfig(**json.loads(raw)))
 
 
 __all__ = ["SERVE_ENV", "ServerConfig", "ServerState", "app_from_env", "config_to_env", "create_app"]
