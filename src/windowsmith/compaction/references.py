@@ -425,29 +425,19 @@ def _scan_items(text: str, errors: bool) -> tuple[tuple[str, str, dict[str, Any]
     return _SCANS.put(key, tuple(items))  # type: ignore[no-any-return]
 
 
-_KEY_RE = re.compile(
-    r"#[\w-]*\d[\w-]*"  # '#W2378156'
-    r"|(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b"  # 'HAT170', 'ZFA04Y'
-    r"|(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+"  # e-mail (from the start of its run only: linear on long runs)
-    r"|\b[A-Z]\w+(?:Error|Exception)\b"  # 'IntegrityError'
-    r"|(?<![\w/.-])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b"  # 'src/a/b.py' (from the start of its run only)
-    r"|\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)"  # 'snake_case', not a JSON object's key ('"first_name": ')
-    r"|(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])"  # '2024-05-17' (a date, not a timestamp's)
-)
-
-
-# each branch of _KEY_RE with what every one of its matches holds (None: no cheap test); a branch that cannot
+# The fold keys' branches, each with what every one of its matches holds (None: no cheap test): a branch that cannot
 # match a text is left out of the pattern scanning it (the matches are the same, each position tries fewer)
 _KEY_BRANCHES: tuple[tuple[str, tuple[str, ...] | None], ...] = (
-    (r"#[\w-]*\d[\w-]*", ("#",)),
-    (r"(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b", None),
-    (r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+", ("@",)),
-    (r"\b[A-Z]\w+(?:Error|Exception)\b", ("Error", "Exception")),
+    (r"#[\w-]*\d[\w-]*", ("#",)),  # '#W2378156'
+    (r"(?<!\d-)\b(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{5,12}\b", None),  # 'HAT170', 'ZFA04Y'
+    (r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+", ("@",)),  # e-mail (from the start of its run only: linear on long runs)
+    (r"\b[A-Z]\w+(?:Error|Exception)\b", ("Error", "Exception")),  # 'IntegrityError'
+    # 'src/a/b.py', from the start of its run only (after a '-' inside one it read to the run's end from every start)
     (r"(?<![\w/.-])(?:[\w.-]+/)+[\w-][\w.-]*\.[A-Za-z0-9]{1,8}\b", ("/",)),
-    (r"\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)", ("_",)),
-    (r"(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])", ("-",)),
+    (r"\b[a-z][a-z0-9]*_[a-z0-9_]{2,}\b(?![\"']\s*:)", ("_",)),  # 'snake_case', not a JSON object's key ('"first_name": ')
+    (r"(?<![\w-])\d{4}-\d{2}-\d{2}(?![\w-])", ("-",)),  # '2024-05-17' (a date, not a timestamp's)
 )
-assert "|".join(b for b, _ in _KEY_BRANCHES) == _KEY_RE.pattern
+_KEY_RE = re.compile("|".join(b for b, _ in _KEY_BRANCHES))
 _DATE_KEY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _KEY_VARIANTS: dict[tuple[bool, ...], re.Pattern[str]] = {}
 
