@@ -102,3 +102,30 @@ def test_errors_are_clear_not_tracebacks(tmp_path):
     assert r.exit_code == 2 and "no session 'nope'" in r.output
     r = CliRunner().invoke(main, ["diff", "pk_x", "pk_y", "--store", str(tmp_path / "ws.db")])
     assert r.exit_code == 2 and "no pack" in r.output
+
+
+def test_the_cli_never_imports_the_benchmark():
+    """``windowsmith.bench`` (the peers' strategies, behind the bench extra) stays out of the core import path."""
+    import subprocess
+    import sys
+
+    code = ("import sys, windowsmith, windowsmith.cli; "
+            "print(sorted(m for m in sys.modules if m.startswith('windowsmith.bench')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_bench_without_its_extra_names_the_extra(tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def missing_dependency(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 2 and name == "bench":  # the command's own ``from ..bench import cli``
+            raise ModuleNotFoundError("No module named 'langchain_core'", name="langchain_core")
+        return real(name, globals, locals, fromlist, level)
+
+    monkeypatch.setattr(builtins, "__import__", missing_dependency)
+    r = CliRunner().invoke(main, ["bench", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "pip install 'windowsmith[bench]'" in r.output and "Traceback" not in r.output

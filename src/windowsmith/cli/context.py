@@ -8,29 +8,19 @@ from typing import Any
 
 import click
 
-from .cli import (
-    STORE_HELP,
-    TENANT_HELP,
-    _clean_errors,
-    _console,
-    _existing_store,
-    _fail,
-    _no_session,
-    _table,
-    main,
-)
-from .errors import WindowsmithError
+from ..errors import WindowsmithError
+from .helpers import STORE_HELP, TENANT_HELP, clean_errors, console, existing_store, fail, no_session, table
 
 
-@main.command()
+@click.command()
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--user-dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="User-global folder with AGENTS.md, CLAUDE.md, instructions/*.md.")
 @click.option("--json", "as_json", is_flag=True, help="Print the files (with their loaded text) as JSON.")
-@_clean_errors
+@clean_errors
 def instructions(path: Path, user_dir: Path | None, as_json: bool) -> None:
     """Which instruction files under PATH load, in what order and how large."""
-    from .instructions import TOTAL_CHARS, discover
+    from ..instructions import TOTAL_CHARS, discover
 
     files = discover(path, user_dir)
     if as_json:
@@ -46,24 +36,24 @@ def instructions(path: Path, user_dir: Path | None, as_json: bool) -> None:
         ("note", "left", [f"duplicate of {f.duplicate_of}" if f.duplicate_of else ("[truncated]" if f.truncated else "")
                           for f in files]),
     ]
-    console = _console()
+    con = console()
     total = sum(len(f.text) for f in loaded)
-    console.print(_table(f"{len(loaded)} instruction file(s), {total:,} of {TOTAL_CHARS:,} chars", cols, console,
+    con.print(table(f"{len(loaded)} instruction file(s), {total:,} of {TOTAL_CHARS:,} chars", cols, con,
                          drop=["#", "note"]))
 
 
-@main.group()
+@click.group()
 def memory() -> None:
     """List, search and forget long-term memory items."""
 
 
 def _memory(st: Any, session_id: str | None, project: str | None, user: str | None) -> Any:
-    from .memory import Memory, MemoryConfig
+    from ..memory import Memory, MemoryConfig
 
     if session_id is not None and st.get_session(session_id) is None:
-        _no_session(session_id, st)
+        no_session(session_id, st)
     if session_id is None and not project and not user:
-        _fail(WindowsmithError("name what to read: --session ID, --project NAME and/or --user NAME"))
+        fail(WindowsmithError("name what to read: --session ID, --project NAME and/or --user NAME"))
     return Memory(st, session_id, MemoryConfig(project=project, user=user))
 
 
@@ -97,17 +87,17 @@ def _print_items(items: list[Any], title: str, as_json: bool) -> None:
         ("uses", "right", [str(m.uses) for m in items]),
         ("text", "left", [m.text for m in items]),
     ]
-    console = _console()
-    console.print(_table(title, cols, console, drop=["uses", "source"], fold="text"))
+    con = console()
+    con.print(table(title, cols, con, drop=["uses", "source"], fold="text"))
 
 
 @memory.command("list")
 @_scoped
-@_clean_errors
+@clean_errors
 def memory_list(store: str | None, tenant: str | None, session_id: str | None, project: str | None, user: str | None,
                 as_json: bool) -> None:
     """Memory items of a session, project or user, oldest first."""
-    with _existing_store(store, tenant) as st:
+    with existing_store(store, tenant) as st:
         items = _memory(st, session_id, project, user).list()
     _print_items(items, f"{len(items)} memory item(s)", as_json)
 
@@ -122,11 +112,11 @@ def _query(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @memory.command("search")
 @click.argument("query", callback=_query)
 @_scoped
-@_clean_errors
+@clean_errors
 def memory_search(query: str, store: str | None, tenant: str | None, session_id: str | None, project: str | None,
                   user: str | None, as_json: bool) -> None:
     """Memory items relevant to QUERY, best first."""
-    with _existing_store(store, tenant) as st:
+    with existing_store(store, tenant) as st:
         items = _memory(st, session_id, project, user).search(query)
     _print_items(items, f"{len(items)} match(es) for {query!r}", as_json)
 
@@ -134,30 +124,35 @@ def memory_search(query: str, store: str | None, tenant: str | None, session_id:
 @memory.command("forget")
 @click.argument("item_id", type=int)
 @_scoped
-@_clean_errors
+@clean_errors
 def memory_forget(item_id: int, store: str | None, tenant: str | None, session_id: str | None, project: str | None,
                   user: str | None, as_json: bool) -> None:
     """Delete memory item ITEM_ID (from the scopes named)."""
-    with _existing_store(store, tenant) as st:
+    with existing_store(store, tenant) as st:
         ok = _memory(st, session_id, project, user).forget(item_id)
     if not ok:
-        _fail(WindowsmithError(f"no memory item {item_id} in those scopes; list them with `windowsmith memory list`"))
+        fail(WindowsmithError(f"no memory item {item_id} in those scopes; list them with `windowsmith memory list`"))
     click.echo(json.dumps({"forgot": item_id}) if as_json else f"forgot memory item {item_id}")
 
 
-@main.command()
+@click.command()
 @click.argument("session_id")
 @click.argument("query", callback=_query)
 @click.option("--store", default=None, help=STORE_HELP)
 @click.option("--tenant", default=None, help=TENANT_HELP)
 @click.option("--limit", type=click.IntRange(1, 20), default=5, show_default=True, help="Snippets to show.")
-@_clean_errors
+@clean_errors
 def recall(session_id: str, query: str, store: str | None, tenant: str | None, limit: int) -> None:
     """Search SESSION_ID's whole history (compacted spans, offloaded and folded results) for QUERY."""
-    from .engine import Engine
+    from ..engine import Engine
 
-    with _existing_store(store, tenant) as st:
+    with existing_store(store, tenant) as st:
         if st.get_session(session_id) is None:
-            _no_session(session_id, st)
+            no_session(session_id, st)
         with Engine("gpt-4o", store=st) as e:
             click.echo(e.session(session_id).search_history(query, limit=limit))
+
+
+COMMANDS: tuple[click.Command, ...] = (instructions, memory, recall)
+
+__all__ = ["COMMANDS", "instructions", "memory", "recall"]

@@ -1,0 +1,136 @@
+"""What every command module of the CLI shares: the common option help, the console, one-line errors, the
+store a read-only command opens, and tables fitted to the terminal's width."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import shlex
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn, TypeVar, cast
+
+import click
+from rich.console import Console, JustifyMethod
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import WindowsmithError
+
+#: the model the commands use when --model is not given: a current one (see the registry's `retires` dates)
+DEFAULT_MODEL = "claude-sonnet-5-5"
+STORE_HELP = "Session store: a SQLite file path or a postgresql:// URL (default ./.windowsmith/windowsmith.db)."
+TENANT_HELP = ("Work as this tenant of a shared store, as Engine(tenant=...) does: other tenants' sessions, packs "
+               "and memory are invisible (default: the default tenant '').")
+
+#: a layer's name in a table header, where the full name is too wide
+SHORT = {"instructions": "instr", "history": "history", "evidence": "evid", "knowledge": "know"}
+
+Column = tuple[str, str, list[str]]
+"""A table column: header, justification ("left" or "right") and its cells."""
+
+
+def console() -> Console:
+    return Console(highlight=False)
+
+
+def fail(e: Exception) -> NoReturn:
+    """Print ``error: <e>`` on stderr and exit with status 2."""
+    click.echo(f"error: {e}", err=True)
+    sys.exit(2)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def clean_errors(fn: F) -> F:
+    """Turn every error a user can cause (a bad store, a bad trace, a read-only folder) into one line
+    on stderr and exit status 2, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except WindowsmithError as e:
+            fail(e)
+        except RecursionError:
+            fail(WindowsmithError("the input is nested too deeply to process; flatten it (at most a few "
+                                  "hundred levels of nested lists and objects)"))
+        except OSError as e:
+            where = f" {e.filename}" if getattr(e, "filename", None) else ""
+            hint = ("; the file system is read-only: pass --store (or set WINDOWSMITH_HOME) to a writable folder"
+                    if e.errno == errno.EROFS else "")
+            fail(WindowsmithError(f"cannot access{where}: {e.strerror or e}{hint}"))
+
+    return cast(F, wrapper)
+
+
+def open_engine(model: str, store: Any, window: int | None = None, fmt: str | None = None) -> Any:
+    from ..engine import Engine
+
+    return Engine(model=model, store=store, window=window, format=fmt)
+
+
+@contextlib.contextmanager
+def existing_store(store: str | None, tenant: str | None = None) -> Iterator[Any]:
+    """The store ``--store`` names, which must exist (read-only commands never create one), as ``--tenant``
+    sees it (:meth:`Store.for_tenant`)."""
+    from ..store import open_store
+
+    with open_store(store, create=False) as base:
+        if tenant is None:
+            yield base
+            return
+        with base.for_tenant(tenant) as view:
+            yield view
+
+
+def no_session(session_id: str, st: Any) -> NoReturn:
+    """Exit with the one-line error for a session the store (as its tenant sees it) does not hold."""
+    whose, flag = (f" of tenant {st.tenant!r}", f" --tenant {shlex.quote(st.tenant)}") if st.tenant else ("", "")
+    fail(WindowsmithError(f"no session {session_id!r} in the store{whose}; "
+                          f"list them with `windowsmith sessions{flag}`"))
+
+
+def fits(cols: list[Column], width: int, *, drop: Sequence[str] = (),
+         fold: str | None = None) -> tuple[list[Column], list[str]]:
+    """The columns (header, justify, cells) that fit in ``width`` characters, dropping those named in
+    ``drop`` (in that order) until they do; ``fold`` is a text column that may wrap (counted at 12)."""
+    def need(cs: list[Column]) -> int:
+        return 1 + sum(3 + (min(12, _natural(c)) if c[0] == fold else _natural(c)) for c in cs)
+
+    hidden: list[str] = []
+    for name in drop:
+        if need(cols) <= width:
+            break
+        if any(c[0] == name for c in cols):
+            cols = [c for c in cols if c[0] != name]
+            hidden.append(name)
+    return cols, hidden
+
+
+def _natural(col: Column) -> int:
+    return max([len(col[0]), *(len(v) for v in col[2])])
+
+
+def table(title: str, cols: list[Column], console: Console, *, drop: Sequence[str] = (),
+          fold: str | None = None) -> Table:
+    """A table readable at the console's width: numbers never truncated ("8,…"); optional columns
+    dropped (named in the caption) when the terminal is too narrow; ``fold`` wraps instead."""
+    cols, hidden = fits(cols, console.width, drop=drop, fold=fold)
+    caption = f"hidden at {console.width} columns: {', '.join(hidden)} (widen the terminal or use --json)" if hidden else None
+    t = Table(title=title, caption=caption, pad_edge=True)
+    for name, just, cells in cols:
+        justify: JustifyMethod = "left" if just == "left" else "right"
+        if name == fold:
+            t.add_column(name, justify=justify, overflow="fold", min_width=min(12, _natural((name, justify, cells))))
+        else:
+            t.add_column(name, justify=justify, no_wrap=True, min_width=_natural((name, justify, cells)))
+    for row in zip(*(c[2] for c in cols), strict=True):
+        t.add_row(*map(Text, row))  # cells are data (a memory's text, an action's reason), never markup
+    return t
+
+
+__all__ = ["DEFAULT_MODEL", "SHORT", "STORE_HELP", "TENANT_HELP", "Column", "clean_errors", "console", "open_engine",
+           "existing_store", "fail", "fits", "no_session", "table"]
