@@ -26,8 +26,8 @@ from windowsmith.cache import plan_cache
 from windowsmith.compaction import CompactionConfig
 from windowsmith.costs import call_cost, shared_prefix_tokens
 from windowsmith.errors import ConfigError
+from windowsmith.formats import get_renderer
 from windowsmith.model import Message, Text, ToolSpec
-from windowsmith.render import get_renderer
 from windowsmith.request import NeutralRequest, Segment
 
 MODEL = "claude-sonnet-4-5"

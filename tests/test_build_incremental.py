@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import windowsmith as ws
 from conftest import DATA, FORMAT_MODEL
 from windowsmith import refs
-from windowsmith.render import get_renderer
+from windowsmith.formats import get_renderer
 from windowsmith.snapshot import Snapshot
 from windowsmith.store import packs
 from windowsmith.traces import load_traces

@@ -15,7 +15,7 @@ import windowsmith as ws
 from windowsmith.bench.strategies import BenchConfig, make_strategy
 from windowsmith.cache import LOOKBACK_BLOCKS, message_blocks, plan_cache
 from windowsmith.costs import call_cost
-from windowsmith.render import get_renderer
+from windowsmith.formats import get_renderer
 
 MODEL = "claude-sonnet-4-5"
 

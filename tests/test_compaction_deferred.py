@@ -18,10 +18,10 @@ from windowsmith.cache import plan_cache
 from windowsmith.compaction import CompactionConfig
 from windowsmith.costs import call_cost
 from windowsmith.errors import ConfigError
+from windowsmith.formats import get_renderer
 from windowsmith.model import Message, Text, ToolSpec
 from windowsmith.records import EmergencyRecord, TruncateRecord
 from windowsmith.registry import load_registry
-from windowsmith.render import get_renderer
 from windowsmith.request import NeutralRequest, Segment
 from windowsmith.state import PENDING_HEAD
 

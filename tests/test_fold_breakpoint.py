@@ -15,10 +15,10 @@ import windowsmith as ws
 from conftest import DATA, needs_data
 from windowsmith.cache import plan_cache
 from windowsmith.costs import call_cost
+from windowsmith.formats import get_renderer
 from windowsmith.model import Message, Text, ToolSpec
 from windowsmith.records import MaskRecord
 from windowsmith.registry import load_registry
-from windowsmith.render import get_renderer
 from windowsmith.request import NeutralRequest, Segment
 
 MODEL = "claude-sonnet-4-5"

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_render_cases import PNG_B64, TOOLS
+from windowsmith.formats import FORMATS, get_renderer
 from windowsmith.model import Image, Message, Text, ToolCall, ToolResult
-from windowsmith.render import FORMATS, get_renderer
 from windowsmith.request import CachePlan, NeutralRequest, Segment
 
 words = st.text(alphabet="abcdefgh xyz", min_size=1, max_size=12)

@@ -17,8 +17,8 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
 from test_render_cases import CASES, PNG_B64, check_typed, request_append, request_new, request_prepend
+from windowsmith.formats import get_renderer, is_context_overflow
 from windowsmith.model import Text, Thinking, ToolCall, Usage
-from windowsmith.render import get_renderer, is_context_overflow
 
 TAIL = "Task: fix calc.add. Budget: 12k tokens left."
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from inline_snapshot import snapshot
 
+from windowsmith.formats import get_renderer
 from windowsmith.model import Message, Text, ToolCall, ToolResult, ToolSpec
-from windowsmith.render import get_renderer
 from windowsmith.request import CachePlan, NeutralRequest, Segment
 
 

@@ -6,8 +6,7 @@ import pytest
 
 from test_render_cases import history, make_request, request_append, request_new, request_prepend
 from windowsmith.errors import ConfigError, ProviderResponseError, UnmatchedToolResultError
-from windowsmith.model import Message, Text, ToolResult
-from windowsmith.render import (
+from windowsmith.formats import (
     FORMATS,
     AnthropicRenderer,
     GeminiRenderer,
@@ -17,6 +16,7 @@ from windowsmith.render import (
     is_context_overflow,
     require_sdk,
 )
+from windowsmith.model import Message, Text, ToolResult
 from windowsmith.request import CachePlan
 
 

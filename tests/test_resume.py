@@ -387,7 +387,7 @@ def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
 
 
 def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
-    from windowsmith.render.base import RENDER_SCHEME
+    from windowsmith.formats.base import RENDER_SCHEME
     from windowsmith.resume import pack_digests, row_check, unpack_digests
 
     a, expected = _grown_and_expected(tmp_path)

@@ -89,8 +89,8 @@ def test_streamed_response_records_the_same_message_and_usage(make_engine: Calla
 @pytest.mark.parametrize("fmt", list(REPLIES))
 def test_events_as_dicts_and_a_single_final_chunk_list(make_engine: Callable[..., ws.Engine], fmt: str) -> None:
     from sdk_mock import EVENTS
-    from windowsmith.render import get_renderer
-    from windowsmith.render.stream import accumulate
+    from windowsmith.formats import get_renderer
+    from windowsmith.formats.stream import accumulate
 
     reply = REPLIES[fmt]
     r = get_renderer(fmt)

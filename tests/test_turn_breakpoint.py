@@ -16,8 +16,8 @@ from windowsmith.bench.metrics import prepare
 from windowsmith.bench.strategies import BenchConfig
 from windowsmith.cache import plan_cache
 from windowsmith.costs import call_cost
+from windowsmith.formats import get_renderer
 from windowsmith.registry import load_registry
-from windowsmith.render import get_renderer
 from windowsmith.tokens import TokenCounter
 from windowsmith.traces import load_traces
 

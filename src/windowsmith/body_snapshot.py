@@ -38,10 +38,10 @@ from itertools import chain as concat
 from typing import TYPE_CHECKING, Any
 
 from .errors import StoreError
+from .formats.base import RENDER_SCHEME, Renderer
+from .formats.units import RenderedBody, UnitRenderer
 from .hashing import canonical_json, sha256_hex
 from .refs import message_refs
-from .render._common import RenderedBody, UnitRenderer
-from .render.base import RENDER_SCHEME, Renderer
 from .request import NeutralRequest, extends
 from .resume import pack_digests, row_check, unpack_digests
 from .state import COUNTS_CHUNK

@@ -29,6 +29,8 @@ from .compaction.pipeline import Compactor
 from .compaction.port import carry_caps_of
 from .compaction.transcript import store_transcript
 from .errors import BudgetBlockedError, ConfigError, UsageError
+from .formats import FORMATS
+from .formats.base import Rendered
 from .hashing import sha256_hex
 from .layers.base import Layer
 from .layers.builtin import history_blocked
@@ -36,8 +38,6 @@ from .log import SessionLog
 from .manifest import PART_LEN, Manifest
 from .records import MaskRecord, ShrinkRecord, TruncateRecord
 from .refs import RefTracker
-from .render import FORMATS
-from .render.base import Rendered
 from .request import NeutralRequest
 from .state import SessionState
 from .store.packs import Hinted

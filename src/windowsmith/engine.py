@@ -31,6 +31,9 @@ from .compaction.config import Breaker, CompactionConfig, CompactionResult
 from .compaction.pipeline import Compactor
 from .compaction.reconstruct import reconstruct
 from .errors import ConfigError, InvalidMessageError, ModelRetiredWarning, UnmatchedToolResultError, UsageError
+from .formats import get_renderer, is_context_overflow
+from .formats.base import Renderer
+from .formats.stream import resolve
 from .guidance.repair import repair_message
 from .ingest.messages import redact_message
 from .ingest.pipeline import IngestConfig, Ingested, ingest_result
@@ -54,9 +57,6 @@ from .model import (
     blocks_from_content,
 )
 from .registry import ModelSpec, Registry, load_registry
-from .render import get_renderer, is_context_overflow
-from .render.base import Renderer
-from .render.stream import resolve
 from .resume import FREEZE_EVENTS, paused_gc
 from .retrieval.search import Embedder
 from .session_async import AsyncSessionMixin, check_sync, is_async_callable, overflow_reason

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .formats.base import to_plain
 from .model import Image, Message, Text, Thinking, ToolSpec
-from .render._common import to_plain
 from .traces.base import Builder, Ctx, image_from_url, tools_from
 from .traces.logs import import_anthropic_messages, import_openai_chat, import_openai_responses
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from .compaction.config import Breaker
 from .errors import UsageError
-from .render import is_context_overflow
-from .render.stream import aresolve
+from .formats import is_context_overflow
+from .formats.stream import aresolve
 
 if TYPE_CHECKING:
     from .build import Builder, Pack

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from .compaction.mask import FOLD_SCHEME, MaskPlanner
 from .errors import StoreError
+from .formats.base import RENDER_SCHEME, Renderer
 from .hashing import canonical_json, sha256_hex
 from .model import Message, Text
-from .render.base import RENDER_SCHEME, Renderer
 from .resume import (
     DIGESTS_VERSION,
     digests_key,
@@ -234,7 +234,7 @@ class PersistedCounts:
 def part_digester(renderer: Renderer | None) -> Callable[[Message], str] | None:
     """The part digest of a message as ``renderer`` renders it (through its memo), or None for a renderer whose
     rendering of a message depends on more than the message (Gemini's: the tool names)."""
-    from .render._common import UnitRenderer
+    from .formats.units import UnitRenderer
 
     if not isinstance(renderer, UnitRenderer) or type(renderer).message_extra is not UnitRenderer.message_extra:
         return None

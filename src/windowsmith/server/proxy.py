@@ -23,7 +23,7 @@ from starlette.responses import Response, StreamingResponse
 from ..build import Pack
 from ..compaction.config import Breaker
 from ..errors import BudgetExceededError, ConflictError, RuntimeFailure, UsageError
-from ..render import is_context_overflow
+from ..formats import is_context_overflow
 from ..store.base import check_session_id
 from .conversation import (
     ANTHROPIC,

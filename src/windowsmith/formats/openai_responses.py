@@ -10,14 +10,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ProviderResponseError
+from ..errors import ProviderResponseError, UsageError
 from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
 from ..request import NeutralRequest
-from ._common import UnitRenderer, as_int, data_uri, expect, to_plain
-from .base import ParsedResponse
+from .base import WORKAROUND, ParsedResponse, as_int, expect, to_plain
 from .openai_chat import ERROR_PREFIX
+from .units import UnitRenderer, data_uri
 
 
 def _part(b: Text | Image) -> dict[str, Any]:
@@ -141,4 +142,26 @@ class OpenAIResponsesRenderer(UnitRenderer):
         return ParsedResponse(Message("assistant", tuple(blocks)), u, stop, d.get("model"))
 
 
-__all__ = ["OpenAIResponsesRenderer"]
+# -- streams ----------------------------------------------------------------------------------------
+
+_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def is_stream_event(d: Mapping[str, Any]) -> bool:
+    """Whether ``d`` is one streamed event rather than a whole response."""
+    t = d.get("type")
+    return isinstance(t, str) and t.startswith("response.")
+
+
+def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The response a Responses stream's terminal event carries (what ``parse_response`` reads)."""
+    for ev in reversed(events):
+        if ev.get("type") in _TERMINAL and isinstance(ev.get("response"), Mapping):
+            return dict(ev["response"])
+    if any(ev.get("type") == "error" for ev in events):
+        raise ProviderResponseError(f"the OpenAI Responses stream failed: {next(e for e in events if e.get('type') == 'error')!r}")
+    raise UsageError("the OpenAI Responses stream ended without a response.completed event (was it cut short?); "
+                     + WORKAROUND)
+
+
+__all__ = ["OpenAIResponsesRenderer", "accumulate_stream", "is_stream_event"]

@@ -18,14 +18,15 @@ Gemini caches implicitly by prefix; ``cache_prefix_parts`` follows ``CachePlan``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ProviderResponseError, UnmatchedToolResultError
 from ..hashing import content_digest
 from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
 from ..request import NeutralRequest
-from ._common import UnitRenderer, as_int, expect, to_plain, tool_names
-from .base import ParsedResponse
+from .base import ParsedResponse, as_int, expect, to_plain
+from .units import UnitRenderer, tool_names
 
 SIGNATURE = "thought_signature"
 
@@ -184,4 +185,45 @@ def _call_id(response: dict[str, Any], index: int, call: dict[str, Any]) -> str:
     return f"gemini-{content_digest([index, call, response.get('candidates')])[:16]}"
 
 
-__all__ = ["GeminiRenderer"]
+# -- streams ----------------------------------------------------------------------------------------
+
+def _mergeable(prev: dict[str, Any], part: dict[str, Any]) -> bool:
+    if set(prev) - {"text", "thought", "thought_signature"} or set(part) - {"text", "thought", "thought_signature"}:
+        return False
+    return ("text" in prev and "text" in part and bool(prev.get("thought")) == bool(part.get("thought"))
+            and prev.get("thought_signature") is None)
+
+
+def is_stream_event(d: Mapping[str, Any]) -> bool:
+    """Never: a streamed Gemini chunk has the shape of a whole response."""
+    return False
+
+
+def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge the plain chunks of ``generate_content_stream`` into the response ``parse_response`` reads."""
+    parts: list[dict[str, Any]] = []
+    out: dict[str, Any] = {}
+    role = "model"
+    finish = None
+    for ch in events:
+        for k in ("usage_metadata", "model_version", "response_id", "create_time"):
+            if ch.get(k) is not None:
+                out[k] = ch[k]
+        for cand in (ch.get("candidates") or [])[:1]:
+            content = cand.get("content") or {}
+            role = content.get("role") or role
+            for p in content.get("parts") or []:
+                p = {k: v for k, v in p.items() if v is not None}
+                if parts and _mergeable(parts[-1], p):
+                    parts[-1]["text"] += p["text"]
+                    if p.get("thought_signature") is not None:
+                        parts[-1]["thought_signature"] = p["thought_signature"]
+                else:
+                    parts.append(dict(p))
+            if cand.get("finish_reason"):
+                finish = cand["finish_reason"]
+    out["candidates"] = [{"content": {"role": role, "parts": parts}, "finish_reason": finish, "index": 0}]
+    return out
+
+
+__all__ = ["GeminiRenderer", "accumulate_stream", "is_stream_event"]

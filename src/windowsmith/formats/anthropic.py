@@ -12,13 +12,15 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ProviderResponseError
+from ..errors import ProviderResponseError, UsageError
 from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
 from ..request import NeutralRequest
-from ._common import UnitRenderer, as_int, expect, to_plain
-from .base import ParsedResponse
+from .base import WORKAROUND, ParsedResponse, as_int, expect, to_plain
+from .units import UnitRenderer
 
 EPHEMERAL = {"type": "ephemeral"}
 TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
@@ -158,4 +160,58 @@ class AnthropicRenderer(UnitRenderer):
         return ParsedResponse(Message("assistant", tuple(blocks)), u, d.get("stop_reason"), d.get("model"))
 
 
-__all__ = ["AnthropicRenderer"]
+# -- streams ----------------------------------------------------------------------------------------
+
+#: the ``type`` of every streamed event
+STREAM_EVENTS = frozenset({
+    "message_start", "message_delta", "message_stop", "content_block_start", "content_block_delta",
+    "content_block_stop", "ping", "error",
+})
+
+
+def is_stream_event(d: Mapping[str, Any]) -> bool:
+    """Whether ``d`` is one streamed event rather than a whole message."""
+    t = d.get("type")
+    return isinstance(t, str) and t in STREAM_EVENTS
+
+
+def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Fold the plain events of a Messages stream into the message ``parse_response`` reads."""
+    msg: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    for ev in events:
+        t = ev.get("type")
+        if t == "error":
+            raise ProviderResponseError(f"the Anthropic stream failed: {ev.get('error')!r}")
+        if t == "message_start":
+            msg = dict(ev["message"])
+            msg["usage"] = dict(msg.get("usage") or {})
+        elif t == "content_block_start":
+            blocks[ev["index"]] = dict(ev["content_block"])
+        elif t == "content_block_delta":
+            b, d = blocks[ev["index"]], ev["delta"]
+            dt = d.get("type")
+            if dt == "text_delta":
+                b["text"] = b.get("text", "") + d["text"]
+            elif dt == "input_json_delta":
+                partial[ev["index"]] = partial.get(ev["index"], "") + d.get("partial_json", "")
+            elif dt == "thinking_delta":
+                b["thinking"] = b.get("thinking", "") + d["thinking"]
+            elif dt == "signature_delta":
+                b["signature"] = d["signature"]
+        elif t == "message_delta" and msg is not None:
+            for k, v in (ev.get("delta") or {}).items():
+                msg[k] = v
+            for k, v in (ev.get("usage") or {}).items():
+                if v is not None:
+                    msg["usage"][k] = v
+    if msg is None:
+        raise UsageError("the Anthropic stream has no message_start event; " + WORKAROUND)
+    for i, raw in partial.items():
+        blocks[i]["input"] = json.loads(raw) if raw.strip() else {}
+    msg["content"] = [blocks[i] for i in sorted(blocks)]
+    return msg
+
+
+__all__ = ["AnthropicRenderer", "STREAM_EVENTS", "accumulate_stream", "is_stream_event"]

@@ -1,10 +1,14 @@
-"""Renderers: the neutral request to each provider's SDK call, and responses back.
+"""The provider wire formats, one module each, both directions: the neutral request to each provider's SDK
+call, the provider's messages, responses, streams and usage back to neutral ones.
 
     get_renderer("anthropic").render(neutral_request).request   →  client.messages.create(**req)
     get_renderer("openai-chat")                                   →  client.chat.completions.create(**req)
     get_renderer("openai-responses")                              →  client.responses.create(**req)
     get_renderer("gemini")                                        →  client.models.generate_content(**req)
 
+Each of ``anthropic``, ``openai_chat``, ``openai_responses`` and ``gemini`` holds its renderer, its history
+reader, its response parser, its stream accumulator and its usage reader; ``units`` is the unit rendering they
+share, ``reader`` the toolkit of the history readers, ``stream`` turns an SDK stream into one response.
 Rendering and parsing need no SDK (plain dicts in, plain dicts out); the SDKs are optional extras.
 Treat ``Rendered.request`` as read-only: parts of it are shared with the renderer's memo cache.
 """

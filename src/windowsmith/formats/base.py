@@ -16,10 +16,11 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ProviderResponseError
 from ..hashing import canonical_json, sha256_hex
 from ..model import Message, Usage
 from ..request import NeutralRequest
@@ -155,3 +156,48 @@ class Renderer(ABC):
     @abstractmethod
     def parse_response(self, response: Any) -> ParsedResponse:
         """Parse an SDK response object (or its dict form) into a neutral message and usage."""
+
+
+# -- reading responses ----------------------------------------------------------------------------
+
+#: what to pass to ``record()`` instead of a stream it cannot read (every stream error ends with it)
+WORKAROUND = (
+    "pass the SDK's response object, its stream before you iterate it, the stream's final message "
+    "(stream.get_final_message() / get_final_completion() / get_final_response()), or the list of the "
+    "events/chunks you collected while iterating"
+)
+
+
+def to_plain(response: Any, *, what: str, by_alias: bool = True) -> dict[str, Any]:
+    """An SDK response object (pydantic model) or a dict, as a plain JSON-like dict."""
+    if isinstance(response, Mapping):
+        return dict(response)
+    dump = getattr(response, "model_dump", None)
+    if callable(dump):
+        try:
+            out = dump(mode="json", by_alias=by_alias, exclude_unset=True, warnings=False)
+        except TypeError:  # not a pydantic v2 model after all
+            out = None
+        if isinstance(out, dict):
+            return out
+    raise ProviderResponseError(
+        f"cannot parse {type(response).__name__} as {what}: pass the SDK's response object or its dict form "
+        "(response.model_dump())"
+    )
+
+
+def expect(d: Any, key: str, typ: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(d, Mapping):
+        raise ProviderResponseError(f"{where} must be an object, got {type(d).__name__}")
+    v = d.get(key)
+    if not isinstance(v, typ):
+        raise ProviderResponseError(f"{where}.{key} is missing or has the wrong type ({type(v).__name__})")
+    return v
+
+
+def as_int(v: Any) -> int:
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ProviderResponseError(f"token count must be an integer, got {v!r}")
+    return v

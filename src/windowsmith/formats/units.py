@@ -1,4 +1,4 @@
-"""Machinery shared by the four renderers (private).
+"""The unit rendering shared by the four request renderers.
 
 Every renderer renders a request as a sequence of *units* in cache-prefix order:
 
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from ..errors import ConfigError, ProviderResponseError
+from ..errors import ConfigError
 from ..hashing import canonical_json, sha256_hex
 from ..model import Image, Message, ToolSpec
 from ..request import Lineage, NeutralRequest, extends
@@ -83,6 +83,8 @@ _FREE_REFS = 2
 _RECYCLE = sys.implementation.name == "cpython" and not sysconfig.get_config_var("Py_GIL_DISABLED")
 #: spare lists a renderer keeps: the last request's (its pack is usually still held) and the one before
 _SPARES = 2
+#: the breakpoints of a ``CachePlan`` besides the message breakpoint (``<name>_index``), in the order they are checked
+_BREAKPOINTS = ("head", "carry", "fold", "turn", "anchor")
 
 
 class UnitRenderer(Renderer):
@@ -176,9 +178,59 @@ class UnitRenderer(Renderer):
                 f"CachePlan.message_index={plan.message_index} is out of range for {n} messages; "
                 "use an index into NeutralRequest.messages or None"
             )
+        tools, system, system_marks, parts, prefix = self._head(req)
+        mode = req.tail_mode()
+        tail_unit: list[dict[str, Any]] | None = None
+        tail_digest = ""
+        if mode != "none":
+            assert req.tail is not None
+            tail_unit = self.render_tail(req.tail)
+            tail_digest = sha256_hex(canonical_json(tail_unit))
+
+        # The body (every message but a tail-prepended final one) is rendered and merged
+        # incrementally: when it extends the previous request's body, only new messages are done.
+        body_n = n - 1 if mode == "prepend" else n
+        ctx = _Lazy(lambda: self.context(req))
+        head_parts = tuple(parts)
+        body, extended = self._body(req, body_n, ctx)
+        pre_body = len(parts)
+        flat_extra, extra_parts = self._extra(req, mode, tail_unit, tail_digest, ctx)
+        for name in _BREAKPOINTS:
+            at_index = getattr(plan, f"{name}_index")
+            if at_index is not None and not 0 <= at_index < body_n:
+                raise ConfigError(f"CachePlan.{name}_index={at_index} is out of range for the {body_n} message(s) "
+                                  "rendered before the tail; use an index before the message breakpoint or None")
+        if plan.message_index is not None:
+            if plan.message_index >= body_n:
+                raise ConfigError("the message breakpoint cannot be on the message the tail is prepended to")
+            prefix = pre_body + plan.message_index + 1
+        # the request's message list: a copy of the body, or a list no one holds any more brought up to date
+        lead = system if self.system_in_messages else []
+        messages, at = self._messages(body, lead, flat_extra, mode, req)
+        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": at["message"],
+                 **{name: at[name] for name in _BREAKPOINTS}}
+        request = self.build(req, tools, system, messages, marks)
+        if _RECYCLE:
+            marked = tuple(k[0] for k in (at["message"], *(at[name] for name in _BREAKPOINTS)) if k is not None)
+            self._spares.append(_Spare(messages, body.out, tuple(lead), marked))
+            del self._spares[:-_SPARES]
+        rest = {
+            "format": self.format,
+            "fields": {k: v for k, v in request.items() if k not in ("tools", "system", "messages", "input", "contents", "config")},
+            "config": {k: v for k, v in request.get("config", {}).items() if k not in ("tools", "system_instruction")},
+            "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index,
+                      **{name: getattr(plan, f"{name}_index") for name in _BREAKPOINTS
+                         if getattr(plan, f"{name}_index") is not None}},
+            "tail_mode": mode,
+        }
+        ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
+        return self._rendered(request, ptuple, rest, body, extended, head_parts, pre_body, prefix)
+
+    def _head(self, req: NeutralRequest) -> tuple[list[Any], list[Any], list[bool], list[str], int]:
+        """The tool and system units: (tools, system items, their breakpoints, part digests, prefix parts so far)."""
+        plan = req.cache
         parts: list[str] = []
         prefix = 0
-
         tools: list[Any] = []
         deferred = set(req.deferred)
         for tool in req.tools:
@@ -209,29 +261,18 @@ class UnitRenderer(Renderer):
             parts.append(digest)
             if mark:
                 prefix = len(parts)
+        return tools, system, system_marks, parts, prefix
 
-        mode = req.tail_mode()
-        tail_unit: list[dict[str, Any]] | None = None
-        tail_digest = ""
-        if mode != "none":
-            assert req.tail is not None
-            tail_unit = self.render_tail(req.tail)
-            tail_digest = sha256_hex(canonical_json(tail_unit))
-
-        # The body (every message but a tail-prepended final one) is rendered and merged
-        # incrementally: when it extends the previous request's body, only new messages are done.
-        body_n = n - 1 if mode == "prepend" else n
-        ctx = _Lazy(lambda: self.context(req))
-        head_parts = tuple(parts)
-        body, extended = self._body(req, body_n, ctx)
-        pre_body = len(parts)
+    def _extra(self, req: NeutralRequest, mode: str, tail_unit: list[dict[str, Any]] | None, tail_digest: str,
+               ctx: Any) -> tuple[list[dict[str, Any]], list[str]]:
+        """The provider items after the body (the tail, and the final message it is prepended to) and their parts."""
         extra_parts: list[str] = []
         flat_extra: list[dict[str, Any]] = []
         if mode == "prepend":
             assert tail_unit is not None
             flat_extra.extend(tail_unit)
             extra_parts.append(tail_digest)
-            last = req.messages[n - 1]
+            last = req.messages[len(req.messages) - 1]
             extra = self.message_extra(last, req, ctx)
             value, digest = self.memo.get(("msg", last.digest, extra), partial(self.render_message, last, extra))
             flat_extra.extend(value)
@@ -240,16 +281,13 @@ class UnitRenderer(Renderer):
             assert tail_unit is not None
             flat_extra.extend(tail_unit)
             extra_parts.append(tail_digest)
-        for name, at_index in (("head_index", plan.head_index), ("carry_index", plan.carry_index),
-                               ("fold_index", plan.fold_index), ("turn_index", plan.turn_index),
-                               ("anchor_index", plan.anchor_index)):
-            if at_index is not None and not 0 <= at_index < body_n:
-                raise ConfigError(f"CachePlan.{name}={at_index} is out of range for the {body_n} message(s) "
-                                  "rendered before the tail; use an index before the message breakpoint or None")
-        if plan.message_index is not None:
-            if plan.message_index >= body_n:
-                raise ConfigError("the message breakpoint cannot be on the message the tail is prepended to")
-            prefix = pre_body + plan.message_index + 1
+        return flat_extra, extra_parts
+
+    def _messages(self, body: RenderedBody, lead: list[Any], flat_extra: list[dict[str, Any]], mode: str,
+                  req: NeutralRequest) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int] | None]]:
+        """The request's message list (``lead`` first) and, per breakpoint of the plan, the (message, block) that
+        carries it."""
+        plan = req.cache
         total_flat = body.n_flat + len(flat_extra)
         # the extra items merge into the body's last message at most: merge them onto a copy of that one
         base = max(0, len(body.out) - 1)
@@ -259,41 +297,21 @@ class UnitRenderer(Renderer):
         else:
             last_out, last_origin = [], []
             base = len(body.out)
-        # the request's message list: a copy of the body, or a list no one holds any more brought up to date
-        lead = system if self.system_in_messages else []
         messages = self._message_list(body, lead, base, last_out)
 
         def origin_at(k: int) -> list[tuple[int, int]]:
             return last_origin[k - base] if k >= base else body.origin[k]
 
         n_body = len(messages) - len(lead)
-        mark_at = _shift(self._mark(body, origin_at, n_body, plan.message_index, from_end=True), len(lead))
-        head_at = _shift(self._mark(body, origin_at, n_body, plan.head_index, from_end=False), len(lead))
-        carry_at = _shift(self._mark(body, origin_at, n_body, plan.carry_index, from_end=False), len(lead))
-        fold_at = _shift(self._mark(body, origin_at, n_body, plan.fold_index, from_end=False), len(lead))
-        turn_at = _shift(self._mark(body, origin_at, n_body, plan.turn_index, from_end=False), len(lead))
-        anchor_at = _shift(self._mark(body, origin_at, n_body, plan.anchor_index, from_end=False), len(lead))
+        at = {"message": _shift(self._mark(body, origin_at, n_body, plan.message_index, from_end=True), len(lead))}
+        for name in _BREAKPOINTS:
+            index = getattr(plan, f"{name}_index")
+            at[name] = _shift(self._mark(body, origin_at, n_body, index, from_end=False), len(lead))
+        return messages, at
 
-        marks = {"tools": plan.tools and bool(tools), "system": system_marks, "message": mark_at, "head": head_at,
-                 "carry": carry_at, "fold": fold_at, "turn": turn_at, "anchor": anchor_at}
-        request = self.build(req, tools, system, messages, marks)
-        if _RECYCLE:
-            marked = tuple(at[0] for at in (mark_at, head_at, carry_at, fold_at, turn_at, anchor_at) if at is not None)
-            self._spares.append(_Spare(messages, body.out, tuple(lead), marked))
-            del self._spares[:-_SPARES]
-        rest = {
-            "format": self.format,
-            "fields": {k: v for k, v in request.items() if k not in ("tools", "system", "messages", "input", "contents", "config")},
-            "config": {k: v for k, v in request.get("config", {}).items() if k not in ("tools", "system_instruction")},
-            "marks": {"tools": marks["tools"], "system": system_marks, "message": plan.message_index,
-                      **({"head": plan.head_index} if plan.head_index is not None else {}),
-                      **({"carry": plan.carry_index} if plan.carry_index is not None else {}),
-                      **({"fold": plan.fold_index} if plan.fold_index is not None else {}),
-                      **({"turn": plan.turn_index} if plan.turn_index is not None else {}),
-                      **({"anchor": plan.anchor_index} if plan.anchor_index is not None else {})},
-            "tail_mode": mode,
-        }
-        ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
+    def _rendered(self, request: dict[str, Any], ptuple: Snapshot, rest: dict[str, Any], body: RenderedBody,
+                  extended: bool, head_parts: tuple[str, ...], pre_body: int, prefix: int) -> Rendered:
+        """The rendering with its checksum and prefix hash, taken from the kept hash states."""
         # the parts lineage: parts[:stable] are the same as every earlier request's with the same token
         line = self._parts_line
         if extended and line is not None and line[0] is body.token and line[1] == head_parts:
@@ -492,38 +510,3 @@ def tool_names(req: NeutralRequest) -> dict[str, str]:
             for c in m.tool_calls:
                 names[c.id] = c.name
     return names
-
-
-def to_plain(response: Any, *, what: str, by_alias: bool = True) -> dict[str, Any]:
-    """An SDK response object (pydantic model) or a dict, as a plain JSON-like dict."""
-    if isinstance(response, Mapping):
-        return dict(response)
-    dump = getattr(response, "model_dump", None)
-    if callable(dump):
-        try:
-            out = dump(mode="json", by_alias=by_alias, exclude_unset=True, warnings=False)
-        except TypeError:  # not a pydantic v2 model after all
-            out = None
-        if isinstance(out, dict):
-            return out
-    raise ProviderResponseError(
-        f"cannot parse {type(response).__name__} as {what}: pass the SDK's response object or its dict form "
-        "(response.model_dump())"
-    )
-
-
-def expect(d: Any, key: str, typ: type | tuple[type, ...], where: str) -> Any:
-    if not isinstance(d, Mapping):
-        raise ProviderResponseError(f"{where} must be an object, got {type(d).__name__}")
-    v = d.get(key)
-    if not isinstance(v, typ):
-        raise ProviderResponseError(f"{where}.{key} is missing or has the wrong type ({type(v).__name__})")
-    return v
-
-
-def as_int(v: Any) -> int:
-    if v is None:
-        return 0
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ProviderResponseError(f"token count must be an integer, got {v!r}")
-    return v

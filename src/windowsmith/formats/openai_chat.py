@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ProviderResponseError
 from ..model import Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
 from ..request import NeutralRequest
-from ._common import UnitRenderer, as_int, data_uri, expect, to_plain
-from .base import ParsedResponse
+from .base import ParsedResponse, as_int, expect, to_plain
+from .units import UnitRenderer, data_uri
 
 ERROR_PREFIX = "Error: "
 
@@ -121,4 +122,47 @@ class OpenAIChatRenderer(UnitRenderer):
         return ParsedResponse(Message("assistant", tuple(blocks)), u, choice.get("finish_reason"), d.get("model"))
 
 
-__all__ = ["OpenAIChatRenderer"]
+# -- streams ----------------------------------------------------------------------------------------
+
+def is_stream_event(d: Mapping[str, Any]) -> bool:
+    """Whether ``d`` is one streamed chunk rather than a whole completion."""
+    return d.get("object") == "chat.completion.chunk"
+
+
+def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Fold the plain chunks of a Chat Completions stream into the completion ``parse_response`` reads."""
+    out: dict[str, Any] = {"object": "chat.completion"}
+    message: dict[str, Any] = {"role": "assistant"}
+    calls: dict[int, dict[str, Any]] = {}
+    finish = None
+    for ch in events:
+        for k in ("id", "model", "created"):
+            if ch.get(k) is not None:
+                out[k] = ch[k]
+        if ch.get("usage"):
+            out["usage"] = ch["usage"]
+        for choice in ch.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            d = choice.get("delta") or {}
+            for key in ("content", "refusal"):
+                if d.get(key):
+                    message[key] = message.get(key, "") + d[key]
+            for tc in d.get("tool_calls") or []:
+                c = calls.setdefault(tc.get("index", 0), {"type": "function", "function": {"name": "", "arguments": ""}})
+                if tc.get("id"):
+                    c["id"] = tc["id"]
+                fn = tc.get("function") or {}
+                if fn.get("name"):
+                    c["function"]["name"] += fn["name"]
+                if fn.get("arguments"):
+                    c["function"]["arguments"] += fn["arguments"]
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    out["choices"] = [{"index": 0, "message": message, "finish_reason": finish}]
+    return out
+
+
+__all__ = ["OpenAIChatRenderer", "accumulate_stream", "is_stream_event"]
