@@ -108,6 +108,26 @@ class Pack:
         return self.manifest.tokens
 
 
+class ModelCall:
+    """The builds of one model call in one request format: the first, and after the provider refused it as too
+    long, a harder compaction and a rebuild. One circuit breaker spans them, so no compaction stage runs twice
+    and nothing loops (what ``Session.call`` does around its ``send``; ``Session.begin_call`` opens one)."""
+
+    def __init__(self, builder: Builder, fmt: str, model: str | None = None) -> None:
+        self.format = fmt
+        self.model = model
+        self._builder = builder
+        self._breaker = Breaker()
+
+    def build(self) -> Pack:
+        """Build the request (compaction as due, within this call's breaker)."""
+        return self._builder.build(self.format, self._breaker, self.model)
+
+    def compact_harder(self, reason: str) -> CompactionResult:
+        """Compact harder after the provider refused the last build as too long (then :meth:`build` again)."""
+        return self._builder.compact(self.format, self._breaker, harder=True, reason=reason)
+
+
 class Builder:
     """Builds packs (and runs compaction) for one session over its log."""
 
@@ -459,4 +479,4 @@ def _summarizer(summ: Summarizer | type[Summarizer] | None) -> Summarizer | None
     return summ() if isinstance(summ, type) else summ
 
 
-__all__ = ["PROVIDER_ALIASES", "Builder", "Pack", "check_format"]
+__all__ = ["PROVIDER_ALIASES", "Builder", "ModelCall", "Pack", "check_format"]

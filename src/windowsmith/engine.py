@@ -25,7 +25,7 @@ from typing import Any
 
 from .artifacts import GC_GRACE_SECONDS, ArtifactStore, EmbeddedArtifacts, collect_garbage
 from .budget import BudgetConfig
-from .build import Builder, Pack, check_format
+from .build import Builder, ModelCall, Pack, check_format
 from .compaction.base import Reference, Summarizer
 from .compaction.config import Breaker, CompactionConfig, CompactionResult
 from .compaction.pipeline import Compactor
@@ -419,21 +419,25 @@ class Session(LayersMixin, LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
         if is_async_callable(send):
             raise UsageError(f"send {getattr(send, '__name__', send)!r} is async: use `await session.acall(send)`; "
                              "call() needs a synchronous send (e.g. a sync SDK client)")
-        builder = self._builder
-        fmt = builder.format(provider)
-        breaker = Breaker()
-        pack = builder.build(fmt, breaker, model)
+        attempt = self.begin_call(provider, model=model)
+        pack = attempt.build()
         try:
             response = check_sync(send(pack.request))
         except Exception as exc:
             if not is_context_overflow(exc):
                 raise
-            builder.compact(fmt, breaker, harder=True, reason=overflow_reason(pack, exc))
-            pack = builder.build(fmt, breaker, model)
+            attempt.compact_harder(overflow_reason(pack, exc))
+            pack = attempt.build()
             response = check_sync(send(pack.request))
         if record:
             self.record(response, pack=pack)
         return response
+
+    def begin_call(self, provider: str | None = None, *, model: str | None = None) -> ModelCall:
+        """The builds of one model call you send yourself (a proxy, a custom client loop): ``build()`` the
+        request, and if the provider rejects it as too long, ``compact_harder(reason)`` and ``build()`` once
+        more. One circuit breaker spans the call, as in :meth:`call`; record the response with :meth:`record`."""
+        return ModelCall(self._builder, self._builder.format(provider), model)
 
     @property
     def lessons(self) -> list[dict[str, Any]]:

@@ -24,11 +24,16 @@ def _require() -> None:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("ServerConfig", "create_app"):
+    if name == "ServerConfig":
         _require()
-        from . import app
+        from .state import ServerConfig
 
-        return getattr(app, name)
+        return ServerConfig
+    if name == "create_app":
+        _require()
+        from .app import create_app
+
+        return create_app
     raise AttributeError(name)
 
 

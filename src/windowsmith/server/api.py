@@ -23,7 +23,7 @@ from ..registry import load_registry
 from ..store.base import check_session_id
 
 if TYPE_CHECKING:
-    from .app import ServerState
+    from .state import ServerState
 
 
 class NotFound(Exception):

@@ -20,8 +20,7 @@ from anyio import to_thread
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..build import Pack
-from ..compaction.config import Breaker
+from ..build import ModelCall, Pack
 from ..errors import BudgetExceededError, ConflictError, RuntimeFailure, UsageError
 from ..formats import is_context_overflow
 from ..store.base import check_session_id
@@ -41,8 +40,8 @@ from .upstream import UpstreamError, stream_accumulator
 
 if TYPE_CHECKING:
     from ..engine import Session
-    from .app import ServerState
     from .locks import SessionLock
+    from .state import ServerState
 
 log = logging.getLogger("windowsmith.server")
 
@@ -78,7 +77,7 @@ def session_id_from(headers: Mapping[str, str], fmt: str, conv: Any, tenant: str
 class Prepared:
     session: Session
     pack: Pack
-    breaker: Breaker
+    call: ModelCall
     sync: Sync
     request: dict[str, Any]
 
@@ -98,6 +97,16 @@ def merge_request(fmt: str, body: Mapping[str, Any], pack_request: Mapping[str, 
 class Proxy:
     def __init__(self, state: ServerState) -> None:
         self.state = state
+
+    def tenant(self, request: Request) -> str | Response | None:
+        """The tenant of the ``X-Windowsmith-Token`` header, or the 401 error response in the request's format."""
+        ok, tenant = self.state.token_tenant(request.headers.get("x-windowsmith-token"))
+        if not ok:
+            fmt = ANTHROPIC if request.url.path.endswith("/messages") else OPENAI
+            return error_body(fmt, 401, "missing or unknown windowsmith token: send it in the X-Windowsmith-Token "
+                                        "header (the Authorization header carries your provider key)",
+                              "authentication_error")
+        return tenant
 
     # ------------------------------------------------------------------ session work (in a thread)
 
@@ -151,25 +160,22 @@ class Proxy:
                 sync.digests = digests[: known + i + 1]
                 sync.pending = None
                 store.set_kv(SYNC_SCOPE, sid, sync.to_dict())
-        breaker = Breaker()
-        pack = self._build(session, fmt, breaker)
-        return Prepared(session, pack, breaker, sync, merge_request(fmt, body, pack.request))
+        call = session.begin_call(fmt)  # the same pipeline Session.call runs, with the call's breaker
+        pack = self._build(session, call)
+        return Prepared(session, pack, call, sync, merge_request(fmt, body, pack.request))
 
-    def _build(self, session: Session, fmt: str, breaker: Breaker) -> Pack:
-        builder = session._builder  # the same pipeline Session.build/call run, with the call's breaker
+    def _build(self, session: Session, call: ModelCall) -> Pack:
         tel = self.state.telemetry
-        with tel.build_span(session, fmt) as span:
-            pack = builder.build(fmt, breaker)
+        with tel.build_span(session, call.format) as span:
+            pack = call.build()
             Telemetry.pack_attributes(span, pack)
         return pack
 
     def _compact_and_rebuild(self, p: Prepared, fmt: str, exc: UpstreamError) -> None:
-        builder = p.session._builder
         with self.state.telemetry.span("windowsmith.compaction.reactive", {"windowsmith.session.id": p.session.id,
                                                                           "http.response.status_code": exc.status}):
-            builder.compact(fmt, p.breaker, harder=True,
-                            reason=f"the provider rejected {p.pack.tokens:,} tokens as too long (HTTP {exc.status})")
-        p.pack = self._build(p.session, fmt, p.breaker)
+            p.call.compact_harder(f"the provider rejected {p.pack.tokens:,} tokens as too long (HTTP {exc.status})")
+        p.pack = self._build(p.session, p.call)
         body = {k: v for k, v in p.request.items()}
         p.request = merge_request(fmt, body, p.pack.request)
 
@@ -182,7 +188,7 @@ class Proxy:
     # ------------------------------------------------------------------ the endpoint
 
     async def handle(self, request: Request, fmt: str) -> Response:
-        tenant = self.state.tenant_for_proxy(request)
+        tenant = self.tenant(request)
         if isinstance(tenant, Response):
             return tenant
         try:
