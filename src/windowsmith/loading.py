@@ -7,8 +7,8 @@ Formats: ``openai-chat`` (chat messages), ``openai-responses`` (Responses input/
 ``anthropic`` (Messages API messages), ``gemini`` (``Content`` list), dicts or the SDKs' own objects;
 ``neutral``: windowsmith :class:`~windowsmith.model.Message` objects or their dicts (what the framework
 adapters in ``windowsmith.integrations`` hand over after mapping their own message types).
-The OpenAI and Anthropic shapes go through the trace importers (``traces/logs.py``), Gemini contents
-through :func:`gemini_contents`; every repair (a result with no call, a call with no id, a non-JSON
+Each shape is read by its format's history reader (``windowsmith.formats``: the same code that reads a
+proxied request and a trace file's conversation); every repair (a result with no call, a call with no id, a non-JSON
 argument string, …) is returned and recorded in the session's log, so manifests list it. A last
 assistant turn whose calls have no result yet stays open: the framework runs them next.
 
@@ -19,20 +19,26 @@ ones past the log's end are new. A history that disagrees with the log raises, n
 
 from __future__ import annotations
 
-import base64
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .formats import anthropic, gemini, openai_chat, openai_responses
 from .formats.base import to_plain
-from .model import Image, Message, Text, Thinking, ToolSpec
-from .traces.base import Builder, Ctx, image_from_url, tools_from
-from .traces.logs import import_anthropic_messages, import_openai_chat, import_openai_responses
+from .formats.reader import Builder, Ctx, History, tools_from
+from .model import Image, Message, ToolSpec
 
 LOAD_FORMATS: tuple[str, ...] = ("openai-chat", "openai-responses", "anthropic", "gemini", "neutral")
+
+_READERS: dict[str, Callable[[Any, Ctx, Builder], History]] = {
+    "openai-chat": openai_chat.read_history,
+    "openai-responses": openai_responses.read_history,
+    "anthropic": anthropic.read_history,
+    "gemini": gemini.read_history,
+}
 
 
 @dataclass(frozen=True)
@@ -81,16 +87,10 @@ def convert(messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None
     repairs: list[str] = []
     tool_list = tools_from(None if tools is None else [t.to_dict() if isinstance(t, ToolSpec) else t for t in tools],
                            ctx.sub("tools"), repairs)
-    if format == "gemini":
-        found = [gemini_contents(b, items, ctx)]
-        msgs, _, more = b.finish()
-    else:
-        importer = {"openai-chat": import_openai_chat, "openai-responses": import_openai_responses,
-                    "anthropic": import_anthropic_messages}[format]
-        trace = importer(items, ctx, [], "load", builder=b)[0]
-        found, msgs, more = [trace.system], trace.messages, list(trace.repairs)
-    texts = [t for t in (system, *found) if t]
-    return Loaded("\n\n".join(texts) or None, tool_list, tuple(msgs), (*repairs, *pre, *more))
+    history = _READERS[format](items, ctx, b)
+    msgs, _, more = b.finish()
+    texts = [t for t in (system, history.system) if t]
+    return Loaded("\n\n".join(texts) or None, tool_list, tuple(msgs), (*repairs, *pre, *history.repairs, *more))
 
 
 _RESPONSES_ITEMS = frozenset({"message", "reasoning", "function_call", "custom_tool_call", "function_call_output",
@@ -106,112 +106,6 @@ def _hosted_as_text(item: Any, i: int, repairs: list[str]) -> Any:
     repairs.append(f"[{i}]: {kind} item kept as assistant text (no neutral block for hosted tool items)")
     text = f"[{kind}] " + json.dumps({k: v for k, v in item.items() if k != "type"}, ensure_ascii=False, default=str)
     return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-
-
-# -- Gemini contents --------------------------------------------------------------------------------
-
-
-def _g(d: Mapping[str, Any], snake: str) -> Any:
-    """A field by its snake_case name or the camelCase alias (REST JSON)."""
-    if snake in d:
-        return d[snake]
-    head, *rest = snake.split("_")
-    return d.get(head + "".join(w.title() for w in rest))
-
-
-def _gemini_image(part: Mapping[str, Any], b: Builder, where: str) -> Image | None:
-    inline = _g(part, "inline_data")
-    if isinstance(inline, Mapping):
-        data = inline.get("data")
-        if isinstance(data, bytes | bytearray):
-            data = base64.b64encode(bytes(data)).decode()
-        if isinstance(data, str) and data:
-            return Image(data=data, media_type=_g(inline, "mime_type") or "application/octet-stream")
-    fd = _g(part, "file_data")
-    if isinstance(fd, Mapping) and isinstance(_g(fd, "file_uri"), str):
-        img = image_from_url(_g(fd, "file_uri"))
-        mime = _g(fd, "mime_type")
-        return Image(url=img.url, media_type=mime) if img.url and mime else img
-    b.repairs.append(f"{where}: image part without data dropped")
-    return None
-
-
-def gemini_contents(b: Builder, contents: list[Any], ctx: Ctx) -> str | None:
-    """Feed Gemini ``Content`` dicts (``role`` user/model, ``parts``) to ``b``. Calls without an id get
-    ``gemini_call_<n>``; a response without an id answers the oldest open call of its name."""
-    system: list[str] = []
-    open_by_name: dict[str, list[str]] = {}
-    auto = 0
-    for i, c in enumerate(contents):
-        w = f"[{i}]"
-        c = ctx.obj(c, w)
-        role = c.get("role") or "user"
-        parts = c.get("parts") or []
-        if not isinstance(parts, list):
-            raise ctx.err(f"{w}.parts", "expected a list of parts")
-        if role == "system":
-            system.append("\n".join(p.get("text", "") for p in parts if isinstance(p, Mapping)))
-            continue
-        if role == "model":
-            texts: list[Text | Image] = []
-            calls: list[tuple[Any, Any, Any]] = []
-            thinking: list[Thinking] = []
-            for k, p in enumerate(parts):
-                wk = f"{w}.parts[{k}]"
-                p = {key: v for key, v in dict(p).items() if v is not None}
-                sig = _g(p, "thought_signature")
-                fc = _g(p, "function_call")
-                if p.get("thought"):
-                    thinking.append(Thinking(provider="gemini", data=p, text=b.text(p.get("text", ""), wk)))
-                elif isinstance(fc, Mapping):
-                    if sig is not None:
-                        thinking.append(Thinking(provider="gemini", data={"thought_signature": sig}))
-                    cid = fc.get("id")
-                    if not cid:
-                        auto += 1
-                        cid = f"gemini_call_{auto}"
-                    open_by_name.setdefault(str(fc.get("name")), []).append(cid)
-                    calls.append((cid, fc.get("name"), dict(fc.get("args") or {})))
-                elif isinstance(p.get("text"), str):
-                    if sig is not None:
-                        thinking.append(Thinking(provider="gemini", data={"thought_signature": sig}))
-                    if p["text"]:
-                        texts.append(Text(b.text(p["text"], wk)))
-                else:
-                    b.repairs.append(f"{wk}: model part with keys {sorted(p)} dropped")
-            b.assistant(texts, calls, w, thinking=thinking)
-        elif role == "user":
-            rest: list[Text | Image] = []
-            for k, p in enumerate(parts):
-                wk = f"{w}.parts[{k}]"
-                fr = _g(p, "function_response")
-                if isinstance(fr, Mapping):
-                    name = fr.get("name")
-                    cid = fr.get("id")
-                    queue = open_by_name.get(str(name), [])
-                    if not cid and queue:
-                        cid = queue[0]
-                    if cid in queue:
-                        queue.remove(cid)
-                    resp = fr.get("response")
-                    is_error = isinstance(resp, Mapping) and "error" in resp and "output" not in resp
-                    value = resp.get("error" if is_error else "output", resp) if isinstance(resp, Mapping) else resp
-                    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-                    b.tool_result(cid, text, wk, name=name if isinstance(name, str) else None, is_error=is_error)
-                elif isinstance(p.get("text"), str):
-                    if p["text"]:
-                        rest.append(Text(b.text(p["text"], wk)))
-                elif _g(p, "inline_data") is not None or _g(p, "file_data") is not None:
-                    img = _gemini_image(p, b, wk)
-                    if img is not None:
-                        rest.append(img)
-                else:
-                    b.repairs.append(f"{wk}: user part with keys {sorted(p)} dropped")
-            if rest:
-                b.user(rest, w)
-        else:
-            raise ctx.err(f"{w}.role", f"unknown role {role!r} (expected user or model)")
-    return "\n\n".join(s for s in system if s) or None
 
 
 # -- sync with a session's log ----------------------------------------------------------------------
@@ -302,4 +196,4 @@ def overlapping_new(logged: Sequence[Message], incoming: Sequence[Message]) -> l
     return list(incoming)
 
 
-__all__ = ["LOAD_FORMATS", "Loaded", "convert", "gemini_contents", "new_messages", "overlapping_new"]
+__all__ = ["LOAD_FORMATS", "Loaded", "convert", "new_messages", "overlapping_new"]

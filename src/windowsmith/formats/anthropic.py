@@ -20,6 +20,7 @@ from ..errors import ProviderResponseError, UsageError
 from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
 from ..request import NeutralRequest
 from .base import WORKAROUND, ParsedResponse, as_int, expect, to_plain
+from .reader import Builder, Ctx, History, tools_from, usage_from
 from .units import UnitRenderer
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -160,6 +161,106 @@ class AnthropicRenderer(UnitRenderer):
         return ParsedResponse(Message("assistant", tuple(blocks)), u, d.get("stop_reason"), d.get("model"))
 
 
+# -- history ---------------------------------------------------------------------------------------
+
+
+def read_blocks(b: Builder, content: Any, where: str) -> list[Text | Image]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Text(b.text(content, where))]
+    out: list[Text | Image] = []
+    for i, blk in enumerate(content if isinstance(content, list) else [content]):
+        w = f"{where}[{i}]"
+        if isinstance(blk, str):
+            out.append(Text(b.text(blk, w)))
+        elif isinstance(blk, dict) and blk.get("type") == "text":
+            out.append(Text(b.text(blk.get("text", ""), w)))
+        elif isinstance(blk, dict) and blk.get("type") == "image":
+            src = blk.get("source") or {}
+            if src.get("type") == "base64" and src.get("data"):
+                out.append(Image(data=src["data"], media_type=src.get("media_type") or "application/octet-stream"))
+            elif src.get("type") == "url" and src.get("url"):
+                out.append(Image(url=src["url"]))
+            else:
+                b.repairs.append(f"{w}: image block without usable source dropped")
+        else:
+            b.repairs.append(
+                f"{w}: content block of type {blk.get('type') if isinstance(blk, dict) else type(blk).__name__!r} kept as JSON text"
+            )
+            out.append(Text(json.dumps(blk, ensure_ascii=False)))
+    return out
+
+
+def read_messages(b: Builder, msgs: list[Any], mctx: Ctx, system: list[str]) -> None:
+    """Feed Anthropic messages to ``b`` (the texts of ``system`` messages go to ``system``)."""
+    for i, m in enumerate(msgs):
+        w = f"{mctx.where}[{i}]" if mctx.where else f"[{i}]"
+        m = mctx.obj(m, f"[{i}]")
+        role = m.get("role")
+        content = m.get("content")
+        if role == "system":
+            system.append("\n".join(t.text for t in read_blocks(b, content, w) if isinstance(t, Text)))
+            continue
+        if role == "user":
+            blocks = content if isinstance(content, list) else [content] if content is not None else []
+            rest: list[Any] = []
+            for k, blk in enumerate(blocks):
+                if isinstance(blk, dict) and blk.get("type") == "tool_result":
+                    b.tool_result(
+                        blk.get("tool_use_id"),
+                        read_blocks(b, blk.get("content"), f"{w}.content[{k}].content"),
+                        f"{w}.content[{k}]",
+                        is_error=bool(blk.get("is_error", False)),
+                    )
+                else:
+                    rest.append(blk)
+            if rest or not blocks:
+                b.user(read_blocks(b, rest, f"{w}.content"), w)
+        elif role == "assistant":
+            blocks = content if isinstance(content, list) else [content] if content is not None else []
+            texts: list[Text | Image] = []
+            calls: list[tuple[Any, Any, Any]] = []
+            thinking: list[Thinking] = []
+            for k, blk in enumerate(blocks):
+                wk = f"{w}.content[{k}]"
+                t = blk.get("type") if isinstance(blk, dict) else None
+                if t in ("tool_use", "server_tool_use"):
+                    calls.append((blk.get("id"), blk.get("name"), blk.get("input")))
+                elif t in ("thinking", "redacted_thinking"):
+                    thinking.append(Thinking(provider="anthropic", data=blk, text=b.text(blk.get("thinking", ""), wk)))
+                else:
+                    texts.extend(x for x in read_blocks(b, [blk], wk) if isinstance(x, Text))
+            b.assistant(texts, calls, w, thinking=thinking, usage=usage_from(m.get("usage")))
+        else:
+            raise mctx.err(f"[{i}].role", f"unknown role {role!r} (expected user or assistant)")
+
+
+def read_history(value: Any, ctx: Ctx, b: Builder) -> History:
+    """Feed an Anthropic Messages body (``{"system", "tools", "messages"}``) or a message list to ``b``."""
+    meta: dict[str, Any] = {}
+    system: list[str] = []
+    tools_raw = None
+    if isinstance(value, dict):
+        sys_v = value.get("system")
+        if isinstance(sys_v, str):
+            system.append(sys_v)
+        elif isinstance(sys_v, list):
+            system.append("\n".join(x.get("text", "") for x in sys_v if isinstance(x, dict)))
+        tools_raw = value.get("tools")
+        if isinstance(value.get("model"), str):
+            meta["model"] = value["model"]
+        msgs = ctx.get(value, "messages", list)
+        mctx = ctx.sub("messages")
+    else:
+        msgs = ctx.lst(value)
+        mctx = ctx
+    repairs: list[str] = []
+    tools = tools_from(tools_raw, ctx.sub("tools"), repairs)
+    read_messages(b, msgs, mctx, system)
+    return History("\n\n".join(s for s in system if s), tools, meta, repairs)
+
+
 # -- streams ----------------------------------------------------------------------------------------
 
 #: the ``type`` of every streamed event
@@ -214,4 +315,4 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     return msg
 
 
-__all__ = ["AnthropicRenderer", "STREAM_EVENTS", "accumulate_stream", "is_stream_event"]
+__all__ = ["AnthropicRenderer", "STREAM_EVENTS", "accumulate_stream", "is_stream_event", "read_blocks", "read_history", "read_messages"]

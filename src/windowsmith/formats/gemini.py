@@ -18,6 +18,8 @@ Gemini caches implicitly by prefix; ``cache_prefix_parts`` follows ``CachePlan``
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +28,7 @@ from ..hashing import content_digest
 from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage
 from ..request import NeutralRequest
 from .base import ParsedResponse, as_int, expect, to_plain
+from .reader import Builder, Ctx, History, image_from_url
 from .units import UnitRenderer, tool_names
 
 SIGNATURE = "thought_signature"
@@ -185,6 +188,117 @@ def _call_id(response: dict[str, Any], index: int, call: dict[str, Any]) -> str:
     return f"gemini-{content_digest([index, call, response.get('candidates')])[:16]}"
 
 
+# -- history ---------------------------------------------------------------------------------------
+
+
+def _g(d: Mapping[str, Any], snake: str) -> Any:
+    """A field by its snake_case name or the camelCase alias (REST JSON)."""
+    if snake in d:
+        return d[snake]
+    head, *rest = snake.split("_")
+    return d.get(head + "".join(w.title() for w in rest))
+
+
+def _gemini_image(part: Mapping[str, Any], b: Builder, where: str) -> Image | None:
+    inline = _g(part, "inline_data")
+    if isinstance(inline, Mapping):
+        data = inline.get("data")
+        if isinstance(data, bytes | bytearray):
+            data = base64.b64encode(bytes(data)).decode()
+        if isinstance(data, str) and data:
+            return Image(data=data, media_type=_g(inline, "mime_type") or "application/octet-stream")
+    fd = _g(part, "file_data")
+    if isinstance(fd, Mapping) and isinstance(_g(fd, "file_uri"), str):
+        img = image_from_url(_g(fd, "file_uri"))
+        mime = _g(fd, "mime_type")
+        return Image(url=img.url, media_type=mime) if img.url and mime else img
+    b.repairs.append(f"{where}: image part without data dropped")
+    return None
+
+
+def read_contents(b: Builder, contents: list[Any], ctx: Ctx) -> str | None:
+    """Feed Gemini ``Content`` dicts (``role`` user/model, ``parts``) to ``b``. Calls without an id get
+    ``gemini_call_<n>``; a response without an id answers the oldest open call of its name."""
+    system: list[str] = []
+    open_by_name: dict[str, list[str]] = {}
+    auto = 0
+    for i, c in enumerate(contents):
+        w = f"[{i}]"
+        c = ctx.obj(c, w)
+        role = c.get("role") or "user"
+        parts = c.get("parts") or []
+        if not isinstance(parts, list):
+            raise ctx.err(f"{w}.parts", "expected a list of parts")
+        if role == "system":
+            system.append("\n".join(p.get("text", "") for p in parts if isinstance(p, Mapping)))
+            continue
+        if role == "model":
+            texts: list[Text | Image] = []
+            calls: list[tuple[Any, Any, Any]] = []
+            thinking: list[Thinking] = []
+            for k, p in enumerate(parts):
+                wk = f"{w}.parts[{k}]"
+                p = {key: v for key, v in dict(p).items() if v is not None}
+                sig = _g(p, "thought_signature")
+                fc = _g(p, "function_call")
+                if p.get("thought"):
+                    thinking.append(Thinking(provider="gemini", data=p, text=b.text(p.get("text", ""), wk)))
+                elif isinstance(fc, Mapping):
+                    if sig is not None:
+                        thinking.append(Thinking(provider="gemini", data={"thought_signature": sig}))
+                    cid = fc.get("id")
+                    if not cid:
+                        auto += 1
+                        cid = f"gemini_call_{auto}"
+                    open_by_name.setdefault(str(fc.get("name")), []).append(cid)
+                    calls.append((cid, fc.get("name"), dict(fc.get("args") or {})))
+                elif isinstance(p.get("text"), str):
+                    if sig is not None:
+                        thinking.append(Thinking(provider="gemini", data={"thought_signature": sig}))
+                    if p["text"]:
+                        texts.append(Text(b.text(p["text"], wk)))
+                else:
+                    b.repairs.append(f"{wk}: model part with keys {sorted(p)} dropped")
+            b.assistant(texts, calls, w, thinking=thinking)
+        elif role == "user":
+            rest: list[Text | Image] = []
+            for k, p in enumerate(parts):
+                wk = f"{w}.parts[{k}]"
+                fr = _g(p, "function_response")
+                if isinstance(fr, Mapping):
+                    name = fr.get("name")
+                    cid = fr.get("id")
+                    queue = open_by_name.get(str(name), [])
+                    if not cid and queue:
+                        cid = queue[0]
+                    if cid in queue:
+                        queue.remove(cid)
+                    resp = fr.get("response")
+                    is_error = isinstance(resp, Mapping) and "error" in resp and "output" not in resp
+                    value = resp.get("error" if is_error else "output", resp) if isinstance(resp, Mapping) else resp
+                    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+                    b.tool_result(cid, text, wk, name=name if isinstance(name, str) else None, is_error=is_error)
+                elif isinstance(p.get("text"), str):
+                    if p["text"]:
+                        rest.append(Text(b.text(p["text"], wk)))
+                elif _g(p, "inline_data") is not None or _g(p, "file_data") is not None:
+                    img = _gemini_image(p, b, wk)
+                    if img is not None:
+                        rest.append(img)
+                else:
+                    b.repairs.append(f"{wk}: user part with keys {sorted(p)} dropped")
+            if rest:
+                b.user(rest, w)
+        else:
+            raise ctx.err(f"{w}.role", f"unknown role {role!r} (expected user or model)")
+    return "\n\n".join(s for s in system if s) or None
+
+
+def read_history(value: Any, ctx: Ctx, b: Builder) -> History:
+    """Feed a list of Gemini ``Content`` dicts to ``b``."""
+    return History(read_contents(b, value, ctx) or "")
+
+
 # -- streams ----------------------------------------------------------------------------------------
 
 def _mergeable(prev: dict[str, Any], part: dict[str, Any]) -> bool:
@@ -226,4 +340,4 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["GeminiRenderer", "accumulate_stream", "is_stream_event"]
+__all__ = ["GeminiRenderer", "accumulate_stream", "is_stream_event", "read_contents", "read_history"]

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ from ..errors import ProviderResponseError
 from ..model import Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
 from ..request import NeutralRequest
 from .base import ParsedResponse, as_int, expect, to_plain
+from .reader import Builder, Ctx, History, as_dict, image_from_url, tools_from, usage_from
 from .units import UnitRenderer, data_uri
 
 ERROR_PREFIX = "Error: "
@@ -122,6 +124,111 @@ class OpenAIChatRenderer(UnitRenderer):
         return ParsedResponse(Message("assistant", tuple(blocks)), u, choice.get("finish_reason"), d.get("model"))
 
 
+# -- history ---------------------------------------------------------------------------------------
+
+
+def chat_parts(b: Builder, content: Any, where: str) -> list[Text | Image]:
+    """OpenAI chat ``content``: a string, null, or a list of parts (text, image_url, input_text…)."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Text(b.text(content, where))]
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return [Text(b.text(content, where))]
+    out: list[Text | Image] = []
+    for i, p in enumerate(content):
+        w = f"{where}[{i}]"
+        if isinstance(p, str):
+            out.append(Text(b.text(p, w)))
+            continue
+        if not isinstance(p, dict):
+            b.repairs.append(f"{w}: content part of type {type(p).__name__} kept as JSON text")
+            out.append(Text(json.dumps(p, ensure_ascii=False)))
+            continue
+        t = p.get("type")
+        if t in ("text", "input_text", "output_text") or (t is None and "text" in p):
+            out.append(Text(b.text(p.get("text", ""), w)))
+        elif t in ("image_url", "input_image"):
+            url = p.get("image_url")
+            if isinstance(url, dict):
+                url = url.get("url")
+            if isinstance(url, str) and url:
+                out.append(image_from_url(url))
+            else:
+                b.repairs.append(f"{w}: image part without a URL dropped")
+        elif t == "refusal":
+            out.append(Text(b.text(p.get("refusal", ""), w)))
+        else:
+            b.repairs.append(f"{w}: content part of type {t!r} kept as JSON text")
+            out.append(Text(json.dumps(p, ensure_ascii=False)))
+    return out
+
+
+def read_messages(b: Builder, msgs: list[Any], ctx: Ctx) -> list[str]:
+    """Feed OpenAI chat messages to ``b``; return the system texts found."""
+    system: list[str] = []
+    seen_other = False
+    for i, m in enumerate(msgs):
+        w = f"{ctx.where}[{i}]" if ctx.where else f"[{i}]"
+        m = ctx.obj(m, f"[{i}]")
+        role = m.get("role")
+        if role in ("system", "developer"):
+            text = "\n".join(p.text for p in chat_parts(b, m.get("content"), w) if isinstance(p, Text))
+            if seen_other:
+                b.repairs.append(f"{w}: {role} message after the conversation started; appended to the system prompt")
+            if text:
+                system.append(text)
+            continue
+        seen_other = True
+        if role == "user":
+            b.user(chat_parts(b, m.get("content"), w), w)
+        elif role == "assistant":
+            calls = []
+            tcs = m.get("tool_calls") or []
+            if not isinstance(tcs, list):
+                raise ctx.err(f"[{i}].tool_calls", "expected a JSON array")
+            for k, tc in enumerate(tcs):
+                tc = ctx.obj(tc, f"[{i}].tool_calls[{k}]")
+                fn = as_dict(tc.get("function")) or tc
+                calls.append((tc.get("id"), fn.get("name"), fn.get("arguments")))
+            fc = m.get("function_call")  # legacy single function call
+            if isinstance(fc, dict):
+                calls.append((None, fc.get("name"), fc.get("arguments")))
+            b.assistant(chat_parts(b, m.get("content"), w), calls, w, usage=usage_from(m.get("usage")))
+        elif role in ("tool", "function"):
+            b.tool_result(
+                m.get("tool_call_id"),
+                chat_parts(b, m.get("content"), w),
+                w,
+                name=m.get("name"),
+                is_error=bool(m.get("is_error", False)),
+            )
+        else:
+            raise ctx.err(f"[{i}].role", f"unknown role {role!r} (expected system, developer, user, assistant or tool)")
+    return system
+
+
+def read_history(value: Any, ctx: Ctx, b: Builder) -> History:
+    """Feed a Chat Completions body (``{"messages", "tools"}``) or a message list to ``b``."""
+    tools_raw = None
+    meta: dict[str, Any] = {}
+    if isinstance(value, dict):
+        msgs = ctx.get(value, "messages", list)
+        tools_raw = value.get("tools") or value.get("functions")
+        if isinstance(value.get("model"), str):
+            meta["model"] = value["model"]
+        mctx = ctx.sub("messages")
+    else:
+        msgs = ctx.lst(value)
+        mctx = ctx
+    repairs: list[str] = []
+    tools = tools_from(tools_raw, ctx.sub("tools"), repairs)
+    system = read_messages(b, msgs, mctx)
+    return History("\n\n".join(system), tools, meta, repairs)
+
+
 # -- streams ----------------------------------------------------------------------------------------
 
 def is_stream_event(d: Mapping[str, Any]) -> bool:
@@ -165,4 +272,4 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["OpenAIChatRenderer", "accumulate_stream", "is_stream_event"]
+__all__ = ["OpenAIChatRenderer", "accumulate_stream", "chat_parts", "is_stream_event", "read_history", "read_messages"]

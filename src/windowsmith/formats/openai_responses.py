@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,8 @@ from ..errors import ProviderResponseError, UsageError
 from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
 from ..request import NeutralRequest
 from .base import WORKAROUND, ParsedResponse, as_int, expect, to_plain
-from .openai_chat import ERROR_PREFIX
+from .openai_chat import ERROR_PREFIX, chat_parts
+from .reader import Builder, Ctx, History, tools_from
 from .units import UnitRenderer, data_uri
 
 
@@ -142,6 +144,92 @@ class OpenAIResponsesRenderer(UnitRenderer):
         return ParsedResponse(Message("assistant", tuple(blocks)), u, stop, d.get("model"))
 
 
+# -- history ---------------------------------------------------------------------------------------
+
+
+def read_items(b: Builder, items: list[Any], ictx: Ctx, system: list[str], *, usage: Usage | None = None) -> None:
+    """Feed OpenAI Responses items to ``b`` (system and developer texts go to ``system``): consecutive
+    assistant-side items (reasoning, assistant message, function_call) form one turn; ``usage`` is the first
+    turn's billed usage (one response's output items are one turn)."""
+    turn: dict[str, Any] = {"text": [], "calls": [], "thinking": [], "where": ""}
+
+    def flush_turn() -> None:
+        nonlocal usage
+        if turn["text"] or turn["calls"] or turn["thinking"]:
+            b.assistant(turn["text"], turn["calls"], turn["where"], thinking=turn["thinking"], usage=usage)
+            usage = None
+        turn.update(text=[], calls=[], thinking=[], where="")
+
+    for i, it in enumerate(items):
+        w = f"{ictx.where}[{i}]" if ictx.where else f"[{i}]"
+        if isinstance(it, str):
+            flush_turn()
+            b.user(it, w)
+            continue
+        it = ictx.obj(it, f"[{i}]")
+        t = it.get("type", "message" if "role" in it else None)
+        if t == "message":
+            role = it.get("role")
+            parts = chat_parts(b, it.get("content"), w)
+            if role in ("system", "developer"):
+                system.append("\n".join(p.text for p in parts if isinstance(p, Text)))
+            elif role == "assistant":
+                if not turn["where"]:
+                    turn["where"] = w
+                turn["text"].extend(p for p in parts if isinstance(p, Text))
+            elif role == "user":
+                flush_turn()
+                b.user(parts, w)
+            else:
+                raise ictx.err(f"[{i}].role", f"unknown role {role!r}")
+        elif t == "reasoning":
+            if not turn["where"]:
+                turn["where"] = w
+            summary = it.get("summary") or []
+            text = "\n".join(s.get("text", "") for s in summary if isinstance(s, dict))
+            turn["thinking"].append(Thinking(provider="openai", data=it, text=b.text(text, w)))
+        elif t in ("function_call", "custom_tool_call"):
+            if not turn["where"]:
+                turn["where"] = w
+            args = it.get("arguments") if t == "function_call" else json.dumps({"input": it.get("input", "")})
+            turn["calls"].append((it.get("call_id") or it.get("id"), it.get("name"), args))
+        elif t in ("function_call_output", "custom_tool_call_output"):
+            flush_turn()
+            b.tool_result(it.get("call_id"), chat_parts(b, it.get("output"), w), w)
+        elif t == "item_reference":
+            b.repairs.append(f"{w}: item_reference {it.get('id')!r} cannot be resolved from the log; dropped")
+        else:
+            raise ictx.err(f"[{i}].type", f"unknown input item type {t!r}")
+    flush_turn()
+
+
+def read_history(value: Any, ctx: Ctx, b: Builder) -> History:
+    """Feed a Responses body (``{"input", "instructions", "tools"}``, or a response's ``output``) or an item
+    list to ``b``."""
+    meta: dict[str, Any] = {}
+    system: list[str] = []
+    tools_raw = None
+    if isinstance(value, dict):
+        if isinstance(value.get("instructions"), str):
+            system.append(value["instructions"])
+        tools_raw = value.get("tools")
+        if isinstance(value.get("model"), str):
+            meta["model"] = value["model"]
+        key = "input" if "input" in value else "output"
+        items = ctx.get(value, key, list)
+        if key == "input" and isinstance(value.get("output"), list):
+            items = items + value["output"]
+        ictx = ctx.sub(key)
+    else:
+        items = ctx.lst(value)
+        ictx = ctx
+    repairs: list[str] = []
+    tools = tools_from(tools_raw, ctx.sub("tools"), repairs)
+
+    read_items(b, items, ictx, system)
+    return History("\n\n".join(s for s in system if s), tools, meta, repairs)
+
+
 # -- streams ----------------------------------------------------------------------------------------
 
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
@@ -164,4 +252,4 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
                      + WORKAROUND)
 
 
-__all__ = ["OpenAIResponsesRenderer", "accumulate_stream", "is_stream_event"]
+__all__ = ["OpenAIResponsesRenderer", "accumulate_stream", "is_stream_event", "read_history", "read_items"]

@@ -22,8 +22,8 @@ from typing import Any
 
 from ..engine import Session
 from ..errors import UsageError
+from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
-from ..traces.base import Builder, image_from_url
 from . import model_name, require
 
 _mw = require("langchain.agents.middleware", "langchain", "windowsmith.integrations.langchain")

@@ -27,8 +27,8 @@ from typing import Any
 
 from ..engine import Session
 from ..errors import UsageError
+from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
-from ..traces.base import Builder, image_from_url
 from . import require
 
 _caps = require("pydantic_ai.capabilities", "pydantic-ai", "windowsmith.integrations.pydantic_ai")

@@ -1,8 +1,8 @@
 """Full conversations in, new events out: how the proxy keeps a session's log in step with a client.
 
 An agent sends its whole conversation on every call. :func:`parse_conversation` turns the request
-body (OpenAI chat or Anthropic messages) into neutral form with the trace importers, so a request
-and a log file are read by the same code. :class:`Sync` remembers, per session, how many of the
+body (OpenAI chat or Anthropic messages) into neutral form with the format's history reader
+(``windowsmith.formats``), so a request, a loaded history and a log file are read by the same code. :class:`Sync` remembers, per session, how many of the
 client's neutral messages are already in the log and a digest of each prefix; :func:`new_messages`
 returns only what is new, and raises :class:`ConversationDivergedError` if the client changed what it
 sent before (an edited or truncated history): the log is append-only, so such a client needs a new
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TraceFormatError, UsageError
+from ..formats import anthropic, openai_chat
+from ..formats.reader import Builder, Ctx
 from ..hashing import canonical_json
 from ..model import Message, ToolSpec
-from ..traces.base import Ctx
-from ..traces.logs import import_anthropic_messages, import_openai_chat
 
 #: The request formats the proxy speaks, by endpoint.
 OPENAI = "openai-chat"
@@ -57,18 +57,20 @@ def parse_conversation(fmt: str, body: Mapping[str, Any]) -> Conversation:
         raise ConversationError("the request needs a non-empty 'messages' array")
     value = {k: body[k] for k in ("messages", "tools", "system", "functions") if k in body}
     ctx = Ctx(Path("request"), "", "request")
+    b = Builder()
     try:
         if fmt == OPENAI:
-            trace = import_openai_chat(value, ctx, [], "request")[0]
+            history = openai_chat.read_history(value, ctx, b)
         elif fmt == ANTHROPIC:
-            trace = import_anthropic_messages(value, ctx, [], "request")[0]
+            history = anthropic.read_history(value, ctx, b)
         else:
             raise ConversationError(f"unknown request format {fmt!r}")
+        messages, _, repairs = b.finish()
     except TraceFormatError as e:
         raise ConversationError(f"the request body is not a valid {fmt} conversation: {e}") from None
-    if not trace.messages:
+    if not messages:
         raise ConversationError("the request has no user, assistant or tool message")
-    return Conversation(trace.system or None, trace.tools, trace.messages, trace.repairs)
+    return Conversation(history.system or None, history.tools, messages, (*history.repairs, *repairs))
 
 
 def message_digest(m: Message) -> str:

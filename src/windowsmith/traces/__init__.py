@@ -17,20 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TraceFormatError, WindowsmithError
-from .base import (
-    FORMATS,
-    LARGE_OUTPUT_BYTES,
-    NO_RESULT_TEXT,
-    TRACE_EXTENSIONS,
-    Ctx,
-    Document,
-    Trace,
-    as_dict,
-    as_list,
-    fail,
-    iter_trace_files,
-    read_document,
-)
+from ..formats.reader import LARGE_OUTPUT_BYTES, NO_RESULT_TEXT, Ctx, as_dict, as_list, fail
+from .base import FORMATS, TRACE_EXTENSIONS, Document, Trace, iter_trace_files, read_document
 from .claude_code import import_claude_code, is_claude_code_record
 from .codex import import_codex, is_codex_record
 from .gemini_cli import import_gemini_cli, is_gemini_cli_record

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .base import Ctx, Trace, retag
+from ..formats.reader import Ctx
+from .base import Trace, retag
 from .logs import import_anthropic_messages
 
 #: The record types that hold the conversation.

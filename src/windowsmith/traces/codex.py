@@ -19,7 +19,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from .base import Ctx, Trace, retag
+from ..formats.reader import Ctx
+from .base import Trace, retag
 from .logs import import_openai_responses
 
 _KEPT = {"message", "reasoning", "function_call", "function_call_output", "custom_tool_call",

@@ -22,7 +22,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from .base import Ctx, Trace, retag
+from ..formats.reader import Ctx
+from .base import Trace, retag
 from .logs import import_openai_chat
 
 

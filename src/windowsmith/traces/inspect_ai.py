@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..formats.reader import Builder, Ctx, as_dict, as_list, image_from_url, tools_from, usage_from
 from ..model import Image, Text, Thinking
-from .base import Builder, Ctx, Trace, as_dict, as_list, image_from_url, make_trace, tools_from, usage_from
+from .base import Trace, make_trace
 
 _ATTACHMENT = "attachment://"
 

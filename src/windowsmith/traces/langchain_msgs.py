@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..formats.openai_chat import chat_parts
+from ..formats.reader import Builder, Ctx, as_list, usage_from
 from ..model import Image, Text, Thinking
-from .base import Builder, Ctx, Trace, as_list, make_trace, usage_from
-from .logs import chat_parts
+from .base import Trace, make_trace
 
 _TYPES = {"system": "system", "SystemMessage": "system", "human": "human", "HumanMessage": "human",
           "ai": "ai", "AIMessage": "ai", "AIMessageChunk": "ai", "tool": "tool", "ToolMessage": "tool"}

@@ -26,8 +26,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..formats.reader import Builder, Ctx, as_dict, as_list, image_from_url, tools_from, usage_from
 from ..model import Image, Text, Thinking, ToolSpec
-from .base import Builder, Ctx, Trace, as_dict, as_list, image_from_url, make_trace, tools_from, usage_from
+from .base import Trace, make_trace
 
 _BOOKKEEPING = {
     "thought",

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..formats.reader import Builder, Ctx, as_dict, as_list, image_from_url, usage_including_cache
 from ..model import Image, Text, Thinking, Usage
-from .base import Builder, Ctx, Trace, as_dict, as_list, image_from_url, make_trace, usage_including_cache
+from .base import Trace, make_trace
 
 
 def is_pydantic_ai_messages(v: Any) -> bool:

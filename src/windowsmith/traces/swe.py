@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Builder, Ctx, Trace, as_dict, as_list, make_trace, tools_from, usage_from
-from .logs import chat_parts, responses_items
+from ..formats.openai_chat import chat_parts
+from ..formats.openai_responses import read_items
+from ..formats.reader import Builder, Ctx, as_dict, as_list, tools_from, usage_from
+from .base import Trace, make_trace
 
 #: the one tool mini-swe-agent 2.x declares to a tool-calling model (``minisweagent/models/utils/actions_toolcall.py``,
 #: ``BASH_TOOL``; the Responses form has the same name, description and parameters): the chat form's trajectory
@@ -135,7 +137,7 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
 def _response_turn(b: Builder, ctx: Ctx, resp: dict[str, Any], where: str) -> None:
     """One assistant turn from a Responses API response object: mini-swe-agent 2.x sends its ``output`` items back
     as the next request's input, as a Responses log holds them."""
-    responses_items(b, as_list(resp.get("output")), ctx.sub(f"{where}.output"), [], usage=usage_from(resp.get("usage")))
+    read_items(b, as_list(resp.get("output")), ctx.sub(f"{where}.output"), [], usage=usage_from(resp.get("usage")))
 
 
 def _history_entries(b: Builder, entries: list[Any], ctx: Ctx, key: str) -> list[str]:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..formats.openai_chat import read_messages
+from ..formats.reader import Builder, Ctx, as_dict, tools_from, usage_from
 from ..model import Thinking, Usage
-from .base import Builder, Ctx, Trace, as_dict, make_trace, tools_from, usage_from
-from .logs import import_chat_messages
+from .base import Trace, make_trace
 
 
 def import_tau_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
@@ -40,7 +41,7 @@ def import_tau_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> l
         run = rctx.obj(run)
         traj = rctx.get(run, "traj", list)
         b = Builder()
-        system = import_chat_messages(b, traj, rctx.sub("traj"))
+        system = read_messages(b, traj, rctx.sub("traj"))
         info = as_dict(run.get("info"))
         meta: dict[str, Any] = {
             "task_id": run.get("task_id"),
