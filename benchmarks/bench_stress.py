@@ -45,9 +45,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import family_of, prepare, split_of
 from windowsmith.bench.run import STRATEGIES, run_strategy
-from windowsmith.bench.strategies import BenchConfig, make_strategy
+from windowsmith.bench.strategies import make_strategy
 from windowsmith.errors import UnknownModelError
 from windowsmith.model import Image, Message, Text, Thinking, ToolCall, ToolResult
 from windowsmith.registry import load_registry

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import needs_data
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.identifiers import action_identifiers, extract_identifiers
 from windowsmith.bench.metrics import prepare, recall, sanitize
 from windowsmith.bench.peers import (
@@ -24,7 +25,7 @@ from windowsmith.bench.peers import (
     SweAgentLastNObservations,
 )
 from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import STRATEGIES, BenchConfig, FullHistory, StickyCut, make_strategy
+from windowsmith.bench.strategies import STRATEGIES, FullHistory, StickyCut, make_strategy
 from windowsmith.cli import main
 from windowsmith.compaction.base import Reference, Summary
 from windowsmith.costs import call_cost
@@ -412,7 +413,7 @@ def test_misses_name_the_targets_a_call_lost_by_hand(cfg):
 
 
 def test_misses_leave_out_a_run_another_strategy_failed_at_that_window_as_the_tables_do():
-    from windowsmith.bench.run import miss_records
+    from windowsmith.bench.results import miss_records
 
     def res(strategy, run, label, misses, error=None):
         return {"family": "f", "strategy": strategy, "window": 8000 if label == "8000" else 200000,

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import needs_data
+from windowsmith.bench.base import BenchConfig, messages_tokens
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.peers import (
     LANGCHAIN_SUMMARY_PREFIX,
@@ -26,7 +27,6 @@ from windowsmith.bench.peers import (
     LangChainSummarization,
     StrandsSlidingWindow,
 )
-from windowsmith.bench.strategies import BenchConfig, messages_tokens
 from windowsmith.compaction.base import Summary
 from windowsmith.model import Message, Text, ToolCall, ToolResult
 from windowsmith.registry import load_registry

@@ -7,12 +7,14 @@ from pathlib import Path
 import pytest
 
 from conftest import needs_data
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.html import bench_html
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.peers import StrandsSlidingWindow, SweAgentLastNObservations
 from windowsmith.bench.report import HEADERS, REUSE_NOTE, markdown, row_cells
-from windowsmith.bench.run import extends_previous, run_strategy, summarize_results
-from windowsmith.bench.strategies import BenchConfig, FullHistory
+from windowsmith.bench.results import summarize_results
+from windowsmith.bench.run import extends_previous, run_strategy
+from windowsmith.bench.strategies import FullHistory
 from windowsmith.model import Message, Text, ToolCall, ToolResult, ToolSpec
 from windowsmith.registry import load_registry
 from windowsmith.request import NeutralRequest, Segment

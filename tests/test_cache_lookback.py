@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 
 import windowsmith as ws
-from windowsmith.bench.strategies import BenchConfig, make_strategy
+from windowsmith.bench.base import BenchConfig
+from windowsmith.bench.strategies import make_strategy
 from windowsmith.cache import LOOKBACK_BLOCKS, message_blocks, plan_cache
 from windowsmith.costs import call_cost
 from windowsmith.formats import get_renderer

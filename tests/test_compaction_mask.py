@@ -14,8 +14,9 @@ import pytest
 
 import windowsmith as ws
 from conftest import DATA, needs_data
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import prepare
-from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
+from windowsmith.bench.strategies import WindowsmithStrategy
 from windowsmith.compaction import CompactionConfig
 from windowsmith.compaction.config import MASK_FLOOR_ROOM
 from windowsmith.compaction.mask import fold_artifacts, image_stub

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import windowsmith as ws
 from conftest import DATA, lookup, needs_data, replay_strategies, thought, with_screenshots
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import prepare
-from windowsmith.bench.strategies import BenchConfig
 from windowsmith.compaction import economics, mask
 from windowsmith.costs import shared_prefix_tokens
 from windowsmith.registry import load_registry

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from conftest import DATA, needs_data, replay_strategies
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import family_of, prepare, split_of
-from windowsmith.bench.strategies import BenchConfig
 from windowsmith.compaction import economics
 from windowsmith.model import Message, ToolCall, ToolResult
 from windowsmith.registry import load_registry

@@ -11,8 +11,8 @@ import pytest
 
 import windowsmith as ws
 from conftest import DATA, needs_data, replay_strategies, with_screenshots
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import prepare
-from windowsmith.bench.strategies import BenchConfig
 from windowsmith.compaction import economics, mask
 from windowsmith.registry import load_registry
 from windowsmith.traces import load_traces

@@ -286,7 +286,8 @@ def test_lessons_become_session_memory_once(store: Store) -> None:
 
 
 def test_recall_is_an_opt_in_layer_and_a_named_bench_variant() -> None:
-    from windowsmith.bench.strategies import STRATEGIES, VARIANTS, BenchConfig, make_strategy
+    from windowsmith.bench.base import BenchConfig
+    from windowsmith.bench.strategies import STRATEGIES, VARIANTS, make_strategy
     from windowsmith.layers.retrieved import RecallLayer
     from windowsmith.registry import load_registry
 

@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import is_blind, prepare
 from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
+from windowsmith.bench.strategies import WindowsmithStrategy
 from windowsmith.errors import BudgetBlockedError
 from windowsmith.layers.builtin import BEFORE_TASK, HistoryLayer
 from windowsmith.layers.shrink import MIN_VIEW, water_level

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, needs_data
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import family_of, prepare
 from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import BenchConfig, make_strategy
+from windowsmith.bench.strategies import make_strategy
 from windowsmith.model import Message, Text, ToolCall, ToolResult
 from windowsmith.registry import load_registry
 from windowsmith.traces import iter_trace_files, load_traces

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
+from windowsmith.bench.strategies import WindowsmithStrategy
 from windowsmith.errors import TraceFormatError
 from windowsmith.model import ToolCall, ToolResult
 from windowsmith.registry import load_registry

@@ -22,9 +22,10 @@ from langchain_core.messages import HumanMessage, messages_to_dict
 from langchain_core.tools import tool
 
 from sdk_mock import MockModel, anthropic_reply
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
+from windowsmith.bench.strategies import WindowsmithStrategy
 from windowsmith.errors import TraceFormatError
 from windowsmith.model import Thinking
 from windowsmith.registry import load_registry

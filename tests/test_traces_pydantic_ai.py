@@ -15,9 +15,10 @@ from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import ModelResponse, TextPart, ThinkingPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import prepare
 from windowsmith.bench.run import run_strategy
-from windowsmith.bench.strategies import BenchConfig, WindowsmithStrategy
+from windowsmith.bench.strategies import WindowsmithStrategy
 from windowsmith.errors import TraceFormatError
 from windowsmith.model import Thinking
 from windowsmith.registry import load_registry

@@ -12,8 +12,8 @@ import pytest
 
 import windowsmith as ws
 from conftest import DATA, lookup, needs_data, replay_strategies, thought
+from windowsmith.bench.base import BenchConfig
 from windowsmith.bench.metrics import prepare
-from windowsmith.bench.strategies import BenchConfig
 from windowsmith.cache import plan_cache
 from windowsmith.costs import call_cost
 from windowsmith.formats import get_renderer

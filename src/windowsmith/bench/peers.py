@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import Message, Text, ToolResult
-from .strategies import Built, Strategy, default_summarizer, messages_tokens
+from .base import Built, Strategy, default_summarizer, messages_tokens
 
 #: tokens of LangChain's ``DEFAULT_SUMMARY_PROMPT`` (langchain 1.x), counted with o200k
 LANGCHAIN_SUMMARY_PROMPT_TOKENS = 491

@@ -9,7 +9,8 @@ builds its request (timed with ``time.perf_counter`` around ``Strategy.build()``
 new messages is not part of it), which is then priced with :func:`windowsmith.costs.call_cost`
 against the same strategy's previous request (cache reads and writes as the provider bills them),
 with the trace's assistant message as the output. Runs are spread over a pool of worker processes;
-each worker loads the trace files itself and keeps its strategies (one engine store per window).
+each worker loads the trace files itself and keeps its strategies (one engine store per window). The
+rows are summed from the per-run results in :mod:`windowsmith.bench.results`.
 
 Cache-prefix reuse between compactions (strategy-neutral; :func:`extends_previous`):
 
@@ -46,20 +47,21 @@ the first changed message) count in ``cache_read_share`` but not in ``prefix_reu
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..costs import call_cost
 from ..model import Message, Text, ToolCall, ToolResult
 from ..registry import ModelSpec, load_registry
 from ..request import NeutralRequest
 from ..tokens import TokenCounter
-from .metrics import PreparedRun, is_blind, percentile, prepare, recall_reads, split_of
-from .strategies import STRATEGIES, VARIANTS, BenchConfig, Built, Strategy, make_strategy
+from .base import BenchConfig, Built, Strategy
+from .metrics import PreparedRun, is_blind, prepare, recall_reads, split_of
+from .results import miss_records, summarize_results
+from .strategies import STRATEGIES, VARIANTS, make_strategy
 
 DEFAULT_WINDOWS: tuple[int, ...] = (8_000, 16_000, 32_000)
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -156,6 +158,15 @@ def reads_cost(cfg: BenchConfig, req: NeutralRequest, refs: Sequence[str], strat
     return usd
 
 
+@dataclass
+class _Previous:
+    """The previous call of a run: its request, its tokens and the cache candidates it was priced with."""
+
+    request: NeutralRequest | None = None
+    tokens: int = 0
+    candidates: list[tuple[int, int]] | None = None
+
+
 def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False, misses: bool = False) -> RunMetrics:
     """Replay ``run`` through ``strategy`` and measure every call (``detail``: per-call figures in
     ``turns``; ``misses``: the targets each call lost, in ``misses``)."""
@@ -164,78 +175,15 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False, 
     rm = RunMetrics(strategy.name, cfg.window, run.id, turns=[] if detail else None, family=run.family,
                     misses=[] if misses else None)
     strategy.start(run.id, run.system, run.tools, native_tools=run.native_tools)
-    cfg = strategy.cfg  # this run's budget (strategies.run_budget)
-    prev: NeutralRequest | None = None
-    prev_tokens = 0
-    prev_cands: list[tuple[int, int]] | None = None
+    cfg = strategy.cfg  # this run's budget (base.run_budget)
+    prev = _Previous()
     calls = set(run.calls)
     newest: Any = None  # the newest user or tool message before the call
     before: Any = None  # the message before it
     try:
         for i, m in enumerate(run.messages):
             if i in calls:
-                t0 = time.perf_counter()
-                built = strategy.build()
-                ms = (time.perf_counter() - t0) * 1000
-                out = counter.message(m)
-                cost, prev_cands = call_cost(cfg.spec, cfg.fmt, prev, built.request, counter,
-                                             prompt_tokens=built.tokens, output_tokens=out, prev_candidates=prev_cands)
-                rewrite: bool | None = None  # the first call is a cold start
-                if prev is not None:
-                    rewrite = not extends_previous(prev, built.request)
-                    if rewrite:
-                        rm.rewrite_calls += 1
-                    else:
-                        rm.steady_calls += 1
-                        rm.steady_input_tokens += built.tokens
-                        rm.steady_cache_read_tokens += cost.cache_read_tokens
-                        rm.steady_prev_tokens += prev_tokens
-                prev, prev_tokens = built.request, built.tokens
-                rm.calls += 1
-                rm.input_tokens += built.tokens
-                rm.cache_read_tokens += cost.cache_read_tokens
-                rm.cache_write_tokens += cost.cache_write_tokens
-                rm.output_tokens += out
-                rm.cost_usd += cost.usd
-                if built.summary_input or built.summary_output:
-                    s_usd = cfg.spec.cost(input_tokens=built.summary_input, output_tokens=built.summary_output)
-                    rm.summary_calls += 1
-                    rm.summary_input_tokens += built.summary_input
-                    rm.summary_output_tokens += built.summary_output
-                    rm.summary_cost_usd += s_usd
-                    rm.cost_usd += s_usd
-                strategy.after_call(built, out)
-                if is_blind(built.request, newest, i > 0, before):
-                    rm.blind_calls += 1
-                rm.peak = max(rm.peak, built.tokens)
-                rm.build_ms.append(ms)
-                if built.tokens > cfg.available:
-                    rm.over_window += 1
-                for k, v in built.events.items():
-                    if v:
-                        rm.events[k] = rm.events.get(k, 0) + 1
-                tg = run.targets.get(i, frozenset())
-                if tg:
-                    refs: list[str] = []
-                    missed, lost = (set[str](), set[str]()) if rm.misses is not None else (None, None)
-                    s, r, reads = recall_reads(built.request, tg, recoverable=built.recoverable,
-                                               resolve=strategy.resolve, read=refs, missed=missed, lost=lost)
-                    if rm.misses is not None and missed:
-                        rm.misses.append({"call": rm.calls, "targets": sorted(tg), "missed": sorted(missed),
-                                          "unrecoverable": sorted(lost or ())})
-                    rm.reads_needed += reads
-                    if refs:
-                        rm.reads_cost_usd += reads_cost(cfg, built.request, refs, strategy)
-                    rm.recall_calls += 1
-                    rm.targets += len(tg)
-                    rm.strict_hits += s
-                    rm.strict += s / len(tg)
-                    rm.recoverable += r / len(tg)
-                if rm.turns is not None:
-                    rm.turns.append({"call": rm.calls, "tokens": built.tokens, "cost_usd": cost.usd,
-                                     "cache_read": cost.cache_read_tokens, "cache_write": cost.cache_write_tokens,
-                                     "composition": _composition(built, counter), "rewrite": rewrite,
-                                     "events": sorted(k for k, v in built.events.items() if v)})
+                _measure_call(rm, run, i, m, strategy, cfg, counter, prev, newest, before)
             strategy.observe(m)
             if m.role in ("user", "tool"):
                 newest, before = m, (run.messages[i - 1] if i else None)
@@ -244,6 +192,85 @@ def run_strategy(run: PreparedRun, strategy: Strategy, *, detail: bool = False, 
     finally:
         strategy.finish()
     return rm
+
+
+def _measure_call(rm: RunMetrics, run: PreparedRun, i: int, m: Message, strategy: Strategy, cfg: BenchConfig,
+                  counter: TokenCounter, prev: _Previous, newest: Any, before: Any) -> None:
+    """Build the request of the call answered by ``m`` (message ``i`` of ``run``) and add its figures to ``rm``."""
+    t0 = time.perf_counter()
+    built = strategy.build()
+    ms = (time.perf_counter() - t0) * 1000
+    out = counter.message(m)
+    cost, prev.candidates = call_cost(cfg.spec, cfg.fmt, prev.request, built.request, counter,
+                                      prompt_tokens=built.tokens, output_tokens=out, prev_candidates=prev.candidates)
+    rewrite = _count_cost(rm, cfg, prev, built, cost, out)
+    strategy.after_call(built, out)
+    if is_blind(built.request, newest, i > 0, before):
+        rm.blind_calls += 1
+    rm.peak = max(rm.peak, built.tokens)
+    rm.build_ms.append(ms)
+    if built.tokens > cfg.available:
+        rm.over_window += 1
+    for k, v in built.events.items():
+        if v:
+            rm.events[k] = rm.events.get(k, 0) + 1
+    tg = run.targets.get(i, frozenset())
+    if tg:
+        _count_recall(rm, cfg, strategy, built, tg)
+    if rm.turns is not None:
+        rm.turns.append({"call": rm.calls, "tokens": built.tokens, "cost_usd": cost.usd,
+                         "cache_read": cost.cache_read_tokens, "cache_write": cost.cache_write_tokens,
+                         "composition": _composition(built, counter), "rewrite": rewrite,
+                         "events": sorted(k for k, v in built.events.items() if v)})
+
+
+def _count_cost(rm: RunMetrics, cfg: BenchConfig, prev: _Previous, built: Built, cost: Any, out: int) -> bool | None:
+    """Add the call's tokens and price (and its summary's, a model call of its own) to ``rm``; whether its request
+    rewrote the previous one (None on the first call, a cold start). ``prev`` becomes this call."""
+    rewrite: bool | None = None
+    if prev.request is not None:
+        rewrite = not extends_previous(prev.request, built.request)
+        if rewrite:
+            rm.rewrite_calls += 1
+        else:
+            rm.steady_calls += 1
+            rm.steady_input_tokens += built.tokens
+            rm.steady_cache_read_tokens += cost.cache_read_tokens
+            rm.steady_prev_tokens += prev.tokens
+    prev.request, prev.tokens = built.request, built.tokens
+    rm.calls += 1
+    rm.input_tokens += built.tokens
+    rm.cache_read_tokens += cost.cache_read_tokens
+    rm.cache_write_tokens += cost.cache_write_tokens
+    rm.output_tokens += out
+    rm.cost_usd += cost.usd
+    if built.summary_input or built.summary_output:
+        s_usd = cfg.spec.cost(input_tokens=built.summary_input, output_tokens=built.summary_output)
+        rm.summary_calls += 1
+        rm.summary_input_tokens += built.summary_input
+        rm.summary_output_tokens += built.summary_output
+        rm.summary_cost_usd += s_usd
+        rm.cost_usd += s_usd
+    return rewrite
+
+
+def _count_recall(rm: RunMetrics, cfg: BenchConfig, strategy: Strategy, built: Built, tg: frozenset[str]) -> None:
+    """Add the call's recall of its targets ``tg`` (strict and recoverable, and the reads that assumes) to ``rm``."""
+    refs: list[str] = []
+    missed, lost = (set[str](), set[str]()) if rm.misses is not None else (None, None)
+    s, r, reads = recall_reads(built.request, tg, recoverable=built.recoverable,
+                               resolve=strategy.resolve, read=refs, missed=missed, lost=lost)
+    if rm.misses is not None and missed:
+        rm.misses.append({"call": rm.calls, "targets": sorted(tg), "missed": sorted(missed),
+                          "unrecoverable": sorted(lost or ())})
+    rm.reads_needed += reads
+    if refs:
+        rm.reads_cost_usd += reads_cost(cfg, built.request, refs, strategy)
+    rm.recall_calls += 1
+    rm.targets += len(tg)
+    rm.strict_hits += s
+    rm.strict += s / len(tg)
+    rm.recoverable += r / len(tg)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -378,52 +405,18 @@ def run_bench(
     import shutil
     import tempfile
 
-    from ..errors import UsageError
-
-    for s in strategies:
-        if s not in STRATEGIES + VARIANTS:
-            raise UsageError(f"unknown strategy {s!r}; use one of {', '.join(STRATEGIES + VARIANTS)}")
-    if split not in SPLITS:
-        raise UsageError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
-    mspec = load_registry(registry).get(model)
-    for w in windows:
-        if w is not None:
-            BenchConfig.make(mspec, w)  # raises ConfigError on a window too small for the budget
+    mspec = _checked_model(model, windows, strategies, split, registry)
     t_start = time.perf_counter()
     runs, errors = collect_runs(paths, limit_runs, split)
     if not runs:
-        from ..traces import FORMATS
-
-        why = "; ".join(errors[:5]) if errors else "no trace file (.json, .jsonl, .ndjson, .traj) with runs was found"
-        raise UsageError(f"bench found no run to replay under {', '.join(map(str, paths))} (split {split}): {why}. "
-                         f"Point it at trace files in a supported format: {', '.join(FORMATS)}.")
+        _no_runs(paths, split, errors)
     showcase = max(runs, key=lambda r: r[3])[:2] if runs else None
     tmp = tempfile.mkdtemp(prefix="ws-bench-")
     spec = BenchSpec(model, tuple(windows), tuple(strategies), registry, tmp, misses)
     tasks = [(spec, p, k, (p, k) == showcase) for p, k, _, _ in runs]
     n = workers if workers is not None else min(2, os.cpu_count() or 1)
-    results: list[dict[str, Any]] = []
-    done = 0
     try:
-        if n <= 1 or len(tasks) <= 1:
-            for t in tasks:
-                results.extend(bench_task(t))
-                done += 1
-                if on_run:
-                    on_run(done, len(tasks))
-            _close_worker()
-        else:
-            import multiprocessing as mp
-
-            ctx = mp.get_context("spawn")  # no fork under the progress bar thread
-            with ctx.Pool(n) as pool:
-                for res in pool.imap_unordered(bench_task, tasks, chunksize=4):
-                    results.extend(res)
-                    done += 1
-                    if on_run:
-                        on_run(done, len(tasks))
-                pool.close()
-                pool.join()
+        results = _run_tasks(tasks, n, on_run)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # the workers' stores (a killed worker cannot clean up)
     elapsed = time.perf_counter() - t_start
@@ -458,115 +451,58 @@ def run_bench(
     return out
 
 
-def failed_runs(results: Iterable[dict[str, Any]]) -> dict[str, frozenset[str]]:
-    """Window label -> the runs that failed under any strategy at that window: every row at that window leaves
-    them out, so that the rows compare the same runs."""
-    failed: dict[str, set[str]] = {}
-    for r in results:
-        if r.get("error"):
-            failed.setdefault(r["window_label"], set()).add(r["run"])
-    return {k: frozenset(v) for k, v in failed.items()}
+def _checked_model(model: str, windows: Sequence[int | None], strategies: Sequence[str], split: str,
+                   registry: str | None) -> ModelSpec:
+    """The model's spec, once the strategies, the split and every window are known to be valid."""
+    from ..errors import UsageError
+
+    for s in strategies:
+        if s not in STRATEGIES + VARIANTS:
+            raise UsageError(f"unknown strategy {s!r}; use one of {', '.join(STRATEGIES + VARIANTS)}")
+    if split not in SPLITS:
+        raise UsageError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    mspec = load_registry(registry).get(model)
+    for w in windows:
+        if w is not None:
+            BenchConfig.make(mspec, w)  # raises ConfigError on a window too small for the budget
+    return mspec
 
 
-def miss_records(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per call that lost a target, from ``bench_task`` results run with ``misses``: family,
-    strategy, window (tokens) and its label, run, call (from 1), the call's targets, those the request
-    lacked (``missed``: strict recall) and those no ``artifact://`` reference of it reaches either
-    (``unrecoverable``). A run that failed under any strategy at a window is left out at that window, as in
-    the tables (:func:`failed_runs`). Sorted by family, window, strategy, run and call. The records
-    leave ``results``."""
-    failed = failed_runs(results)
-    out = []
-    for r in results:
-        got = r.pop("misses", None)
-        if not got or r["run"] in failed.get(r["window_label"], ()):
-            continue
-        for m in got:
-            out.append({"family": r["family"], "strategy": r["strategy"], "window": r["window"],
-                        "window_label": r["window_label"], "run": r["run"], **m})
-    out.sort(key=lambda m: (m["family"], m["window"], m["strategy"], m["run"], m["call"]))
-    return out
+def _no_runs(paths: Sequence[str | Path], split: str, errors: Sequence[str]) -> NoReturn:
+    from ..errors import UsageError
+    from ..traces import FORMATS
+
+    why = "; ".join(errors[:5]) if errors else "no trace file (.json, .jsonl, .ndjson, .traj) with runs was found"
+    raise UsageError(f"bench found no run to replay under {', '.join(map(str, paths))} (split {split}): {why}. "
+                     f"Point it at trace files in a supported format: {', '.join(FORMATS)}.")
 
 
-def _row(rs: list[dict[str, Any]], strategy: str, wval: int, label: str, family: str,
-         skip: frozenset[str] = frozenset()) -> dict[str, Any]:
-    ok = [r for r in rs if not r.get("error") and r["run"] not in skip]
-    ms = [x for r in ok for x in r["build_ms"]]
-    calls = sum(r["calls"] for r in ok)
-    rc = sum(r["recall_calls"] for r in ok)
-    prompt = sum(r["input_tokens"] for r in ok)
-    rewrites = sum(r["rewrite_calls"] for r in ok)
-    steady = sum(r["steady_calls"] for r in ok)
-    steady_read = sum(r["steady_cache_read_tokens"] for r in ok)
-    steady_in = sum(r["steady_input_tokens"] for r in ok)
-    steady_prev = sum(r["steady_prev_tokens"] for r in ok)
-    events: dict[str, int] = {}
-    for r in ok:
-        for k, v in r["events"].items():
-            events[k] = events.get(k, 0) + v
-    return {
-        "family": family,
-        "strategy": strategy,
-        "window": wval,
-        "window_label": label,
-        "runs": len(ok),
-        "failed_runs": sum(1 for r in rs if r.get("error")),
-        "excluded_runs": sum(1 for r in rs if not r.get("error") and r["run"] in skip),
-        "calls": calls,
-        "input_tokens": prompt,
-        "cache_read_tokens": sum(r["cache_read_tokens"] for r in ok),
-        "cache_write_tokens": sum(r["cache_write_tokens"] for r in ok),
-        "cache_read_share": round(sum(r["cache_read_tokens"] for r in ok) / prompt, 4) if prompt else 0.0,
-        "output_tokens": sum(r["output_tokens"] for r in ok),
-        "cost_usd": round(sum(r["cost_usd"] for r in ok), 4),
-        "summary_calls": sum(r.get("summary_calls", 0) for r in ok),
-        "summary_input_tokens": sum(r.get("summary_input_tokens", 0) for r in ok),
-        "summary_output_tokens": sum(r.get("summary_output_tokens", 0) for r in ok),
-        "summary_cost_usd": round(sum(r.get("summary_cost_usd", 0.0) for r in ok), 4),
-        "peak": max((r["peak"] for r in ok), default=0),
-        "mean_run_peak": round(statistics.fmean([r["peak"] for r in ok]), 1) if ok else 0.0,
-        "recall_calls": rc,
-        "recall_strict": round(sum(r["strict"] for r in ok) / rc, 4) if rc else None,
-        "recall_recoverable": round(sum(r["recoverable"] for r in ok) / rc, 4) if rc else None,
-        "recall_strict_micro": round(sum(r["strict_hits"] for r in ok) / max(1, sum(r["targets"] for r in ok)), 4),
-        "blind_calls": sum(r.get("blind_calls", 0) for r in ok),
-        "reads_needed": sum(r.get("reads_needed", 0) for r in ok),
-        "reads_cost_usd": round(sum(r.get("reads_cost_usd", 0.0) for r in ok), 4),
-        "build_ms_median": round(statistics.median(ms), 3) if ms else 0.0,
-        "build_ms_p95": round(percentile(ms, 95), 3),
-        "cut_calls": events.get("cut", 0),
-        "overflow_calls": events.get("overflow", 0),
-        "overflow_retry_calls": events.get("overflow_retry", 0),
-        "over_window_calls": sum(r["over_window"] for r in ok),
-        "rewrite_calls": rewrites,
-        "steady_calls": steady,
-        "rewrite_share": round(rewrites / (rewrites + steady), 4) if rewrites + steady else None,
-        "prefix_reuse": round(steady_read / steady_in, 4) if steady_in else None,
-        "prefix_reuse_prev": round(steady_read / steady_prev, 4) if steady_prev else None,
-        "events": events,
-    }
+def _run_tasks(tasks: list[tuple[BenchSpec, str, int, bool]], n: int,
+               on_run: Callable[[int, int], None] | None) -> list[dict[str, Any]]:
+    """Every task's rows: in this process (one worker or one task), else in ``n`` spawned worker processes."""
+    results: list[dict[str, Any]] = []
+    done = 0
+    if n <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            results.extend(bench_task(t))
+            done += 1
+            if on_run:
+                on_run(done, len(tasks))
+        _close_worker()
+        return results
+    import multiprocessing as mp
 
-
-def summarize_results(results: list[dict[str, Any]], spec: ModelSpec, windows: Sequence[int | None],
-                      strategies: Sequence[str]) -> dict[str, Any]:
-    """Rows per (family, window, strategy), then the pooled rows (``family: "all"``).
-
-    A run that failed under any strategy at a window is left out of every strategy's row at that
-    window (``excluded_runs``), so that the rows compare the same runs; ``failed_runs`` counts the
-    strategy's own failures."""
-    families = sorted({r.get("family", "") or "unknown" for r in results})
-    failed = failed_runs(results)
-    rows = []
-    for fam in [*families, "all"]:
-        for w in windows:
-            wval = w if w is not None else spec.context_window
-            label = "model" if w is None else str(w)
-            for s in strategies:
-                rs = [r for r in results if r["strategy"] == s and r["window_label"] == label
-                      and (fam == "all" or (r.get("family", "") or "unknown") == fam)]
-                rows.append(_row(rs, s, wval, label, fam, failed.get(label, frozenset())))
-    return {"rows": rows, "families": families}
+    ctx = mp.get_context("spawn")  # no fork under the progress bar thread
+    with ctx.Pool(n) as pool:
+        for res in pool.imap_unordered(bench_task, tasks, chunksize=4):
+            results.extend(res)
+            done += 1
+            if on_run:
+                on_run(done, len(tasks))
+        pool.close()
+        pool.join()
+    return results
 
 
 __all__ = ["DEFAULT_MODEL", "DEFAULT_WINDOWS", "SPLITS", "RunMetrics", "bench_task", "collect_runs", "extends_previous",
-           "miss_records", "run_bench", "run_strategy", "summarize_results"]
+           "reads_cost", "run_bench", "run_strategy"]
