@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from windowsmith.artifacts import EmbeddedArtifacts, FileArtifacts, ObjectArtifacts, artifact_uri, parse_ref
+from windowsmith.artifacts import EmbeddedArtifacts, FileArtifacts, ObjectArtifacts, parse_ref
 from windowsmith.errors import StoreError, UsageError
+from windowsmith.refs import artifact_uri
 from windowsmith.store import SQLiteStore
 
 

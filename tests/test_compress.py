@@ -606,7 +606,7 @@ def _kept_plus_elided(src: list[str], view: list[str]) -> int:
 
 
 def test_a_message_view_keeps_the_middle_lines_that_name_identifiers_between_head_and_tail() -> None:
-    from windowsmith.ingest.compressors import message_view
+    from windowsmith.text_view import message_view
 
     out = message_view(_ISSUE, 160, count)
     assert count(out) <= 160
@@ -619,7 +619,7 @@ def test_a_message_view_keeps_the_middle_lines_that_name_identifiers_between_hea
 
 
 def test_a_message_view_without_identifiers_in_its_middle_is_head_and_tail() -> None:
-    from windowsmith.ingest.compressors import message_view
+    from windowsmith.text_view import message_view
 
     plain = "\n".join(f"just some words on a line of a long note{' again' * (i % 7)}" for i in range(300))
     assert message_view(plain, 120, count) == head_tail(plain, 120, count)
@@ -638,7 +638,7 @@ _LINE = st.lists(_WORD, max_size=20).map(" ".join)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_LINE, min_size=20, max_size=300).map("\n".join), st.integers(min_value=40, max_value=600))
 def test_a_message_view_fits_keeps_lines_in_order_and_counts_its_cuts(text: str, budget: int) -> None:
-    from windowsmith.ingest.compressors import message_view
+    from windowsmith.text_view import message_view
 
     out = message_view(text, budget, count)
     assert count(out) <= budget

@@ -190,7 +190,7 @@ def test_a_tool_message_is_recognised_in_its_stored_json_and_rebuilt_exactly(
     from it answers as the original and equals it once built; nested arguments, an image, an ingest record with
     nesting are not recognised."""
     from windowsmith.hashing import canonical_json
-    from windowsmith.resume import tool_message
+    from windowsmith.resume import stored_blocks, tool_message
     from windowsmith.unit_counts import message_shape
 
     flat = all(not isinstance(v, dict | list) for _, _, a in calls for v in a.values())
@@ -212,7 +212,7 @@ def test_a_tool_message_is_recognised_in_its_stored_json_and_rebuilt_exactly(
             assert got is None
             continue
         assert got is not None and got[0] == m.role and got[1] == canonical_json(m.to_dict())
-        lazy = Message.stored_tools(got[0], got[1], m.digest, got[2])
+        lazy = Message.stored_tools(got[0], got[1], m.digest, got[2], stored_blocks)
         facts = (lazy.plain, lazy.image_free, lazy.call_pairs, lazy.result_ids, lazy.n_blocks,
                  message_shape(lazy))
         assert "content" not in lazy.__dict__

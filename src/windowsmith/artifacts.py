@@ -28,22 +28,18 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .errors import StoreError, UsageError
+from .refs import ARTIFACT_RE
 from .store import Store
 from .store.base import check_session_id
 
 SHA_RE = re.compile(r"[0-9a-f]{64}")
-REF_RE = re.compile(r"artifact://([0-9a-f]{64})")
-
-
-def artifact_uri(sha: str) -> str:
-    return f"artifact://{sha}"
 
 
 def parse_ref(ref: str) -> str:
     """The sha256 of an ``artifact://<sha256>`` reference; UsageError if it is anything else."""
     if not isinstance(ref, str):
         raise UsageError("an artifact reference must be a string like 'artifact://<64 hex chars>'")
-    m = REF_RE.fullmatch(ref.strip())
+    m = ARTIFACT_RE.fullmatch(ref.strip())
     if not m:
         raise UsageError(f"{ref[:80]!r} is not an artifact reference; expected 'artifact://' followed by 64 hex chars")
     return m.group(1)
@@ -475,7 +471,6 @@ __all__ = [
     "FileArtifacts",
     "ObjectArtifacts",
     "SessionArtifacts",
-    "artifact_uri",
     "collect_garbage",
     "parse_ref",
 ]

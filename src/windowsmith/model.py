@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Union
@@ -321,13 +321,17 @@ class Message:
 
     @classmethod
     def stored_tools(cls, role: Role, message_json: str, digest: str,
-                     tools: tuple[tuple[str, str], ...] | tuple[str, ...]) -> Message:
+                     tools: tuple[tuple[str, str], ...] | tuple[str, ...],
+                     blocks: Callable[[Any], tuple[Block, ...]]) -> Message:
         """Like :meth:`stored_text`, for an ``assistant`` message of text blocks then tool calls (``tools``: the
         (id, name) of each call) or a ``tool`` message of tool results holding text blocks only (``tools``: the
-        call id of each result), its shape proved by the caller (``resume.py``, which builds its blocks when
-        ``content`` is first read)."""
+        call id of each result), its shape proved by the caller. ``blocks`` builds its content from the parsed
+        ``message_json`` when ``content`` is first read: the caller's builder of the shapes it proved
+        (``resume.stored_blocks``), handed in so that the value type never imports the replay."""
         m = cls.stored_text(role, message_json, digest)
-        m.__dict__["_tools"] = tools
+        d = m.__dict__
+        d["_tools"] = tools
+        d["_blocks"] = blocks
         return m
 
     if not TYPE_CHECKING:  # (hidden from the type checker: it would take any misspelt attribute for this one)
@@ -337,10 +341,8 @@ class Message:
             if name == "content":
                 stored = d.get("_stored")
                 if stored is not None:  # (two threads may both build it: the same blocks)
-                    if "_tools" in d:
-                        from .resume import stored_blocks  # (the builder of the shapes resume.py proved)
-
-                        d["content"] = stored_blocks(json.loads(stored))
+                    if "_tools" in d:  # (built by the builder stored_tools was given)
+                        d["content"] = d["_blocks"](json.loads(stored))
                     else:
                         d["content"] = tuple(Text(b["text"]) for b in json.loads(stored)["content"])
                     d.pop("_stored", None)

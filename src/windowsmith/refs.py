@@ -1,4 +1,4 @@
-"""References in text: the one ``artifact://`` pattern, the offload footer and binary stub (writers and the
+"""References in text: the one ``artifact://`` pattern and its writer (``artifact_uri``), the offload footer and binary stub (writers and the
 parser side by side), and the tracker of every reference and redaction marker in a request.
 
     offload_footer(lines, tokens, sha)  →  [windowsmith: the full result (N lines, T tokens) is stored as
@@ -20,10 +20,17 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .artifacts import REF_RE as ARTIFACT_RE
-from .artifacts import artifact_uri
 from .model import Image, Message, Text, ToolCall, ToolResult
 from .request import Lineage, NeutralRequest, extends
+
+#: A reference to an artifact, the one pattern every reader of references uses: group 1 is its sha256.
+ARTIFACT_RE = re.compile(r"artifact://([0-9a-f]{64})")
+
+
+def artifact_uri(sha: str) -> str:
+    """The reference ``artifact://<sha>`` to the artifact stored under ``sha``."""
+    return f"artifact://{sha}"
+
 
 #: The notes ingest puts in place of (or under) a result it stored whole: the offload footer and the binary
 #: stub. Group 1 or 2 is the sha of the artifact holding the full original.

@@ -19,9 +19,10 @@ from typing import Any
 
 import regex
 
-from .artifacts import REF_RE, ArtifactStore
+from .artifacts import ArtifactStore
 from .errors import ConfigError
 from .model import ToolSpec
+from .refs import ARTIFACT_RE
 
 MAX_LIMIT = 2_000  # lines per read_result call
 MAX_CHARS = 40_000  # characters returned per call (at most: a session lowers it to its window, page_chars)
@@ -140,7 +141,7 @@ class ResultTools:
     def _load(self, ref: Any) -> list[str] | str:
         if not isinstance(ref, str) or not ref:
             return "error: ref is required: pass the artifact:// reference shown with the shortened result"
-        m = REF_RE.fullmatch(ref.strip())
+        m = ARTIFACT_RE.fullmatch(ref.strip())
         if not m:
             return (f"error: {ref[:100]!r} is not a valid reference; it must look like artifact:// followed by "
                     "64 hex characters, exactly as shown with the shortened result")

@@ -351,7 +351,7 @@ def _lazy_rows(rows: list[Any], known: Mapping[int, str], n_before: int) -> list
                     continue
                 t = tool_message(data)
                 if t is not None:
-                    out[i] = tools(t[0], t[1], d, t[2])
+                    out[i] = tools(t[0], t[1], d, t[2], stored_blocks)
     return out
 
 

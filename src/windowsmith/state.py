@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessageError, StoreError
-from .ingest.compressors import message_view
 from .model import Event, Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage
 from .records import (
     CompactionRecord,
@@ -67,6 +66,7 @@ from .refs import image_stub
 from .request import Lineage
 from .snapshot import Snapshot
 from .text import acts
+from .text_view import message_view
 
 #: logged messages per chunk of persisted token counts (``unit_counts.py``); the state keeps the chain hash of
 #: each chunk's last message (``SessionState.chunk_hashes``) to check them against

@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..artifacts import REF_RE, artifact_uri
 from ..hashing import sha256_hex
 from ..model import Message, Text, ToolCall, ToolResult
+from ..refs import ARTIFACT_RE as REF_RE
+from ..refs import artifact_uri
 from ..request import NeutralRequest
 from .identifiers import action_identifiers, extract_identifiers, message_identifiers, message_text
 

@@ -7,32 +7,21 @@ compressor returns None. Structure is analysed on bounded slices so inputs of an
 
 from __future__ import annotations
 
-import bisect
 import csv
-import heapq
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import (
-    EXACT_COUNT_LIMIT,
-    NUMBERED_LINE,
-    CountTokens,
-    chars_per_token,
-    fits_cheaply,
-    head_tail,
-    identifier_mentions,
-    kind_weight,
-)
+from ..text import NUMBERED_LINE, CountTokens
+from ..text_view import cap_line, render_pieces
 
 #: the line a file-read view prints above its outline (``compaction.references.outline_keys`` reads what follows)
 OUTLINE_TITLE = "Outline (lines: definition):"
 
-__all__ = ["COMPRESSORS", "LINE_CAP", "NUMBERED_LINE", "SCAN_LIMIT", "Context", "cap_line", "fit_levels", "message_view"]
+__all__ = ["COMPRESSORS", "NUMBERED_LINE", "SCAN_LIMIT", "Context", "fit_levels"]
 
 SCAN_LIMIT = 16_000_000  # chars of a file/HTML/table analysed for structure
-LINE_CAP = 1_000  # chars kept of any single line
 
 
 @dataclass
@@ -64,14 +53,6 @@ def fit_levels(build: Callable[[int], str | None], levels: int, ctx: Context) ->
     return best
 
 
-def cap_line(line: str, limit: int = LINE_CAP) -> str:
-    return line if len(line) <= limit else f"{line[:limit]}…[+{len(line) - limit:,} chars]"
-
-
-def _lines_elided(n: int) -> str:
-    return f"[… {n:,} lines elided …]"
-
-
 def _line_ends(text: str, start: int, n: int) -> int:
     """Position after the first ``n`` lines from ``start``."""
     pos = start
@@ -93,28 +74,6 @@ def _line_starts_back(text: str, n: int) -> int:
             return 0
         pos = k
     return pos + 1 if n else len(text)
-
-
-def _render_pieces(text: str, pieces: list[tuple[int, int]]) -> str:
-    """Kept ``[start, end)`` line ranges in order, with an elision marker for every gap."""
-    out: list[str] = []
-    prev = 0
-    merged: list[list[int]] = []
-    for a, b in sorted(pieces):
-        if b <= a:
-            continue
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    for a, b in merged:
-        if a > prev:
-            out.append(_lines_elided(text.count("\n", prev, a)))
-        out.extend(cap_line(ln) for ln in text[a:b].splitlines())
-        prev = b
-    if prev < len(text):
-        out.append(_lines_elided(text.count("\n", prev, len(text)) + (0 if text.endswith("\n") else 1)))
-    return "\n".join(out)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -232,7 +191,7 @@ def _command_output(text: str, ctx: Context) -> str | None:
             parts.append(test_line)
         if cap < len(pieces):
             parts.append(f"[{len(pieces) - cap:,} of {len(pieces):,} error blocks not shown]")
-        parts.append(_render_pieces(text, kept))
+        parts.append(render_pieces(text, kept))
         return "\n".join(parts)
 
     return fit_levels(build, len(levels), ctx)
@@ -397,7 +356,7 @@ def _file_read(text: str, ctx: Context) -> str | None:
             # lines from a few above the one it asked for
             end = _line_ends(text, focus, h)
             pieces = [(0, _line_ends(text, 0, 1)), (focus, end)] if focus else [(0, end)]
-            parts.append(_render_pieces(text, pieces))
+            parts.append(render_pieces(text, pieces))
         chosen = pick(cap)
         if chosen:
             labels = [f"{n}-{end}" if end > n else str(n) for n, _, _, end in chosen]
@@ -444,144 +403,9 @@ def _table(text: str, ctx: Context) -> str | None:
             kept.append((body_start, _line_ends(text, body_start, first_n)))
         if last_n and rows > first_n:
             kept.append((max(body_start, _line_starts_back(text, last_n)), len(text)))
-        return head + "\n" + _render_pieces(text, kept)
+        return head + "\n" + render_pieces(text, kept)
 
     return fit_levels(build, len(levels), ctx)
-
-
-# ---------------------------------------------------------------------------------------------------
-# messages (the pinned request, a user message, a text-protocol agent's observation)
-# ---------------------------------------------------------------------------------------------------
-
-MESSAGE_HEAD_SHARE = 0.5  # of a message view's budget: its first lines (what the message is)
-MESSAGE_TAIL_SHARE = 0.15  # its last lines (the ask a task often ends with)
-_MARKER_TOKENS = 8  # an elision marker between two kept pieces, roughly
-_MESSAGE_SCAN_LINES = 20_000  # lines of a message weighed for its view (the rest can only be head or tail)
-
-
-def _line_spans(text: str) -> list[tuple[int, int]]:
-    spans = []
-    start = 0
-    for _ in range(_MESSAGE_SCAN_LINES + 1):
-        k = text.find("\n", start)
-        if k < 0:
-            break
-        spans.append((start, k + 1))
-        start = k + 1
-    if start < len(text):
-        spans.append((start, len(text)))
-    return spans
-
-
-def message_view(text: str, budget_tokens: int, count_tokens: CountTokens) -> str:
-    """A message cut to ``budget_tokens``: its head and its tail, and between them the lines that name the most
-    identifiers the kept text does not (``text.identifier_mentions``: paths, error names, symbols, ids, numbers,
-    weighted by kind, a failure line's more), chosen greedily by weight per token and kept in their order, each
-    gap marked; the rest of the budget extends the head. Head + tail (``head_tail``) when no middle line names
-    one, or the text is one line.
-
-    A task's middle is what its first calls need (an issue's code, the error it reports, the names it uses) while
-    its head says what it is and its tail often repeats a template; a head + tail cut kept the template and lost the
-    issue (an OpenHands task in an 8K window, where tools and system leave 2,500 tokens of history)."""
-    if budget_tokens <= 0:
-        return ""
-    if fits_cheaply(text, budget_tokens) or (len(text) <= EXACT_COUNT_LIMIT and count_tokens(text) <= budget_tokens):
-        return text
-    spans = _line_spans(text)
-    if not 3 <= len(spans) <= _MESSAGE_SCAN_LINES:
-        return head_tail(text, budget_tokens, count_tokens)
-    cpt = chars_per_token(text, count_tokens)
-
-    def cost(a: int, b: int) -> float:
-        return min(b - a, LINE_CAP) / cpt + 1
-
-    room = budget_tokens - 2 * _MARKER_TOKENS
-
-    def take(order: range, share: float) -> tuple[int, float]:
-        """How many lines from one end (in ``order``) fit ``share`` of the room: at least the first non-blank one."""
-        n, got, seen = 0, 0.0, False
-        for i in order:
-            c = cost(*spans[i])
-            if seen and got + c > share * room:
-                break
-            seen = seen or bool(text[spans[i][0]:spans[i][1]].strip())
-            n, got = n + 1, got + c
-        return n, got
-
-    h, used = take(range(len(spans) - 2), MESSAGE_HEAD_SHARE)
-    n_tail, tail_used = take(range(len(spans) - 1, h, -1), MESSAGE_TAIL_SHARE)
-    t = len(spans) - n_tail
-    if used + tail_used > room or t <= h:
-        return head_tail(text, budget_tokens, count_tokens)
-    # one pass over the identifiers: each one's weight (by kind, a failure line's more), those the head and tail
-    # already keep, and those each middle line names (within the part of it a view keeps)
-    starts = [a for a, _ in spans]
-    weight: dict[str, int] = {}
-    covered: set[str] = set()
-    names: dict[int, set[str]] = {}
-    for k, kind, on_fail, at in identifier_mentions(text):
-        w = 1 + kind_weight(kind, on_fail)
-        if w > weight.get(k, 0):
-            weight[k] = w
-        i = bisect.bisect_right(starts, at) - 1
-        if i < h or i >= t:
-            covered.add(k)
-        elif at < starts[i] + LINE_CAP:
-            names.setdefault(i, set()).add(k)
-    names = {i: ks for i, ks in names.items() if not ks <= covered}
-    if not names:
-        return head_tail(text, budget_tokens, count_tokens)
-    # greedy: the line naming the most weight not yet kept per token, re-weighed lazily
-    heap = [(-sum(weight[k] for k in ks - covered) / cost(*spans[i]), i) for i, ks in names.items()]
-    heapq.heapify(heap)
-    picked: list[int] = []
-    kept: set[int] = set()
-    left = room - used - tail_used
-    while heap and left > 0:
-        _, i = heapq.heappop(heap)
-        gain = sum(weight[k] for k in names[i] - covered)
-        if gain <= 0:
-            continue
-        score = gain / cost(*spans[i])
-        if heap and score < -heap[0][0] - 1e-9:
-            heapq.heappush(heap, (-score, i))
-            continue
-        c = cost(*spans[i]) + (0 if (i - 1 in kept or i + 1 in kept) else _MARKER_TOKENS)
-        if c > left:
-            continue
-        picked.append(i)
-        kept.add(i)
-        covered |= names[i]
-        left -= c
-    if not picked:
-        return head_tail(text, budget_tokens, count_tokens)
-    tail_piece = (spans[t][0], len(text)) if t < len(spans) else None
-
-    def build(k: int, extra: int) -> str:
-        pieces = [(0, spans[min(h + extra, t) - 1][1])]
-        pieces += [spans[i] for i in picked[:k]]
-        if tail_piece:
-            pieces.append(tail_piece)
-        return _render_pieces(text, pieces)
-
-    lo, hi = 0, len(picked)  # the most picked lines that fit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count_tokens(build(mid, 0)) <= budget_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    if lo == 0 and count_tokens(build(0, 0)) > budget_tokens:
-        return head_tail(text, budget_tokens, count_tokens)
-    n_picked = lo
-    lo, hi = 0, t - h  # then the longest head the rest of the budget holds
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count_tokens(build(n_picked, mid)) <= budget_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return build(n_picked, lo)
 
 
 def _text(text: str, ctx: Context) -> str | None:

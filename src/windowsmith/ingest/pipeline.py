@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..artifacts import ArtifactStore, artifact_uri
+from ..artifacts import ArtifactStore
 from ..errors import ConfigError, InvalidMessageError
 from ..jsonvalues import clean_text
 from ..model import Image, Text, block_from_dict
-from ..refs import binary_stub, offload_footer
+from ..refs import artifact_uri, binary_stub, offload_footer
 from ..text import compact_json, identifier_index
 from .compress import compress, detect_kind
 from .decode import binary_kind, decode_text, redact_binary

@@ -10,7 +10,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 from ..text import JSON_PARSE_LIMIT, NOT_JSON, head_tail, try_json
-from .compressors import SCAN_LIMIT, Context, cap_line, fit_levels
+from ..text_view import cap_line
+from .compressors import SCAN_LIMIT, Context, fit_levels
 
 # ---------------------------------------------------------------------------------------------------
 # JSON

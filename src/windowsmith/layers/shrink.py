@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..ingest.compress import compress
-from ..ingest.compressors import message_view
 from ..ingest.pipeline import INDEX_SHARE
 from ..model import Message, Text, ToolCall, ToolResult
 from ..records import ImageStubEntry, ShrinkEntry
 from ..refs import shrink_footer
 from ..state import shrink_texts, stub_images
 from ..text import identifier_index
+from ..text_view import message_view
 
 if TYPE_CHECKING:
     from ..state import SessionState
