@@ -19,7 +19,6 @@ ones past the log's end are new. A history that disagrees with the log raises, n
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +80,7 @@ def convert(messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None
     items = [_plain(m, format) for m in messages]
     pre: list[str] = []
     if format == "openai-responses":
-        items = [_hosted_as_text(it, i, pre) for i, it in enumerate(items)]
+        items = [openai_responses.hosted_as_text(it, i, pre) for i, it in enumerate(items)]
     ctx = Ctx(Path("<messages>"), "", "load")
     b = Builder(close_open=False)
     repairs: list[str] = []
@@ -91,21 +90,6 @@ def convert(messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None
     msgs, _, more = b.finish()
     texts = [t for t in (system, history.system) if t]
     return Loaded("\n\n".join(texts) or None, tool_list, tuple(msgs), (*repairs, *pre, *history.repairs, *more))
-
-
-_RESPONSES_ITEMS = frozenset({"message", "reasoning", "function_call", "custom_tool_call", "function_call_output",
-                              "custom_tool_call_output", "item_reference"})
-
-
-def _hosted_as_text(item: Any, i: int, repairs: list[str]) -> Any:
-    """A Responses item the neutral model has no block for (a hosted tool's call and result: web or file
-    search, code interpreter, …) becomes assistant text holding its JSON, so the model still sees it."""
-    if not isinstance(item, Mapping) or item.get("type", "message" if "role" in item else None) in _RESPONSES_ITEMS:
-        return item
-    kind = item.get("type")
-    repairs.append(f"[{i}]: {kind} item kept as assistant text (no neutral block for hosted tool items)")
-    text = f"[{kind}] " + json.dumps({k: v for k, v in item.items() if k != "type"}, ensure_ascii=False, default=str)
-    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
 
 
 # -- sync with a session's log ----------------------------------------------------------------------

@@ -151,14 +151,30 @@ class AnthropicRenderer(UnitRenderer):
             elif not isinstance(t, str):
                 raise ProviderResponseError(f"{where} has no 'type'; is this an Anthropic Messages response?")
             # server-side tool blocks (web search etc.) are not part of the neutral model: skipped
-        usage = expect(d, "usage", dict, "Anthropic response")
-        u = Usage(
-            input_tokens=as_int(usage.get("input_tokens")),
-            output_tokens=as_int(usage.get("output_tokens")),
-            cache_read_tokens=as_int(usage.get("cache_read_input_tokens")),
-            cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
-        )
+        u = read_usage(expect(d, "usage", dict, "Anthropic response"))
         return ParsedResponse(Message("assistant", tuple(blocks)), u, d.get("stop_reason"), d.get("model"))
+
+
+# -- usage ------------------------------------------------------------------------------------------
+
+
+def read_usage(usage: Mapping[str, Any]) -> Usage:
+    """A response's ``usage`` as billed usage (``input_tokens`` excludes the cache reads and writes)."""
+    return Usage(
+        input_tokens=as_int(usage.get("input_tokens")),
+        output_tokens=as_int(usage.get("output_tokens")),
+        cache_read_tokens=as_int(usage.get("cache_read_input_tokens")),
+        cache_write_tokens=as_int(usage.get("cache_creation_input_tokens")),
+    )
+
+
+def usage_counts(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """The counts of a response's ``usage`` as reported, unchecked (for telemetry): ``input_tokens`` is the whole
+    prompt, cache reads and writes included."""
+    parts = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+    return {"input_tokens": sum(x for x in parts if isinstance(x, int)), "output_tokens": usage.get("output_tokens"),
+            "cache_read_tokens": usage.get("cache_read_input_tokens"),
+            "cache_write_tokens": usage.get("cache_creation_input_tokens")}
 
 
 # -- history ---------------------------------------------------------------------------------------
@@ -315,4 +331,14 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     return msg
 
 
-__all__ = ["AnthropicRenderer", "STREAM_EVENTS", "accumulate_stream", "is_stream_event", "read_blocks", "read_history", "read_messages"]
+__all__ = [
+    "AnthropicRenderer",
+    "STREAM_EVENTS",
+    "accumulate_stream",
+    "is_stream_event",
+    "read_blocks",
+    "read_history",
+    "read_messages",
+    "read_usage",
+    "usage_counts",
+]

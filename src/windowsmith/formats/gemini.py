@@ -170,13 +170,7 @@ class GeminiRenderer(UnitRenderer):
                         blocks.append(Thinking(provider="gemini", data={SIGNATURE: sig}))
                     blocks.append(Text(p["text"]))
             # other part kinds (executable code, inline data) are not part of the neutral model
-        meta = d.get("usage_metadata") or {}
-        cached = as_int(meta.get("cached_content_token_count"))
-        u = Usage(
-            input_tokens=max(0, as_int(meta.get("prompt_token_count")) - cached),
-            output_tokens=as_int(meta.get("candidates_token_count")) + as_int(meta.get("thoughts_token_count")),
-            cache_read_tokens=cached,
-        )
+        u = read_usage(d.get("usage_metadata") or {})
         return ParsedResponse(Message("assistant", tuple(blocks)), u, cand.get("finish_reason"), d.get("model_version"))
 
 
@@ -186,6 +180,40 @@ def _call_id(response: dict[str, Any], index: int, call: dict[str, Any]) -> str:
     if isinstance(rid, str) and rid:
         return f"{rid}-{index}"
     return f"gemini-{content_digest([index, call, response.get('candidates')])[:16]}"
+
+
+# -- usage ------------------------------------------------------------------------------------------
+
+
+def read_usage(meta: Mapping[str, Any]) -> Usage:
+    """A response's ``usage_metadata`` as billed usage (prompt tokens include the cached ones; thoughts are
+    output)."""
+    cached = as_int(meta.get("cached_content_token_count"))
+    return Usage(
+        input_tokens=max(0, as_int(meta.get("prompt_token_count")) - cached),
+        output_tokens=as_int(meta.get("candidates_token_count")) + as_int(meta.get("thoughts_token_count")),
+        cache_read_tokens=cached,
+    )
+
+
+# -- schemas ---------------------------------------------------------------------------------------
+
+
+def json_schema(s: Any) -> Any:
+    """A google-genai ``Schema`` dump (``type: OBJECT``) as JSON Schema (``type: object``)."""
+    if isinstance(s, dict):
+        out: dict[str, Any] = {}
+        for k, v in s.items():
+            if k == "type" and isinstance(v, str):
+                out[k] = v.lower()
+            elif k in ("properties", "defs", "$defs"):
+                out[k] = {name: json_schema(x) for name, x in v.items()}
+            else:
+                out[k] = json_schema(v)
+        return out
+    if isinstance(s, list):
+        return [json_schema(x) for x in s]
+    return s
 
 
 # -- history ---------------------------------------------------------------------------------------
@@ -340,4 +368,12 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["GeminiRenderer", "accumulate_stream", "is_stream_event", "read_contents", "read_history"]
+__all__ = [
+    "GeminiRenderer",
+    "accumulate_stream",
+    "is_stream_event",
+    "json_schema",
+    "read_contents",
+    "read_history",
+    "read_usage",
+]

@@ -111,17 +111,32 @@ class OpenAIChatRenderer(UnitRenderer):
             fn = expect(c, "function", dict, where)
             blocks.append(ToolCall(id=expect(c, "id", str, where), name=expect(fn, "name", str, where),
                                    arguments=parse_arguments(expect(fn, "arguments", str, where), where)))
-        usage = d.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        cached = as_int(details.get("cached_tokens"))
-        written = as_int(details.get("cache_write_tokens"))
-        u = Usage(
-            input_tokens=max(0, as_int(usage.get("prompt_tokens")) - cached - written),
-            output_tokens=as_int(usage.get("completion_tokens")),
-            cache_read_tokens=cached,
-            cache_write_tokens=written,
-        )
+        u = read_usage(d.get("usage") or {})
         return ParsedResponse(Message("assistant", tuple(blocks)), u, choice.get("finish_reason"), d.get("model"))
+
+
+# -- usage ------------------------------------------------------------------------------------------
+
+
+def read_usage(usage: Mapping[str, Any]) -> Usage:
+    """A completion's ``usage`` as billed usage (``prompt_tokens`` includes the cached and written tokens)."""
+    details = usage.get("prompt_tokens_details") or {}
+    cached = as_int(details.get("cached_tokens"))
+    written = as_int(details.get("cache_write_tokens"))
+    return Usage(
+        input_tokens=max(0, as_int(usage.get("prompt_tokens")) - cached - written),
+        output_tokens=as_int(usage.get("completion_tokens")),
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+    )
+
+
+def usage_counts(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """The counts of a completion's ``usage`` as reported, unchecked (for telemetry): ``input_tokens`` is the whole
+    prompt, cached tokens included; the cache writes are not reported apart."""
+    details = usage.get("prompt_tokens_details") or {}
+    return {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens"),
+            "cache_read_tokens": details.get("cached_tokens") if isinstance(details, Mapping) else None}
 
 
 # -- history ---------------------------------------------------------------------------------------
@@ -272,4 +287,13 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["OpenAIChatRenderer", "accumulate_stream", "chat_parts", "is_stream_event", "read_history", "read_messages"]
+__all__ = [
+    "OpenAIChatRenderer",
+    "accumulate_stream",
+    "chat_parts",
+    "is_stream_event",
+    "read_history",
+    "read_messages",
+    "read_usage",
+    "usage_counts",
+]

@@ -129,19 +129,26 @@ class OpenAIResponsesRenderer(UnitRenderer):
                 blocks.append(Thinking(provider="openai", data={k: v for k, v in item.items() if v is not None}))
             elif not isinstance(t, str):
                 raise ProviderResponseError(f"{where} has no 'type'; is this an OpenAI Responses response?")
-        usage = d.get("usage") or {}
-        details = usage.get("input_tokens_details") or {}
-        cached = as_int(details.get("cached_tokens"))
-        written = as_int(details.get("cache_write_tokens"))
-        u = Usage(
-            input_tokens=max(0, as_int(usage.get("input_tokens")) - cached - written),
-            output_tokens=as_int(usage.get("output_tokens")),
-            cache_read_tokens=cached,
-            cache_write_tokens=written,
-        )
+        u = read_usage(d.get("usage") or {})
         incomplete = d.get("incomplete_details") or {}
         stop = incomplete.get("reason") or d.get("status")
         return ParsedResponse(Message("assistant", tuple(blocks)), u, stop, d.get("model"))
+
+
+# -- usage ------------------------------------------------------------------------------------------
+
+
+def read_usage(usage: Mapping[str, Any]) -> Usage:
+    """A response's ``usage`` as billed usage (``input_tokens`` includes the cached and written tokens)."""
+    details = usage.get("input_tokens_details") or {}
+    cached = as_int(details.get("cached_tokens"))
+    written = as_int(details.get("cache_write_tokens"))
+    return Usage(
+        input_tokens=max(0, as_int(usage.get("input_tokens")) - cached - written),
+        output_tokens=as_int(usage.get("output_tokens")),
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+    )
 
 
 # -- history ---------------------------------------------------------------------------------------
@@ -230,6 +237,22 @@ def read_history(value: Any, ctx: Ctx, b: Builder) -> History:
     return History("\n\n".join(s for s in system if s), tools, meta, repairs)
 
 
+#: the input items the history reader turns into neutral blocks
+INPUT_ITEMS = frozenset({"message", "reasoning", "function_call", "custom_tool_call", "function_call_output",
+                         "custom_tool_call_output", "item_reference"})
+
+
+def hosted_as_text(item: Any, i: int, repairs: list[str]) -> Any:
+    """A Responses item the neutral model has no block for (a hosted tool's call and result: web or file
+    search, code interpreter, …) becomes assistant text holding its JSON, so the model still sees it."""
+    if not isinstance(item, Mapping) or item.get("type", "message" if "role" in item else None) in INPUT_ITEMS:
+        return item
+    kind = item.get("type")
+    repairs.append(f"[{i}]: {kind} item kept as assistant text (no neutral block for hosted tool items)")
+    text = f"[{kind}] " + json.dumps({k: v for k, v in item.items() if k != "type"}, ensure_ascii=False, default=str)
+    return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
 # -- streams ----------------------------------------------------------------------------------------
 
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
@@ -252,4 +275,13 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
                      + WORKAROUND)
 
 
-__all__ = ["OpenAIResponsesRenderer", "accumulate_stream", "is_stream_event", "read_history", "read_items"]
+__all__ = [
+    "INPUT_ITEMS",
+    "OpenAIResponsesRenderer",
+    "accumulate_stream",
+    "hosted_as_text",
+    "is_stream_event",
+    "read_history",
+    "read_items",
+    "read_usage",
+]

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..engine import Session
 from ..errors import UsageError
+from ..formats import gemini
 from ..model import Usage
 from . import model_name, require
 
@@ -32,23 +33,6 @@ require("google.adk", "adk", "windowsmith.integrations.adk")
 FORMAT = "gemini"
 
 
-def _json_schema(s: Any) -> Any:
-    """A google-genai ``Schema`` dump (``type: OBJECT``) as JSON Schema (``type: object``)."""
-    if isinstance(s, dict):
-        out: dict[str, Any] = {}
-        for k, v in s.items():
-            if k == "type" and isinstance(v, str):
-                out[k] = v.lower()
-            elif k in ("properties", "defs", "$defs"):
-                out[k] = {name: _json_schema(x) for name, x in v.items()}
-            else:
-                out[k] = _json_schema(v)
-        return out
-    if isinstance(s, list):
-        return [_json_schema(x) for x in s]
-    return s
-
-
 def _tools(config: Any) -> list[dict[str, Any]]:
     out = []
     for tool in getattr(config, "tools", None) or []:
@@ -56,7 +40,7 @@ def _tools(config: Any) -> list[dict[str, Any]]:
             if fd.parameters_json_schema is not None:
                 params = fd.parameters_json_schema
             elif fd.parameters is not None:
-                params = _json_schema(fd.parameters.model_dump(mode="json", exclude_none=True))
+                params = gemini.json_schema(fd.parameters.model_dump(mode="json", exclude_none=True))
             else:
                 params = {"type": "object", "properties": {}}
             out.append({"name": fd.name, "description": fd.description or "", "parameters": params})
@@ -74,10 +58,8 @@ def usage_of(meta: Any) -> Usage | None:
     """Gemini ``usage_metadata`` (prompt tokens include cached ones; thoughts are output) as billed usage."""
     if meta is None:
         return None
-    cached = int(meta.cached_content_token_count or 0)
-    return Usage(input_tokens=max(0, int(meta.prompt_token_count or 0) - cached),
-                 output_tokens=int(meta.candidates_token_count or 0) + int(meta.thoughts_token_count or 0),
-                 cache_read_tokens=cached)
+    return gemini.read_usage({k: getattr(meta, k) for k in (
+        "prompt_token_count", "cached_content_token_count", "candidates_token_count", "thoughts_token_count")})
 
 
 class WindowsmithCallbacks:

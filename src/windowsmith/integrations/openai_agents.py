@@ -25,6 +25,7 @@ from typing import Any
 
 from ..engine import Session
 from ..errors import UsageError
+from ..formats import openai_responses
 from ..model import Usage
 from . import model_name, require
 
@@ -47,9 +48,8 @@ def _tool_dicts(agent: Any) -> list[dict[str, Any]]:
 def usage_of(usage: Any) -> Usage:
     """The Agents SDK ``Usage`` (input tokens include cached ones) as billed usage."""
     details = getattr(usage, "input_tokens_details", None)
-    cached = int(getattr(details, "cached_tokens", 0) or 0)
-    return Usage(input_tokens=max(0, int(usage.input_tokens or 0) - cached), output_tokens=int(usage.output_tokens or 0),
-                 cache_read_tokens=cached)
+    return openai_responses.read_usage({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
+                                        "input_tokens_details": {"cached_tokens": getattr(details, "cached_tokens", 0)}})
 
 
 class _Hooks(RunHooks):  # type: ignore[misc, valid-type]

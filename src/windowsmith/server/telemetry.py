@@ -7,8 +7,9 @@ manifest's actions as events) with a ``windowsmith.compaction.<stage>`` child fo
 and attributed after the GenAI semantic conventions: span ``chat {model}``, ``gen_ai.operation.name``,
 ``gen_ai.system``, ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.response.id``,
 ``gen_ai.usage.input_tokens`` / ``output_tokens`` / ``cache_read.input_tokens`` /
-``cache_creation.input_tokens``. The tracer comes from ``ServerConfig.tracer_provider`` or the global
-provider. Nothing secret goes on a span: no header, no message text.
+``cache_creation.input_tokens`` (the counts the format's ``usage_counts`` reads). The tracer comes from
+``ServerConfig.tracer_provider`` or the global provider. Nothing secret goes on a span: no header, no
+message text.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..formats import anthropic, openai_chat
 from .conversation import OPENAI
 
 if TYPE_CHECKING:
@@ -28,6 +30,15 @@ try:  # the otel extra
     from opentelemetry import trace as _trace
 except ImportError:  # pragma: no cover - exercised without the extra
     _trace = None  # type: ignore[assignment]
+
+
+#: the GenAI semantic-convention attribute of each count a format's ``usage_counts`` reads
+_USAGE_ATTRIBUTES = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "cache_read_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "cache_write_tokens": "gen_ai.usage.cache_creation.input_tokens",
+}
 
 
 def system_name(fmt: str) -> str:
@@ -138,18 +149,7 @@ class Telemetry:
         u = d.get("usage") or {}
         if not isinstance(u, Mapping):
             return
-        if fmt == OPENAI:
-            details = u.get("prompt_tokens_details") or {}
-            pairs = {"gen_ai.usage.input_tokens": u.get("prompt_tokens"),
-                     "gen_ai.usage.output_tokens": u.get("completion_tokens"),
-                     "gen_ai.usage.cache_read.input_tokens":
-                         details.get("cached_tokens") if isinstance(details, Mapping) else None}
-        else:
-            parts = [u.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
-            pairs = {"gen_ai.usage.input_tokens": sum(x for x in parts if isinstance(x, int)),
-                     "gen_ai.usage.output_tokens": u.get("output_tokens"),
-                     "gen_ai.usage.cache_read.input_tokens": u.get("cache_read_input_tokens"),
-                     "gen_ai.usage.cache_creation.input_tokens": u.get("cache_creation_input_tokens")}
-        for k, v in pairs.items():
+        counts = openai_chat.usage_counts(u) if fmt == OPENAI else anthropic.usage_counts(u)
+        for key, v in counts.items():
             if isinstance(v, int):
-                s.set_attribute(k, v)
+                s.set_attribute(_USAGE_ATTRIBUTES[key], v)
