@@ -1,6 +1,6 @@
 """Load test of `windowsmith serve` on loopback: N concurrent simulated agents x T turns.
 
-Three processes: the fake upstream (``python -m windowsmith.server.fake_upstream``, which records how
+Three processes: the fake upstream (``python -m windowsmith.testing``, which records how
 long it spent on each response), the proxy (``windowsmith serve`` on a fresh SQLite store, one uvicorn
 worker, or ``--workers N`` processes for each N given: the routes are run one after the other in one
 invocation, so their figures compare side by side), and this one, running the agents with the official async SDKs (half OpenAI, half Anthropic;
@@ -201,7 +201,7 @@ def scenario(agents: int, turns: int, latency: float, window: int, workers: list
     for n in (0, *(workers or [1])):  # 0: the agents straight against the upstream
         mode = route(n) if n else "direct"
         up_port = free_port()
-        fake = subprocess.Popen([sys.executable, "-m", "windowsmith.server.fake_upstream", "--port", str(up_port),
+        fake = subprocess.Popen([sys.executable, "-m", "windowsmith.testing", "--port", str(up_port),
                                  "--latency", str(latency)], env=env)
         procs = [fake]
         try:

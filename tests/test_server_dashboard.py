@@ -17,7 +17,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (
 
 from server_agents import TRACE, run_openai_agent  # noqa: E402
 from windowsmith.server import ServerConfig, create_app  # noqa: E402
-from windowsmith.server.fake_upstream import BackgroundServer, FakeUpstream  # noqa: E402
+from windowsmith.testing import BackgroundServer, FakeUpstream  # noqa: E402
 
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser")) if p), None)
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from server_agents import TRACE, run_anthropic_agent, run_openai_agent  # noqa: E402
 from windowsmith.server import ServerConfig, create_app  # noqa: E402
-from windowsmith.server.fake_upstream import BackgroundServer, FakeUpstream  # noqa: E402
+from windowsmith.testing import BackgroundServer, FakeUpstream  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not TRACE.exists(), reason=f"needs the shared traces ({TRACE.name})")
 

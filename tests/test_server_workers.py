@@ -24,10 +24,10 @@ from windowsmith.engine import Engine
 from windowsmith.errors import UsageError
 from windowsmith.server import ServerConfig
 from windowsmith.server.app import SERVE_ENV, app_from_env, config_to_env
-from windowsmith.server.fake_upstream import BackgroundServer, FakeUpstream
 from windowsmith.server.locks import SessionLock, cross_process_locks, lock_path
 from windowsmith.server.state import ServerState
 from windowsmith.store import open_store
+from windowsmith.testing import BackgroundServer, FakeUpstream
 
 pytestmark = pytest.mark.skipif(not cross_process_locks(), reason="several workers need POSIX file locks")
 

@@ -190,7 +190,7 @@ def test_json_api_scopes_every_route_to_the_token_tenant(tmp_path: Path) -> None
     pytest.importorskip("starlette")
     httpx = pytest.importorskip("httpx")
     from windowsmith.server import ServerConfig, create_app
-    from windowsmith.server.fake_upstream import BackgroundServer
+    from windowsmith.testing import BackgroundServer
 
     store = open_store(tmp_path / "api.db")
     ta, tb = "a" * 24, "b" * 24

@@ -1,4 +1,13 @@
-"""A local stand-in for the OpenAI and Anthropic APIs, for tests, demos and the proxy's load test.
+"""Test doubles for your own tests: a local stand-in for the OpenAI and Anthropic APIs, served on loopback.
+
+    from windowsmith.testing import BackgroundServer, FakeUpstream
+
+    with BackgroundServer(FakeUpstream()) as upstream:
+        client = openai.OpenAI(base_url=upstream.url + "/v1", api_key="test")
+
+No request leaves the machine. It needs the ``server`` extra (``pip install 'windowsmith[server]'``: starlette
+and uvicorn); without it, constructing either class says so. ``python -m windowsmith.testing --port 8751`` runs the
+stand-in as a process (the proxy's load test does).
 
 ``FakeUpstream`` is an ASGI app that answers ``POST /v1/chat/completions`` and ``POST /v1/messages``
 the way the providers do (same JSON shapes, same server-sent events when ``stream`` is set, same
@@ -23,17 +32,26 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from .errors import RuntimeFailure, UsageError
+from .tokens import get_encoding
 
-from ..tokens import get_encoding
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+SERVER_EXTRA = "pip install 'windowsmith[server]'"
+
+
+def _needs_server_extra(e: ModuleNotFoundError) -> UsageError:
+    return UsageError(f"windowsmith.testing needs {e.name!r} to serve the fake provider, which is not installed: "
+                      f"{SERVER_EXTRA}")
 
 
 class FakeUpstream:
+    """An ASGI app answering ``POST /v1/chat/completions`` and ``POST /v1/messages`` as the providers do."""
+
     def __init__(self, *, max_context_tokens: int = 1_000_000, turns_per_task: int = 1_000_000,
                  output_text: str = "Done: the change is in place and the tests pass.", latency: float = 0.0,
                  tool_output_hint: str = "") -> None:
@@ -49,6 +67,11 @@ class FakeUpstream:
         self._n = 0
         #: response id -> seconds the fake spent on it (request read to last byte), for the load test
         self.timings: dict[str, float] = {}
+        try:
+            from starlette.applications import Starlette
+            from starlette.routing import Route
+        except ModuleNotFoundError as e:
+            raise _needs_server_extra(e) from None
         self.app = Starlette(routes=[
             Route("/v1/chat/completions", self._openai, methods=["POST"]),
             Route("/v1/messages", self._anthropic, methods=["POST"]),
@@ -56,6 +79,8 @@ class FakeUpstream:
         ])
 
     async def _timings(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
         return JSONResponse(self.timings)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -116,6 +141,8 @@ class FakeUpstream:
     # ------------------------------------------------------------------ OpenAI
 
     async def _openai(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse, StreamingResponse
+
         body = await self._pre(request, "openai")
         assert isinstance(body, dict)
         pieces = [{"tools": body.get("tools")}, *list(body.get("messages") or [])]
@@ -176,6 +203,8 @@ class FakeUpstream:
     # ------------------------------------------------------------------ Anthropic
 
     async def _anthropic(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse, StreamingResponse
+
         body = await self._pre(request, "anthropic")
         assert isinstance(body, dict)
         pieces = [{"tools": body.get("tools")}, {"system": body.get("system")}, *list(body.get("messages") or [])]
@@ -241,7 +270,10 @@ class BackgroundServer:
     """
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
-        import uvicorn
+        try:
+            import uvicorn
+        except ModuleNotFoundError as e:
+            raise _needs_server_extra(e) from None
 
         self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
         self.server = uvicorn.Server(self.config)
@@ -253,7 +285,8 @@ class BackgroundServer:
         deadline = time.monotonic() + 30
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start (port in use?)")
+                raise RuntimeFailure(f"the server did not start on {self.config.host}:{self.config.port} within 30 s: "
+                                     "is the port in use? pass port=0 for a free one")
             time.sleep(0.01)
         sock = self.server.servers[0].sockets[0]
         host, port = sock.getsockname()[:2]
@@ -269,10 +302,13 @@ __all__ = ["BackgroundServer", "FakeUpstream"]
 
 
 def main(argv: list[str] | None = None) -> None:  # pragma: no cover - a process for benchmarks and demos
-    """``python -m windowsmith.server.fake_upstream --port 8751 [--latency 0.2]``"""
+    """``python -m windowsmith.testing --port 8751 [--latency 0.2]``"""
     import argparse
 
-    import uvicorn
+    try:
+        import uvicorn
+    except ModuleNotFoundError as e:
+        raise _needs_server_extra(e) from None
 
     ap = argparse.ArgumentParser(description="A local stand-in for the OpenAI and Anthropic APIs.")
     ap.add_argument("--host", default="127.0.0.1")
