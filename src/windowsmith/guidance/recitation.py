@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from ..layers.base import BuildContext, Item, Layer
 from ..model import Message
 from ..text import leaf_values
@@ -65,7 +66,9 @@ class RecitationLayer(Layer):
     def __init__(self, base_period: int = 8, grow_every: int = 16, window: int = 4, drift_below: float = 0.05,
                  budget_tokens: int = 400, *, vary: bool = False) -> None:
         if base_period < 1 or grow_every < 1 or window < 1 or not 0 <= drift_below <= 1:
-            raise ValueError("base_period, grow_every and window must be >= 1 and drift_below in [0, 1]")
+            raise ConfigError(f"RecitationLayer needs base_period, grow_every and window >= 1 and drift_below in [0, 1], "
+                              f"got base_period={base_period}, grow_every={grow_every}, window={window}, "
+                              f"drift_below={drift_below}; the defaults are 8, 16, 4 and 0.05")
         self.base_period = base_period
         self.grow_every = grow_every
         self.window = window

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 from json_repair import repair_json
 
+from ..errors import InvalidMessageError
 from ..model import ToolSpec
 
 #: The key under which the response parsers keep arguments that were not valid JSON.
@@ -92,7 +93,8 @@ def repair_arguments(arguments: str | Mapping[str, Any], spec: ToolSpec | None =
         if set(arguments) == {RAW_KEY} and isinstance(arguments[RAW_KEY], str):
             raw = arguments[RAW_KEY]
     else:
-        raise TypeError(f"arguments must be a JSON string or an object, got {type(arguments).__name__}")
+        raise InvalidMessageError(f"tool-call arguments must be a JSON string or an object (a mapping), got "
+                                  f"{type(arguments).__name__}; pass them as the model sent them")
     schema = spec.parameters if spec is not None else None
     if raw is not None:
         try:

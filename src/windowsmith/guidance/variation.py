@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from ..layers.base import BuildContext, Item, Layer
 from ..text import compact_json
 
@@ -32,7 +33,8 @@ class TailStyle:
 
     def __post_init__(self) -> None:
         if "{}" not in self.header:
-            raise ValueError(f"TailStyle.header must contain '{{}}' for the section name, got {self.header!r}")
+            raise ConfigError(f"TailStyle.header must contain '{{}}' where the section name goes (e.g. '## {{}}'), "
+                              f"got {self.header!r}")
 
 
 DEFAULT_STYLE = TailStyle()
@@ -51,7 +53,8 @@ class VariationLayer(Layer):
 
     def __init__(self, every: int = 1, styles: Sequence[TailStyle] = TAIL_STYLES) -> None:
         if every < 1 or not styles:
-            raise ValueError("every must be >= 1 and styles non-empty")
+            raise ConfigError(f"VariationLayer needs every >= 1 and at least one style, got every={every} and "
+                              f"{len(styles)} style(s); the defaults are every=1 and TAIL_STYLES")
         self.every = every
         self.styles = tuple(styles)
         self._seen = 0

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import RuntimeFailure, UsageError
 from .conversation import ANTHROPIC, OPENAI
 
 #: Upstream response headers never passed back (hop-by-hop, or describing bytes httpx already decoded).
@@ -28,7 +29,7 @@ class UpstreamReply:
     body: bytes
 
 
-class UpstreamError(Exception):
+class UpstreamError(RuntimeFailure):
     """The upstream answered with an error status (passed back as is) or could not be reached (502)."""
 
     def __init__(self, status: int, body: bytes, headers: Mapping[str, str], original: BaseException) -> None:
@@ -62,7 +63,7 @@ class Upstream:
             self._client = anthropic.AsyncAnthropic(api_key="unset", base_url=base_url, max_retries=0, timeout=timeout)
             self._known = set(inspect.signature(self._client.messages.create).parameters)
         else:
-            raise ValueError(f"unknown upstream format {fmt!r}")
+            raise UsageError(f"unknown upstream format {fmt!r}; use {OPENAI!r} or {ANTHROPIC!r}")
 
     def client_for(self, headers: Mapping[str, str]) -> Any:
         """A copy of the client with the caller's credentials (never stored beyond this request)."""
