@@ -26,3 +26,23 @@ def test_what_the_readme_imports_is_top_level_and_internals_are_not():
         assert not hasattr(windowsmith, internal), internal
     assert windowsmith.CompactionConfig is windowsmith.compaction.CompactionConfig
     assert windowsmith.COMPACT_CONTEXT_TOOL["name"] == "compact_context"
+
+
+def test_the_core_import_path_leaves_out_the_benchmark_the_cli_and_the_test_doubles():
+    """``import windowsmith`` loads neither the bench extra's strategies, nor the CLI, nor the server's
+    dependencies (``windowsmith.testing`` needs the server extra and is imported only by tests that use it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, windowsmith; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('starlette', 'uvicorn') or m.startswith(('windowsmith.bench', 'windowsmith.cli', 'windowsmith.testing'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_test_doubles_are_a_public_module():
+    import windowsmith.testing as testing
+
+    assert testing.__all__ == sorted(testing.__all__) == ["BackgroundServer", "FakeUpstream"]
+    for name in testing.__all__:
+        assert getattr(testing, name).__module__ == "windowsmith.testing", name
