@@ -23,7 +23,7 @@ from windowsmith.model import Message, Text, ToolSpec
 from windowsmith.records import EmergencyRecord, TruncateRecord
 from windowsmith.registry import load_registry
 from windowsmith.request import NeutralRequest, Segment
-from windowsmith.state import PENDING_HEAD
+from windowsmith.stand_ins import PENDING_HEAD
 
 MODEL = "claude-sonnet-4-5"
 POLICY = "Policy rule: always verify the order id and the customer's identity before any refund. " * 200

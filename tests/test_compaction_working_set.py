@@ -8,7 +8,7 @@ import windowsmith as ws
 from windowsmith.compaction import CompactionConfig
 from windowsmith.compaction.working_set import WorkingSet, named_paths, read_paths
 from windowsmith.model import Message, Text, ToolCall, ToolResult
-from windowsmith.state import Unit
+from windowsmith.units import Unit
 
 APP = "\n".join(f"{i:6d}\tdef handler_{i}(request):  # line {i}" for i in range(1, 121))
 

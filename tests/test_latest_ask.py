@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import windowsmith as ws
 from windowsmith.bench.run import extends_previous
 from windowsmith.model import Message, ToolCall, ToolSpec
-from windowsmith.state import ASK_CHARS, ASK_HEAD
+from windowsmith.stand_ins import ASK_CHARS, ASK_HEAD
 
 MODEL = "claude-sonnet-4-5"
 TASK_B = "Task B: make parse_header() in src/http/headers.py tolerate a missing x-trace-id header (ticket WS-4411)"

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from windowsmith.model import Image, Message, Text, ToolResult
-from windowsmith.state import shrink_texts, stub_images
+from windowsmith.units import shrink_texts, stub_images
 
 _inner = st.one_of(st.builds(Text, st.sampled_from(["a", "b", "ok"])),
                    st.builds(Image, url=st.sampled_from(["https://x/1.png", "https://x/2.png"])))

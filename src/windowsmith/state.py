@@ -7,7 +7,9 @@ The history view groups messages into *units* that are kept or dropped together:
 assistant message without tool calls, or an *exchange* (an assistant message with tool calls plus the
 tool messages answering them). A tool call is never separated from its result. If a new message
 arrives while calls are unanswered, the exchange is closed with a synthetic error result and the
-repair is recorded (the log itself is not edited).
+repair is recorded (the log itself is not edited). Units, and the edits records make to their messages' blocks,
+are in :mod:`windowsmith.units`; the messages that stand for compacted history (the summary message, the pending
+message, the user's last message carried past a cut) are written by :mod:`windowsmith.stand_ins`.
 
 Compaction records (``compaction`` events, typed in :mod:`windowsmith.records`) fold into the view here, so resuming a session replays
 them instead of recomputing them (no summarizer runs on load). They carry their own text:
@@ -43,30 +45,27 @@ them instead of recomputing them (no summarizer runs on load). They carry their 
 from __future__ import annotations
 
 import bisect
-import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidMessageError, StoreError
-from .model import Event, Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage
+from .model import Event, Message, Text, ToolResult, ToolSpec, Usage
 from .records import (
     CompactionRecord,
     EmergencyRecord,
     ImageStubEntry,
     MaskRecord,
-    ShrinkEntry,
     ShrinkRecord,
     SummaryRecord,
     TruncateRecord,
     compaction_record,
-    render_index,
 )
 from .refs import image_stub
 from .request import Lineage
 from .snapshot import Snapshot
-from .text import acts
-from .text_view import message_view
+from .stand_ins import ask_stand_in, dropped_ask, logged_whole, pending_stand_in, summary_stand_in
+from .units import NO_CALLS, Unit, edit_units, message_images, new_unit, shrink_texts, stub_images
 
 #: logged messages per chunk of persisted token counts (``unit_counts.py``); the state keeps the chain hash of
 #: each chunk's last message (``SessionState.chunk_hashes``) to check them against
@@ -74,114 +73,14 @@ COUNTS_CHUNK = 512
 
 MISSING_RESULT_TEXT = "[windowsmith: no result was recorded for this tool call]"
 WORK_LOG_LINES = 60  # the work log keeps its newest lines
-#: about the most characters of the user's latest message that a cut carries (``SessionState.ask_message``); a longer
-#: one (a pasted log after the ask, a task written after a demonstration) goes by a view, the transcript holding it whole
-ASK_CHARS = 1_200
-ASK_HEAD = "[windowsmith: the user's last message before the cut]\n"
-#: characters of a message's text, its whitespace folded (:func:`flat_text`), that a work-log line shows whole; a longer
-#: one is cut to that many and the identifiers it cut are listed after it (``compaction.emergency``)
-LOG_LINE_CHARS = 120
 #: tools through which an agent ends its turn (OpenHands ``finish``, SWE-agent ``submit``, Cline
 #: ``attempt_completion``, ...): a user message after one is the user speaking again, not the harness
 FINISH_TOOLS = frozenset({"finish", "submit", "attempt_completion", "task_complete", "complete_task", "final_answer",
                           "finish_task", "end_task", "task_done"})
-#: user units looked back over for the user's latest message where every user message may be an observation
-ASK_LOOKBACK = 256
-#: the pending message's line of identifiers (``SessionState.summary_messages``)
-PENDING_HEAD = "[windowsmith: identifiers of the exchanges dropped since the work log above, most relevant first: "
-
-
-def _quarter(text: str) -> int:
-    """A character count as tokens (four to one): what sizes a carried message's view the same everywhere."""
-    return len(text) // 4
-
-
-def message_images(m: Message) -> Iterator[tuple[tuple[int, ...], Image]]:
-    """Each image block of a message with its path: ``(block,)``, or ``(block, item)`` inside a tool result."""
-    for i, b in enumerate(m.content):
-        if isinstance(b, Image):
-            yield (i,), b
-        elif isinstance(b, ToolResult):
-            for j, c in enumerate(b.content):
-                if isinstance(c, Image):
-                    yield (i, j), c
-
-
-def stub_images(m: Message, stubs: Mapping[tuple[int | str, ...], str]) -> Message:
-    """``m`` with the image at each path replaced by a text block (a path that holds no image is skipped)."""
-    return _replace_blocks(m, stubs, Image)
-
-
-def shrink_texts(m: Message, views: Mapping[tuple[int | str, ...], str]) -> Message:
-    """``m`` with the text block at each path replaced by ``views[path]`` (a path that holds no text is skipped);
-    a ``(block, key)`` path names the string argument ``key`` of a tool call."""
-    return _replace_blocks(m, views, Text)
-
-
-def _replace_blocks(m: Message, texts: Mapping[tuple[int | str, ...], str], kind: type[Image] | type[Text]) -> Message:
-    """``m`` with the ``kind`` block at each path (a block's index, or a tool result's index and the index of
-    a block inside it; for text, also a tool call's index and the key of a string argument) replaced by text; a
-    path that holds no ``kind`` block is skipped."""
-    blocks = list(m.content)
-    changed = False
-    for path, text in texts.items():
-        first = path[0] if path else None
-        if not 1 <= len(path) <= 2 or not isinstance(first, int) or not 0 <= first < len(blocks):
-            continue
-        b = blocks[first]
-        second = path[1] if len(path) == 2 else None
-        if len(path) == 1 and isinstance(b, kind):
-            blocks[first] = Text(text)
-            changed = True
-        elif isinstance(second, int) and isinstance(b, ToolResult) and 0 <= second < len(b.content) \
-                and isinstance(b.content[second], kind):
-            items = list(b.content)
-            items[second] = Text(text)
-            blocks[first] = dataclasses.replace(b, content=tuple(items))
-            changed = True
-        elif isinstance(second, str) and kind is Text and isinstance(b, ToolCall) and isinstance(b.arguments, dict) \
-                and isinstance(b.arguments.get(second), str):
-            blocks[first] = dataclasses.replace(b, arguments={**b.arguments, second: text})
-            changed = True
-    return Message(m.role, tuple(blocks)) if changed else m
-
-
-@dataclass(frozen=True)
-class Unit:
-    """Messages kept or dropped together. ``first_seq`` is the log seq of its first message."""
-
-    messages: tuple[Message, ...]
-    first_seq: int
-    last_seq: int
-    open_calls: frozenset[str] = frozenset()
-    pinned: bool = False
-    folded: bool = False  # replaced by a one-line fold (a mask record); never folded again
-
-    @property
-    def is_open(self) -> bool:
-        return bool(self.open_calls)
-
-
-_NO_CALLS: frozenset[str] = frozenset()
 
 
 #: the most user messages before the agent's first reply that the pinned request holds (the rest are history)
 PINNED_MESSAGES = 8
-
-
-def _unit(messages: tuple[Message, ...], first_seq: int, last_seq: int, open_calls: frozenset[str],
-          pinned: bool) -> Unit:
-    """``Unit(messages, first_seq, last_seq, open_calls, pinned)`` without the frozen dataclass's per-field
-    ``object.__setattr__`` (a replay makes one or two per message)."""
-    u: Unit = object.__new__(Unit)
-    d = u.__dict__  # (item by item: cheaper than update() with keywords)
-    d["messages"] = messages
-    d["first_seq"] = first_seq
-    d["last_seq"] = last_seq
-    d["open_calls"] = open_calls
-    d["pinned"] = pinned
-    d["folded"] = False
-    return u
 
 
 @dataclass
@@ -213,11 +112,6 @@ class Repair:
         return {"seq": self.seq, "what": self.what}
 
 
-def flat_text(m: Message) -> str:
-    """A message's text with its whitespace folded to single spaces: what a work-log line shows of it."""
-    return " ".join(m.text.split())
-
-
 @dataclass
 class SessionState:
     session_id: str
@@ -232,7 +126,7 @@ class SessionState:
     notes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # memory/evidence/knowledge items
     usages: list[tuple[int, Usage, str | None]] = field(default_factory=list)  # (seq, usage, pack id)
     keep_from_seq: int = 0  # history truncation boundary (from compaction records)
-    cut_units: int = 0  # how many units the session had when the boundary last moved (``dropped_ask``)
+    cut_units: int = 0  # how many units the session had when the boundary last moved (``carried_ask``)
     compactions: list[dict[str, Any]] = field(default_factory=list)  # compaction events' data as logged, with seq
     records: list[CompactionRecord] = field(default_factory=list)  # the same, typed (records.py)
     repairs: list[Repair] = field(default_factory=list)
@@ -252,7 +146,7 @@ class SessionState:
     # observations (mini-swe-agent, SWE-agent 0.x: the command is in the reply's text, its output comes back as the
     # next user message), which the mask planner may fold like an exchange (``CompactionConfig.fold_observations``)
     observation_units: list[int] = field(default_factory=list)
-    # the units where the user may be speaking (``dropped_ask``): the observation units, and the user messages that
+    # the units where the user may be speaking (``carried_ask``): the observation units, and the user messages that
     # follow an exchange whose call is a finishing tool (:data:`FINISH_TOOLS`: the agent yielded through it)
     speech_units: list[int] = field(default_factory=list)
     image_units: list[int] = field(default_factory=list)
@@ -351,12 +245,12 @@ class SessionState:
             if not message.image_free and not self.image_units:
                 self.image_units.append(0)
             self.view.append(message)
-            self.units[0] = _unit((*u.messages, message), u.first_seq, seq, _NO_CALLS, True)
+            self.units[0] = new_unit((*u.messages, message), u.first_seq, seq, NO_CALLS, True)
         else:
             units = self.units
             if units and units[-1].open_calls:
                 self._close_open_unit(seq)
-            opened = _NO_CALLS
+            opened = NO_CALLS
             n = len(units)
             # (only an assistant message holds calls; ``plain`` first: a message replayed lazily is not built)
             if role == "assistant":
@@ -379,7 +273,7 @@ class SessionState:
             view = self.view
             self.unit_start.append(len(view))
             view.append(message)
-            units.append(_unit((message,), seq, seq, opened, not units and role == "user"))
+            units.append(new_unit((message,), seq, seq, opened, not units and role == "user"))
         if len(messages) % COUNTS_CHUNK == 0:
             self.chunk_hashes.append(hash_)
         self.head = hash_
@@ -387,45 +281,54 @@ class SessionState:
 
     def _apply_compaction(self, rec: CompactionRecord) -> None:
         if isinstance(rec, MaskRecord):
-            first_changed: int | None = None
-            for f in rec.folds:
-                i = self.unit_index(f.first_seq)
-                if i is None:
-                    continue
-                u = self.units[i]
-                if u.folded or u.pinned or u.is_open or u.first_seq != f.first_seq:
-                    continue  # a fold of a fold is not possible; nor of the pinned request or an open call
-                if f.role == "user":  # an observation's fold: the unit stays a user message, in no turn list
-                    k = bisect.bisect_left(self.observation_units, i)
-                    if k == len(self.observation_units) or self.observation_units[k] != i:
-                        continue  # not an observation (a record of another log, or edited by hand)
-                    self.units[i] = Unit((Message("user", (Text(f.text),)),), u.first_seq, u.last_seq, frozenset(),
-                                         False, True)
-                else:
-                    fold = Message("assistant", (Text(f.text),))
-                    self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
-                    for at in (self.turn_units, self.exchange_units):  # a fold is both
-                        k = bisect.bisect_left(at, i)
-                        if k == len(at) or at[k] != i:
-                            at.insert(k, i)
-                first_changed = i if first_changed is None else min(first_changed, i)
-                self.last_fold = max(self.last_fold, i)
-            for i in self._apply_block_edits(rec.images, stub_images):
-                first_changed = i if first_changed is None else min(first_changed, i)
-            if first_changed is not None:
-                self._rebuild_view(first_changed)
-                self.rewrites += 1
-                self.version += 1
-            return
-        if isinstance(rec, ShrinkRecord):
-            changed = self._apply_block_edits(rec.entries, shrink_texts)
+            self._apply_mask(rec)
+        elif isinstance(rec, ShrinkRecord):
+            changed = edit_units(self.units, self.message_seqs, rec.entries, shrink_texts)
             if changed:
-                self._rebuild_view(min(changed))
-                self.rewrites += 1
-                self.version += 1
-            return
-        if not isinstance(rec, SummaryRecord | EmergencyRecord | TruncateRecord):
-            return  # failed, or a type this version does not know: audit only
+                self._rewrite_view(min(changed))
+        elif isinstance(rec, SummaryRecord | EmergencyRecord | TruncateRecord):
+            self._apply_cut(rec)
+        # else failed, or a type this version does not know: audit only
+
+    def _apply_mask(self, rec: MaskRecord) -> None:
+        """Fold each listed exchange (or observation) unit into its one-line fold, and stub the listed images."""
+        first_changed: int | None = None
+        for f in rec.folds:
+            i = self.unit_index(f.first_seq)
+            if i is None:
+                continue
+            u = self.units[i]
+            if u.folded or u.pinned or u.is_open or u.first_seq != f.first_seq:
+                continue  # a fold of a fold is not possible; nor of the pinned request or an open call
+            if f.role == "user":  # an observation's fold: the unit stays a user message, in no turn list
+                k = bisect.bisect_left(self.observation_units, i)
+                if k == len(self.observation_units) or self.observation_units[k] != i:
+                    continue  # not an observation (a record of another log, or edited by hand)
+                self.units[i] = Unit((Message("user", (Text(f.text),)),), u.first_seq, u.last_seq, frozenset(),
+                                     False, True)
+            else:
+                fold = Message("assistant", (Text(f.text),))
+                self.units[i] = Unit((fold,), u.first_seq, u.last_seq, frozenset(), False, True)
+                for at in (self.turn_units, self.exchange_units):  # a fold is both
+                    k = bisect.bisect_left(at, i)
+                    if k == len(at) or at[k] != i:
+                        at.insert(k, i)
+            first_changed = i if first_changed is None else min(first_changed, i)
+            self.last_fold = max(self.last_fold, i)
+        for i in edit_units(self.units, self.message_seqs, rec.images, stub_images):
+            first_changed = i if first_changed is None else min(first_changed, i)
+        if first_changed is not None:
+            self._rewrite_view(first_changed)
+
+    def _rewrite_view(self, from_unit: int) -> None:
+        """Units from ``from_unit`` on were rewritten in place: the view is rebuilt from there."""
+        self._rebuild_view(from_unit)
+        self.rewrites += 1
+        self.version += 1
+
+    def _apply_cut(self, rec: SummaryRecord | EmergencyRecord | TruncateRecord) -> None:
+        """Move the boundary of the view to the record's ``keep_from_seq``, and update what stands for the history
+        it took out (the summary, the work log, the index, the transcript, the pending message)."""
         if isinstance(rec, SummaryRecord) and rec.summary:
             self.summary = dict(rec.summary)
             self.work_log = []  # the summary absorbed it
@@ -472,32 +375,6 @@ class SessionState:
             self.keep_from_seq = keep_from_seq
             self.cut_units = len(self.units)
 
-    def _apply_block_edits(self, edits: Iterable[ImageStubEntry | ShrinkEntry],
-                           edit: Callable[[Message, Mapping[tuple[int | str, ...], str]], Message]) -> list[int]:
-        """Replace blocks of logged messages by text (aged images by their stubs, a mask record's ``images``;
-        oversized texts by their views, a shrink record's ``entries``); returns the units changed."""
-        by_unit: dict[int, dict[int, dict[tuple[int | str, ...], str]]] = {}
-        for im in edits:
-            seq = im.seq
-            i = bisect.bisect_right(self.units, seq, key=lambda u: u.first_seq) - 1
-            if i < 0 or not self.units[i].first_seq <= seq <= self.units[i].last_seq or self.units[i].folded:
-                continue  # not a message of a unit, or covered by a fold
-            by_unit.setdefault(i, {}).setdefault(seq, {})[im.at] = im.text
-        changed = []
-        for i, per_seq in sorted(by_unit.items()):
-            u = self.units[i]
-            # the unit's messages are its logged messages in order (a repair may follow them)
-            seqs = [s for s, _ in self.span_messages(u.first_seq, u.last_seq)]
-            msgs = list(u.messages)
-            for seq, stubs in per_seq.items():
-                k = seqs.index(seq) if seq in seqs else -1
-                if 0 <= k < len(msgs):
-                    msgs[k] = edit(msgs[k], stubs)
-            if any(a is not b for a, b in zip(msgs, u.messages, strict=True)):
-                self.units[i] = dataclasses.replace(u, messages=tuple(msgs))
-                changed.append(i)
-        return changed
-
     def _rebuild_view(self, from_unit: int) -> None:
         self._view_epoch = object()  # the view is no longer an extension of what was issued before
         start = self.unit_start[from_unit]
@@ -518,7 +395,7 @@ class SessionState:
         self.view.append(msg)
         if not msg.image_free and (not self.image_units or self.image_units[-1] != len(self.units) - 1):
             self.image_units.append(len(self.units) - 1)
-        self.units[-1] = _unit((*last.messages, msg), last.first_seq, seq, last.open_calls.difference(ids), last.pinned)
+        self.units[-1] = new_unit((*last.messages, msg), last.first_seq, seq, last.open_calls.difference(ids), last.pinned)
 
     def _close_open_unit(self, seq: int) -> None:
         last = self.units[-1]
@@ -548,18 +425,7 @@ class SessionState:
     def summary_message(self) -> Message | None:
         """The user message that stands for everything compacted away: the summary, then the work log."""
         if self._summary_message is None and (self.summary or self.work_log or self.index or self.transcript):
-            parts = []
-            if self.summary and self.summary.get("text"):
-                parts.append(str(self.summary["text"]))
-            if self.work_log:
-                parts.append("[windowsmith: work log of earlier exchanges dropped to fit the window; "
-                             "artifact:// references can be read back]\n" + "\n".join(self.work_log))
-            if self.index:
-                parts.append(render_index(self.index))
-            if self.transcript:
-                parts.append(f"[the full transcript of the compacted history: artifact://{self.transcript} "
-                             "— read it with read_result or search_result]")
-            self._summary_message = Message("user", (Text("\n\n".join(parts)),))
+            self._summary_message = summary_stand_in(self.summary, self.work_log, self.index, self.transcript)
         return self._summary_message
 
     @property
@@ -575,62 +441,18 @@ class SessionState:
             if ask is not None:
                 out.append(self.ask_message(ask))
             if self.pending_index or self.pending_transcript:
-                parts = []
-                if self.pending_index:
-                    parts.append(PENDING_HEAD + ", ".join(self.pending_index) + "]")
-                if self.pending_transcript:
-                    parts.append(f"[their transcript: artifact://{self.pending_transcript} — read it with read_result or "
-                                 "search_result]")
-                out.append(Message("user", (Text("\n".join(parts)),)))
+                out.append(pending_stand_in(self.pending_index, self.pending_transcript))
             self._summary_messages = tuple(out)
         return self._summary_messages
 
-    def dropped_ask(self, first_unit: int, upto: int) -> int | None:
-        """The unit of the user's newest message before ``first_unit`` (past the pinned request), or None: what the
-        user last asked or answered once a cut drops it. Only the newest dropped one, so the message that carries it
-        (``ask_message``, after the summary message) changes at a cut, never on an append. The user speaks when the
-        agent has yielded: a user message that answers an assistant message without tool calls
-        (``observation_units``), or one that follows a finishing tool's exchange (:data:`FINISH_TOOLS`); any other
-        after a tool result is the harness's (an error for a malformed call). In a
-        session without tools, a user message that answers a reply acting in its text (``text.acts``) is that
-        action's output (mini-swe-agent, SWE-agent 0.x) and is passed over; as is a fold, or a message without text.
-        None as well when the user spoke again in the units the cut kept, those before ``upto`` (the units the session
-        had when the cut was made): the kept history then holds what the user last said (a customer's every answer
-        carried beside it cost tau2-bench 0.5% at 8K for no recall)."""
-        users = self.speech_units
-        k = bisect.bisect_left(users, first_unit)
-        for j in range(k, min(bisect.bisect_left(users, upto), k + ASK_LOOKBACK)):
-            if self._user_speaks(users[j]):
-                return None
-        for j in range(k - 1, max(-1, k - 1 - ASK_LOOKBACK), -1):
-            if self._user_speaks(users[j]):
-                return users[j]
-        return None
-
-    def _user_speaks(self, i: int) -> bool:
-        """Whether unit ``i`` of ``speech_units`` is the user speaking (``dropped_ask``)."""
-        units = self.units
-        u = units[i]
-        if u.folded or u.pinned:
-            return False
-        m = u.messages[0]
-        if m.role != "user" or not m.text.strip():
-            return False
-        tools = bool(self.tools) or bool(self.exchange_units)
-        before = units[i - 1].messages[0] if i > 0 and units[i - 1].messages else None
-        return tools or before is None or before.role != "assistant" or bool(before.call_pairs) or not acts(before)
-
     def carried_ask(self, first_unit: int, upto: int, work_log: Sequence[str] | None = None) -> int | None:
         """The unit whose user message a history starting at ``first_unit`` carries after its summary message
-        (``ask_message``): :meth:`dropped_ask`, unless the work log (the session's, or ``work_log``: the one a cut is
-        writing) holds it whole (a message of up to :data:`LOG_LINE_CHARS`, which the emergency stage writes whole)."""
-        ask = self.dropped_ask(first_unit, upto)
+        (``ask_message``): the user's newest message a cut before ``first_unit`` drops (``stand_ins.dropped_ask``;
+        ``upto``: the units the session had when the cut was made), unless the work log (the session's, or
+        ``work_log``: the one a cut is writing) holds it whole (``stand_ins.logged_whole``)."""
+        ask = dropped_ask(self.units, self.speech_units, bool(self.tools) or bool(self.exchange_units), first_unit, upto)
         lines = self.work_log if work_log is None else work_log
-        if ask is None or not lines:
-            return ask
-        flat = flat_text(self.units[ask].messages[0])
-        end = f"] user: {flat}"
-        if len(flat) <= LOG_LINE_CHARS and any(line.endswith(end) for line in lines):
+        if ask is not None and logged_whole(self.units[ask].messages[0], lines):
             return None
         return ask
 
@@ -640,19 +462,13 @@ class SessionState:
         return 0 if ask is None else raw_message(self.ask_message(ask))
 
     def ask_message(self, unit: int) -> Message:
-        """The user message that carries the user's message of ``unit`` (``dropped_ask``): its text, or, over
-        :data:`ASK_CHARS` characters, a view of about that many (``message_view``: its head, its tail and the lines
-        between that name identifiers, sized by characters so the view is the same in every process) and how many
-        characters the transcript holds."""
+        """The user message that carries the user's message of ``unit`` (``dropped_ask``): its text, or a view of
+        it (``stand_ins.ask_stand_in``)."""
         m = self.units[unit].messages[0]
         cached = self._asks.get(unit)
         if cached is not None and cached[0] is m:
             return cached[1]
-        text = m.text.strip()
-        if len(text) > ASK_CHARS:
-            text = (f"{message_view(text, ASK_CHARS // 4, _quarter)}\n[windowsmith: a view of a message of "
-                    f"{len(text):,} characters; the transcript of the compacted history holds the whole]")
-        out = Message("user", (Text(ASK_HEAD + text),))
+        out = ask_stand_in(m)
         self._asks[unit] = (m, out)
         return out
 
@@ -736,5 +552,4 @@ class SessionState:
         return list(self.notes.get(layer, ()))
 
 
-__all__ = ["COUNTS_CHUNK", "MISSING_RESULT_TEXT", "Repair", "SessionState", "TaskState", "Unit", "message_images", "shrink_texts",
-           "stub_images"]
+__all__ = ["COUNTS_CHUNK", "MISSING_RESULT_TEXT", "PINNED_MESSAGES", "Repair", "SessionState", "TaskState"]

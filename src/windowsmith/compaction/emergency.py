@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..assemble import Action
 from ..records import EmergencyRecord
-from ..state import LOG_LINE_CHARS, flat_text
+from ..stand_ins import LOG_LINE_CHARS, flat_text
 from ..text import action_line, identifiers
 from .economics import cut_mark, fixed_raw
 from .keys import fit_index, mention, message_text, rank_lost

@@ -30,8 +30,8 @@ from ..assemble import Action
 from ..model import Image, Message, Text, ToolCall, ToolResult
 from ..records import Fold, ImageStubEntry, MaskRecord
 from ..refs import ImageStub, image_stub, offloaded_artifact
-from ..state import stub_images
 from ..text import acts
+from ..units import stub_images
 from .config import CompactionConfig
 from .economics import cut_makes_room_cheaper, forced_rewrite_from
 from .port import Pass
@@ -40,8 +40,9 @@ from .working_set import WorkingSet
 
 if TYPE_CHECKING:
     from ..registry import ModelSpec
-    from ..state import SessionState, Unit
+    from ..state import SessionState
     from ..tokens import TokenCounter
+    from ..units import Unit
 
 
 @dataclass(frozen=True)

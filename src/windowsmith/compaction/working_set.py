@@ -25,7 +25,7 @@ from ..model import ToolCall
 from ..text import identifier_kinds, leaf_values
 
 if TYPE_CHECKING:
-    from ..state import Unit
+    from ..units import Unit
 
 
 def _norm(path: str) -> str:

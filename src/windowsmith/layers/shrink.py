@@ -25,9 +25,9 @@ from ..ingest.pipeline import INDEX_SHARE
 from ..model import Message, Text, ToolCall, ToolResult
 from ..records import ImageStubEntry, ShrinkEntry
 from ..refs import shrink_footer
-from ..state import shrink_texts, stub_images
 from ..text import identifier_index
 from ..text_view import message_view
+from ..units import shrink_texts, stub_images
 
 if TYPE_CHECKING:
     from ..state import SessionState
