@@ -22,7 +22,7 @@ from .compaction import (
     Summarizer,
     Summary,
 )
-from .engine import Engine, LoadResult, Session
+from .engine import Engine
 from .errors import (
     BudgetBlockedError,
     BudgetExceededError,
@@ -53,6 +53,7 @@ from .registry import ModelSpec, Registry, load_registry
 from .result_tools import RESULT_TOOLS, ResultTools
 from .retrieval import OpenAIEmbedder, WordLlamaEmbedder
 from .retrieval.recall import SEARCH_HISTORY_TOOL
+from .session import LoadResult, Session
 from .store import SQLiteStore, Store, open_store
 from .tokens import count_text
 

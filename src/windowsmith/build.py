@@ -45,7 +45,7 @@ from .tokens import Calibration, TokenCounter
 from .unit_counts import PersistedCounts
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .ports import BuildEngine
 
 PROVIDER_ALIASES = {"openai": "openai-chat", "claude": "anthropic", "google": "gemini", "responses": "openai-responses"}
 
@@ -65,7 +65,7 @@ INDEX_MARGIN = 8
 FORMAT_PROVIDER = {"anthropic": "anthropic", "openai-chat": "openai", "openai-responses": "openai", "gemini": "gemini"}
 
 
-def request_model(engine: Engine, fmt: str, model: str | None) -> str:
+def request_model(engine: BuildEngine, fmt: str, model: str | None) -> str:
     """The model name a request in ``fmt`` carries: ``model`` if given, else the engine's.
 
     A request names a model of the provider it is rendered for: rendering a Claude engine's session as
@@ -131,7 +131,7 @@ class ModelCall:
 class Builder:
     """Builds packs (and runs compaction) for one session over its log."""
 
-    def __init__(self, engine: Engine, log: SessionLog, layers: list[Layer]) -> None:
+    def __init__(self, engine: BuildEngine, log: SessionLog, layers: list[Layer]) -> None:
         self.engine = engine
         self.log = log
         self.session_id = log.session_id

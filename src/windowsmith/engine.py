@@ -1,4 +1,4 @@
-"""The engine and its sessions: the public entry points.
+"""The engine: store, registry and configuration, and the sessions it opens (:mod:`windowsmith.session`).
 
     engine = Engine(model="claude-sonnet-4-5")        # SQLite store in ./.windowsmith/ by default
     s = engine.session("ticket-42", goal="...", acceptance=["...", "..."])
@@ -16,56 +16,28 @@ same packs byte for byte.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .artifacts import GC_GRACE_SECONDS, ArtifactStore, EmbeddedArtifacts, collect_garbage
 from .budget import BudgetConfig
-from .build import Builder, ModelCall, Pack, check_format
-from .compaction.base import Reference, Summarizer
-from .compaction.config import Breaker, CompactionConfig, CompactionResult
-from .compaction.pipeline import Compactor
-from .compaction.reconstruct import reconstruct
-from .errors import ConfigError, InvalidMessageError, ModelRetiredWarning, UnmatchedToolResultError, UsageError
-from .formats import get_renderer, is_context_overflow
+from .build import check_format
+from .compaction.base import Summarizer
+from .compaction.config import CompactionConfig
+from .errors import ConfigError, ModelRetiredWarning, UsageError
+from .formats import get_renderer
 from .formats.base import Renderer
-from .formats.stream import resolve
-from .guidance.repair import repair_message
-from .ingest.messages import redact_message
-from .ingest.pipeline import IngestConfig, Ingested, ingest_result
-from .ingest.redact import has_candidate, redact
-from .jsonvalues import check_json_value
+from .ingest.pipeline import IngestConfig
 from .knowledge import Knowledge
 from .layers.base import Layer
 from .layers.builtin import default_layers
-from .layers.evidence import StepTracker
-from .log import SessionLog
-from .manifest import Manifest
-from .memory import Memory, MemoryConfig
-from .model import (
-    Block,
-    Message,
-    Text,
-    ToolCall,
-    ToolResult,
-    Usage,
-    block_from_dict,
-    blocks_from_content,
-)
+from .memory import MemoryConfig
 from .registry import ModelSpec, Registry, load_registry
-from .resume import FREEZE_EVENTS, paused_gc
 from .retrieval.search import Embedder
-from .session_async import AsyncSessionMixin, check_sync, is_async_callable, overflow_reason
-from .session_layers import LayersMixin
-from .session_load import LoadMixin, LoadResult
-from .session_tools import ToolHandlersMixin
-from .state import SessionState
+from .session import Session
 from .store import Store, open_store
-from .tokens import TokenCounter
 
 
 class Engine:
@@ -191,6 +163,11 @@ class Engine:
         store (``vacuum``) so deleted content leaves the file. See :func:`windowsmith.artifacts.collect_garbage`."""
         return collect_garbage(self.store, self.artifacts, grace_seconds=grace_seconds, vacuum=vacuum)
 
+    def new_layers(self) -> list[Layer]:
+        """A fresh set of this engine's layers for one session (each session binds its own): the ``layers``
+        factory's, else the built-in ones."""
+        return self._layers_factory()
+
     def renderer(self, fmt: str) -> Renderer:
         r = self._renderers.get(fmt)
         if r is None:
@@ -211,287 +188,4 @@ class Engine:
         self.close()
 
 
-def _without_blank_text(msg: Message) -> Message:
-    """``msg`` without empty or whitespace-only text blocks (providers reject them), or an
-    InvalidMessageError when nothing else is left."""
-    blocks = tuple(b for b in msg.content if not (isinstance(b, Text) and not b.text.strip()))
-    if not blocks:
-        raise InvalidMessageError(
-            f"the {msg.role} message is empty or whitespace only, which providers reject; "
-            "send non-blank text (or leave the message out)")
-    return msg if len(blocks) == len(msg.content) else Message(msg.role, blocks)
-
-
-class Session(LayersMixin, LoadMixin, ToolHandlersMixin, AsyncSessionMixin):
-    """One agent conversation: an append-only log plus the state folded from it."""
-
-    def __init__(self, engine: Engine, session_id: str) -> None:
-        self.engine = engine
-        self.id = session_id
-        self.store = engine.store
-        self.log = SessionLog(engine.store, engine.artifacts, session_id)
-        self.memory = Memory(engine.store, session_id, engine.memory, embedder=engine.embedder)
-        layers = engine._layers_factory()
-        for layer in layers:  # layers that read the store (memory, recall) bind to their session
-            bind = getattr(layer, "bind", None)
-            if callable(bind):
-                bind(self)
-        self._builder = Builder(engine, self.log, layers)
-        self._steps = StepTracker()
-        self._thread_lock = threading.RLock()  # one async operation of this session at a time
-        self._alock: asyncio.Lock | None = None
-
-    @property
-    def state(self) -> SessionState:
-        """The session's state, folded from its log."""
-        return self.log.state
-
-    def refresh(self) -> int:
-        """Catch up with events other writers appended since this session last read the log (after a
-        :class:`~windowsmith.errors.ConflictError`, for example); return how many were applied.
-
-        Reads only the events after the session's current seq, so it costs what is new, not the log."""
-        return self.log.refresh()
-
-    # ------------------------------------------------------------------ writing events
-
-    def _append(self, kind: str, data: Mapping[str, Any]) -> None:
-        self.log.append_event(kind, data)
-
-    def add(self, message: Message | Mapping[str, Any]) -> Message:
-        """Append a neutral message (or its dict form) after validating it against the session.
-
-        Text is redacted of secrets before it is stored; tool results go through the ingest pipeline
-        (redact → offload to the artifact store when large → compressed view with a reference), and an
-        offloaded result leaves an evidence note for the current step. One atomic append.
-        """
-        return self._add(message if isinstance(message, Message) else Message.from_dict(message))
-
-    def _add(self, msg: Message, ingested: Mapping[str, Ingested] | None = None) -> Message:
-        """``add``, with tool results already ingested (by ``tool_result``) passed in by call id."""
-        if not msg.content:
-            raise InvalidMessageError("a message needs at least one content block")
-        extra: list[tuple[str, dict[str, Any]]] = []
-        ingest_meta: list[dict[str, Any]] = []
-        if msg.role == "tool":
-            open_calls = self.state.open_calls
-            for r in msg.tool_results:
-                self._check_result(r.call_id, open_calls)
-            results = []
-            for r in msg.tool_results:
-                name = r.name or self.state.call_names.get(r.call_id)
-                ing = ingested[r.call_id] if ingested and r.call_id in ingested else \
-                    self._ingest(r.content, name, r.call_id)
-                results.append(ToolResult(r.call_id, ing.blocks, r.is_error, name))
-                ingest_meta.append({"call_id": r.call_id, **ing.meta()})
-                if ing.artifact:
-                    extra.append(("meta", {
-                        "type": "note", "layer": "evidence", "text": f"{ing.summary} (artifact://{ing.artifact})",
-                        "ref": f"artifact://{ing.artifact}", "source": f"tool:{name}:{r.call_id}",
-                        "step": self._steps.key(self.state),
-                    }))
-            msg = Message("tool", tuple(results))
-        else:
-            msg = _without_blank_text(msg)
-            if msg.role == "assistant" and msg.tool_calls and self.engine.ingest.repair_arguments:
-                msg, repairs = repair_message(msg, self.state.tools, self._redact_text)
-                extra.extend(("meta", r) for r in repairs)
-            if msg.role == "assistant":
-                seen = set(self.state.call_names)
-                for c in msg.tool_calls:
-                    if c.id in seen:
-                        raise InvalidMessageError(
-                            f"tool call id {c.id!r} was already used in this session; ids must be unique")
-                    seen.add(c.id)
-            msg = redact_message(msg) if self.engine.ingest.redact else msg
-        data: dict[str, Any] = {"message": msg.to_dict()}
-        if ingest_meta:
-            data["ingest"] = ingest_meta
-        self.log.append_many([("message", data), *extra])
-        return msg
-
-    def _redact_text(self, text: str) -> str:
-        return redact(text).text if self.engine.ingest.redact and has_candidate(text) else text
-
-    def _ingest(self, content: Any, tool_name: str | None, call_id: str) -> Ingested:
-        args = None
-        for u in reversed(self.state.units[-4:]):
-            for m in u.messages:
-                for c in m.tool_calls:
-                    if c.id == call_id:
-                        args = c.arguments
-        eng = self.engine
-        counter = self.counter(self._builder.format())
-        available = self._builder.budget().available
-        used = self.last_pack.tokens if self.last_pack is not None else 0
-        return ingest_result(
-            # a replayed result with no blocks is an empty result (as None is), not the JSON text "[]"
-            (list(content) or None) if isinstance(content, tuple) else content,
-            artifacts=eng.artifacts, session_id=self.id, count_tokens=counter.text,
-            remaining_tokens=max(0, available - used), available_tokens=available, tool_name=tool_name, arguments=args, config=eng.ingest,
-        )
-
-    def user(self, content: str | bytes | Sequence[Block | Mapping[str, Any]]) -> Message:
-        """Append a user message (text, or a list of text/image blocks)."""
-        return self.add(Message("user", blocks_from_content(content, "user content")))
-
-    def assistant(self, content: str | Sequence[Block | Mapping[str, Any]] = "", *,
-                  tool_calls: Sequence[ToolCall | Mapping[str, Any]] = ()) -> Message:
-        """Append an assistant message recorded by the caller (``record()`` does this from a response)."""
-        blocks = list(blocks_from_content(content, "assistant content")) if content else []
-        for i, c in enumerate(tool_calls):
-            blocks.append(c if isinstance(c, ToolCall) else block_from_dict({"type": "tool_call", **c}, f"tool_calls[{i}]"))
-        return self.add(Message("assistant", tuple(blocks)))
-
-    def _check_result(self, call_id: str, open_calls: frozenset[str]) -> None:
-        if call_id in open_calls:
-            return
-        if call_id in self.state.answered:
-            raise UnmatchedToolResultError(f"tool call {call_id!r} already has a result; record each result once")
-        hint = f"open calls: {sorted(open_calls)}" if open_calls else "no tool call is waiting for a result"
-        raise UnmatchedToolResultError(
-            f"no assistant tool call with id {call_id!r} is waiting for a result ({hint}); "
-            "record the assistant message with its tool calls first (session.record(response))"
-        )
-
-    def tool_result(self, call_id: str, output: Any, *, is_error: bool = False) -> Message:
-        """Record the result of a tool call. ``output``: text, bytes, a JSON-able value, or text/image
-        blocks. It is redacted, and offloaded with a compressed view when large (see :meth:`add`)."""
-        self._check_result(call_id, self.state.open_calls)
-        check_json_value(output, "tool output")
-        name = self.state.call_names.get(call_id)
-        ing = self._ingest(output, name, call_id)
-        return self._add(Message("tool", (ToolResult(call_id, ing.blocks, bool(is_error), name),)), {call_id: ing})
-
-    # ------------------------------------------------------------------ building
-
-    def counter(self, fmt: str) -> TokenCounter:
-        """The token counter of this session for request format ``fmt`` (calibrated by billed usage)."""
-        return self._builder.counter(fmt)
-
-    @property
-    def last_pack(self) -> Pack | None:
-        """The pack the last ``build()`` returned (what ``record(response)`` parses against by default)."""
-        return self._builder.last_pack
-
-    def build(self, provider: str | None = None, *, model: str | None = None) -> Pack:
-        """Build the request for the next model call, in the format of ``provider`` (default: the
-        engine's, else its model's), naming ``model`` (default: the engine's model; required when the
-        request goes to another provider than the engine model's, e.g. ``build("openai-chat",
-        model="gpt-4.1")`` on a Claude engine — budget, tokenizer and prices stay the engine model's).
-
-        Compaction that is due (see :class:`CompactionConfig`) runs first, cheapest stage first, and
-        is appended to the log; the pack is then assembled from the log as it stands, so replaying the
-        log to the manifest's ``seq`` rebuilds this exact request.
-
-        Optional context is fitted under ``BudgetConfig.block_at`` of the available budget; if the
-        required layers alone are over it, raises :class:`BudgetBlockedError` before anything is written
-        (no compaction record, no pack).
-        """
-        if self._builder.last_pack is None and len(self.state.messages) >= FREEZE_EVENTS:
-            with paused_gc(freeze=True):  # the first build of a long session renders all of it
-                return self._builder.build(self._builder.format(provider), Breaker(), model)
-        return self._builder.build(self._builder.format(provider), Breaker(), model)
-
-    # ------------------------------------------------------------------ compaction
-
-    @property
-    def compactor(self) -> Compactor:
-        """This session's compaction pipeline (config and summarizer from the engine)."""
-        return self._builder.compactor
-
-    def compact(self, provider: str | None = None, *, reason: str | None = None, harder: bool = False) -> CompactionResult:
-        """Compact now, whatever the thresholds: fold old exchanges, then summarize the oldest span
-        (emergency truncation if the summary fails). ``harder``: aim lower and, if a summary already
-        ran in this breaker, truncate (the reactive path after a provider overflow error).
-        Appends the records to the log; the next ``build()`` uses them."""
-        return self._builder.compact(self._builder.format(provider), Breaker(), harder=harder,
-                                     reason=reason or "compaction requested")
-
-    def call(self, send: Callable[[dict[str, Any]], Any], provider: str | None = None, *, record: bool = True,
-             model: str | None = None) -> Any:
-        """Build, send with ``send(request_kwargs)``, record the response, and return it.
-
-        If the provider rejects the request as too long (:func:`windowsmith.render.is_context_overflow`
-        recognizes each SDK's error), compact harder and retry once; a per-call circuit breaker makes
-        sure no compaction stage runs twice and nothing loops. A second overflow is raised as is.
-        """
-        if is_async_callable(send):
-            raise UsageError(f"send {getattr(send, '__name__', send)!r} is async: use `await session.acall(send)`; "
-                             "call() needs a synchronous send (e.g. a sync SDK client)")
-        attempt = self.begin_call(provider, model=model)
-        pack = attempt.build()
-        try:
-            response = check_sync(send(pack.request))
-        except Exception as exc:
-            if not is_context_overflow(exc):
-                raise
-            attempt.compact_harder(overflow_reason(pack, exc))
-            pack = attempt.build()
-            response = check_sync(send(pack.request))
-        if record:
-            self.record(response, pack=pack)
-        return response
-
-    def begin_call(self, provider: str | None = None, *, model: str | None = None) -> ModelCall:
-        """The builds of one model call you send yourself (a proxy, a custom client loop): ``build()`` the
-        request, and if the provider rejects it as too long, ``compact_harder(reason)`` and ``build()`` once
-        more. One circuit breaker spans the call, as in :meth:`call`; record the response with :meth:`record`."""
-        return ModelCall(self._builder, self._builder.format(provider), model)
-
-    @property
-    def lessons(self) -> list[dict[str, Any]]:
-        """Memory candidates extracted by summaries (text, source, provenance), oldest first."""
-        return list(self.state.lessons)
-
-    def reconstruct(self, budget_tokens: int, *, kinds: Sequence[str] | None = None,
-                    content_provider: Callable[[str], str | None] | None = None) -> str:
-        """Rebuild detail for the latest summary's best references within ``budget_tokens``. Artifacts are
-        read only if this session references them (a reference quoted in text is no permission)."""
-        refs = [Reference.from_dict(r) for r in (self.state.summary or {}).get("refs", [])]
-        if kinds is not None:
-            refs = [r for r in refs if r.kind in kinds]
-        return reconstruct(refs, budget_tokens, content_provider, self.engine.artifacts.scoped(self.id)).text
-
-    # ------------------------------------------------------------------ recording responses
-
-    def record(self, response: Any = None, *, message: Message | None = None, usage: Usage | Mapping[str, int] | None = None,
-               pack: Pack | None = None) -> Message | None:
-        """Record a provider response (parsed with the format of the pack it answers), or a neutral
-        ``message`` and/or ``usage``. Billed usage calibrates later token counts.
-
-        ``response``: the SDK's response object or dict, its stream (not yet iterated), the stream's final
-        message, or the list of events/chunks collected while iterating (see ``windowsmith.render.stream``);
-        a streamed response records the same message and usage as the non-streamed one."""
-        pack = pack or self.last_pack
-        if response is not None:
-            if pack is None:
-                raise UsageError("record(response) needs the pack it answers; call build() first or pass pack=")
-            response = resolve(pack.format, response)  # streams, final messages, event lists
-            parsed = self.engine.renderer(pack.format).parse_response(response)
-            message, usage = parsed.message, parsed.usage
-        msg = None
-        if message is not None and message.content:
-            msg = self.add(message)
-        if usage is not None:
-            u = usage if isinstance(usage, Usage) else Usage.from_dict(usage)
-            self._append("usage", {"usage": u.to_dict(), "pack_id": pack.id if pack else None})
-            if pack is not None and u.prompt_tokens > 0:
-                cal = self._builder.calibration(pack.format)
-                counted = pack.manifest.tokens_counted
-                cal.observe(pack.tokens if counted is None else counted, u.prompt_tokens)
-                self.store.set_kv("calibration", self._builder.calibration_key(pack.format), cal.to_dict())
-        return msg
-
-    # ------------------------------------------------------------------ reading
-
-    @property
-    def messages(self) -> list[Message]:
-        """The full transcript (never trimmed by compaction)."""
-        return list(self.state.messages)
-
-    def packs(self) -> list[Manifest]:
-        return [Manifest.from_dict(m) for m in self.store.list_packs(self.id)]
-
-
-__all__ = ["Engine", "LoadResult", "Pack", "Session"]
+__all__ = ["Engine"]

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .build import Pack
 from .costs import call_cost
-from .engine import Engine, Pack
+from .engine import Engine
 from .request import NeutralRequest
 from .store.base import MAX_SESSION_ID, check_session_id
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..engine import Session
 from ..errors import UsageError
 from ..formats import gemini
 from ..model import Usage
+from ..session import Session
 from . import model_name, require
 
 _types = require("google.genai.types", "adk", "windowsmith.integrations.adk")

@@ -20,10 +20,10 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ..engine import Session
 from ..errors import UsageError
 from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
+from ..session import Session
 from . import model_name, require
 
 _mw = require("langchain.agents.middleware", "langchain", "windowsmith.integrations.langchain")

@@ -23,10 +23,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..engine import Session
 from ..errors import UsageError
 from ..formats import openai_responses
 from ..model import Usage
+from ..session import Session
 from . import model_name, require
 
 _agents = require("agents", "openai-agents", "windowsmith.integrations.openai_agents")

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Session
 from ..errors import UsageError
 from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
+from ..session import Session
 from . import require
 
 _caps = require("pydantic_ai.capabilities", "pydantic-ai", "windowsmith.integrations.pydantic_ai")

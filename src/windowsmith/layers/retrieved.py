@@ -20,9 +20,9 @@ from ..retrieval.terms import identifiers, words
 from .base import BuildContext, Item, Layer, shrink_text
 
 if TYPE_CHECKING:
-    from ..engine import Session
     from ..knowledge import Knowledge
     from ..memory import Memory
+    from ..ports import BoundSession
     from ..state import SessionState
 
 
@@ -72,7 +72,7 @@ class RecallLayer(Layer):
         self.index: HistoryIndex | None = None
         self.retriever: Retriever | None = None
 
-    def bind(self, session: Session) -> None:
+    def bind(self, session: BoundSession) -> None:
         eng = session.engine
         self.index = HistoryIndex(eng.store, eng.artifacts, session.id, eng.embedder)
         self.retriever = Retriever(eng.store, eng.embedder)
@@ -167,7 +167,7 @@ class MemoryLayer(Layer):
         self.memory: Memory | None = None
         self._lessons_seen = 0
 
-    def bind(self, session: Session) -> None:
+    def bind(self, session: BoundSession) -> None:
         self.memory = session.memory
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:
@@ -218,7 +218,7 @@ class KnowledgeLayer(Layer):
         self.max_items = max_items
         self.knowledge: Knowledge | None = None
 
-    def bind(self, session: Session) -> None:
+    def bind(self, session: BoundSession) -> None:
         self.knowledge = session.engine.knowledge
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:

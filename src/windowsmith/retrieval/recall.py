@@ -10,7 +10,7 @@ from .search import Hit, Retriever
 from .terms import identifiers, words
 
 if TYPE_CHECKING:
-    from ..engine import Session
+    from ..ports import RecallSession
 
 SEARCH_HISTORY_TOOL: dict[str, Any] = {
     "name": "search_history",
@@ -30,7 +30,7 @@ SEARCH_HISTORY_TOOL: dict[str, Any] = {
 }
 
 
-def recall(session: Session, query: str, *, limit: int = 5) -> list[Hit]:
+def recall(session: RecallSession, query: str, *, limit: int = 5) -> list[Hit]:
     """Hits for ``query`` in the session's history index (indexed first if needed)."""
     eng = session.engine
     index = HistoryIndex(eng.store, eng.artifacts, session.id, eng.embedder)
@@ -41,7 +41,7 @@ def recall(session: Session, query: str, *, limit: int = 5) -> list[Hit]:
     return Retriever(eng.store, eng.embedder).search("history", [index.scope], queries, limit=limit, texts=[query])
 
 
-def search_history(session: Session, query: Any, *, limit: Any = 5) -> str:
+def search_history(session: RecallSession, query: Any, *, limit: Any = 5) -> str:
     if not isinstance(query, str) or not query.strip():
         return "error: query must be a non-empty string, e.g. search_history(query='models.py IntegrityError')"
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 20:

@@ -39,7 +39,7 @@ from .telemetry import Telemetry
 from .upstream import UpstreamError, stream_accumulator
 
 if TYPE_CHECKING:
-    from ..engine import Session
+    from ..session import Session
     from .locks import SessionLock
     from .state import ServerState
 

@@ -16,8 +16,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..engine import Engine, Session
+from ..engine import Engine
 from ..errors import UsageError
+from ..session import Session
 from ..store import Store, open_store
 from .conversation import OPENAI
 from .locks import SessionLock, lock_path

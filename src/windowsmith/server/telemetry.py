@@ -24,7 +24,7 @@ from .conversation import OPENAI
 
 if TYPE_CHECKING:
     from ..build import Pack
-    from ..engine import Session
+    from ..session import Session
 
 try:  # the otel extra
     from opentelemetry import trace as _trace

@@ -1,60 +1,53 @@
-"""What a :class:`~windowsmith.engine.Session` is told besides its messages: the system prompt, session
-context, tools, the task and its acceptance checklist, notes, memories and instruction files. Each
-setter validates its input, redacts secrets and appends one event only when the value changed.
-
-:class:`LayersMixin` holds no state of its own: ``Session`` inherits it and provides the log and the
-redaction.
+"""What a session is told besides its messages: the system prompt, session context, tools, the task and
+its acceptance checklist, notes, memories and instruction files. Each setter validates its input, redacts
+secrets and appends one event only when the value changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import InvalidMessageError, UsageError
-from .ingest.messages import redact_spec
-from .instructions import InstructionFile
-from .jsonvalues import clean_text
-from .memory import Memory, MemoryItem
-from .model import ToolSpec
+from ..errors import InvalidMessageError, UsageError
+from ..ingest.messages import redact_spec
+from ..instructions import InstructionFile, discover
+from ..jsonvalues import clean_text
+from ..log import SessionLog
+from ..memory import Memory, MemoryItem
+from ..model import ToolSpec
+from ..ports import SessionEngine
+from ..state import SessionState
 
-if TYPE_CHECKING:
-    from .engine import Engine
-    from .state import SessionState
 
+class Inputs:
+    """The setters behind ``Session.system``, ``context``, ``tools``, ``task``, ``check``, ``note``,
+    ``remember`` and ``instructions`` (see the module docstring)."""
 
-class LayersMixin:
-    """The layer setters of :class:`~windowsmith.engine.Session` (see the module docstring)."""
+    def __init__(self, engine: SessionEngine, log: SessionLog, memory: Memory,
+                 redact_text: Callable[[str], str]) -> None:
+        self.engine = engine
+        self.log = log
+        self.memory = memory
+        self.redact_text = redact_text
 
-    if TYPE_CHECKING:  # provided by Session
-        engine: Engine
-        memory: Memory
-
-        @property
-        def state(self) -> SessionState: ...
-
-        def _append(self, kind: str, data: Mapping[str, Any]) -> None: ...
-
-        def _redact_text(self, text: str) -> str: ...
+    @property
+    def state(self) -> SessionState:
+        return self.log.state
 
     def system(self, text: str, *, name: str = "system") -> None:
-        """Set a system instruction block (``name`` lets several coexist; same name replaces)."""
         text, _ = clean_text(text, "system text")
-        text = self._redact_text(text)
+        text = self.redact_text(text)
         if self.state.system.get(name) != text:
-            self._append("system", {"name": name, "text": text})
+            self.log.append_event("system", {"name": name, "text": text})
 
     def context(self, text: str, *, name: str = "instructions") -> None:
-        """Set stable session context (instruction files, project notes), placed after the system prompt."""
         text, _ = clean_text(text, "context text")
-        text = self._redact_text(text)
+        text = self.redact_text(text)
         if self.state.context.get(name) != text:
-            self._append("system", {"name": name, "text": text, "slot": "session"})
+            self.log.append_event("system", {"name": name, "text": text, "slot": "session"})
 
     def tools(self, tools: Iterable[Mapping[str, Any] | ToolSpec]) -> None:
-        """Declare the tool definitions (neutral, OpenAI, Anthropic or Gemini form). Validated as JSON Schema;
-        secrets in descriptions and schema strings (descriptions, defaults, enums, examples) are redacted."""
         if isinstance(tools, Mapping | str):
             raise InvalidMessageError("tools(...) takes a list of tool definitions")
         specs = [t if isinstance(t, ToolSpec) else ToolSpec.from_dict(t, f"tools[{i}]") for i, t in enumerate(tools)]
@@ -65,7 +58,7 @@ class LayersMixin:
         if self.engine.ingest.redact:
             specs = [redact_spec(t) for t in specs]
         if tuple(specs) != self.state.tools:
-            self._append("tools", {"tools": [t.to_dict() for t in specs]})
+            self.log.append_event("tools", {"tools": [t.to_dict() for t in specs]})
 
     def task(
         self,
@@ -75,18 +68,16 @@ class LayersMixin:
         acceptance: Sequence[str] | None = None,
         required: bool | None = None,
     ) -> None:
-        """Set the task: goal, current step, acceptance checklist. Omitted fields keep their value.
-        Secrets in any of them are redacted before they are stored."""
         cur = self.state.task
         for field_name, value in (("goal", goal), ("step", step)):
             if value is not None and not isinstance(value, str):
                 raise InvalidMessageError(f"the task {field_name} must be a string, got {type(value).__name__}")
         if acceptance is not None and (isinstance(acceptance, str) or not all(isinstance(a, str) for a in acceptance)):
             raise InvalidMessageError("acceptance must be a list of strings, e.g. ['refund issued', 'customer told']")
-        goal = None if goal is None else self._redact_text(goal)
-        step = None if step is None else self._redact_text(step)
+        goal = None if goal is None else self.redact_text(goal)
+        step = None if step is None else self.redact_text(step)
         if acceptance is not None:
-            acceptance = [self._redact_text(a) for a in acceptance]
+            acceptance = [self.redact_text(a) for a in acceptance]
         new_acc = cur.acceptance if acceptance is None else tuple(
             (a, dict(cur.acceptance).get(a, False)) for a in acceptance
         )
@@ -97,13 +88,12 @@ class LayersMixin:
             "required": cur.required if required is None else bool(required),
         }
         if data != cur.to_dict():
-            self._append("task", data)
+            self.log.append_event("task", data)
 
     def check(self, item: str | int, done: bool = True) -> None:
-        """Mark an acceptance item (by text or index) done or not done."""
         acc = list(self.state.task.acceptance)
         if isinstance(item, str):
-            item = self._redact_text(item)  # the checklist is stored redacted
+            item = self.redact_text(item)  # the checklist is stored redacted
         idx = item if isinstance(item, int) else next((i for i, (a, _) in enumerate(acc) if a == item), None)
         if idx is None or not 0 <= idx < len(acc):
             raise UsageError(f"no acceptance item {item!r}; the checklist is {[a for a, _ in acc]}")
@@ -111,43 +101,32 @@ class LayersMixin:
         data = self.state.task.to_dict()
         data["acceptance"] = [{"item": a, "done": d} for a, d in acc]
         if data != self.state.task.to_dict():
-            self._append("task", data)
+            self.log.append_event("task", data)
 
     def note(self, layer: str, text: str, *, source: str | None = None, ref: str | None = None) -> None:
-        """Add a note to a tail layer: ``memory``, ``evidence`` or ``knowledge``."""
         if layer not in ("memory", "evidence", "knowledge"):
             raise UsageError(f"unknown note layer {layer!r}; use 'memory', 'evidence' or 'knowledge'")
         text, _ = clean_text(text, "note text")
-        text = self._redact_text(text)
+        text = self.redact_text(text)
         data: dict[str, Any] = {"type": "note", "layer": layer, "text": text}
         if source:
             data["source"] = source
         if ref:
             data["ref"] = ref
-        self._append("meta", data)
+        self.log.append_event("meta", data)
 
     def remember(self, text: str, *, scope: str = "session", source: str = "user") -> MemoryItem | None:
-        """Remember ``text`` as a memory item (``scope``: session, project or user; ``source``: user,
-        assistant, tool (untrusted) or lesson). Redacted, deduplicated; the MEMORY section picks items
-        by relevance to the task and the newest turn. See :class:`windowsmith.memory.Memory`."""
         return self.memory.add(text, scope=scope, source=source, seq=self.state.seq)
 
     def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None) -> list[InstructionFile]:
-        """Load the instruction files (``AGENTS.md``, ``CLAUDE.md``, ``.windowsmith/instructions/*.md``) of
-        the project ``root`` and the user-global ``user_dir`` into the session: root and user files as
-        cached session context, subfolder files once the session touches a path under them. Redacted,
-        deduplicated, capped (see :mod:`windowsmith.instructions`); recorded in the log only when the set
-        changed. Returns the files in load order (duplicates listed, not loaded)."""
-        from .instructions import discover
-
         files = discover(root, user_dir)
-        loaded = [{**f.to_dict(), "text": self._redact_text(f.text)} for f in files if f.duplicate_of is None]
+        loaded = [{**f.to_dict(), "text": self.redact_text(f.text)} for f in files if f.duplicate_of is None]
         root_s = str(Path(root).resolve()) if root is not None else ""
         prev = self.state.notes_for("instruction-files")
         if not prev or prev[-1].get("files") != loaded or prev[-1].get("root") != root_s:
-            self._append("meta", {"type": "note", "layer": "instruction-files", "text": "", "root": root_s,
+            self.log.append_event("meta", {"type": "note", "layer": "instruction-files", "text": "", "root": root_s,
                                   "files": loaded})
         return files
 
 
-__all__ = ["LayersMixin"]
+__all__ = ["Inputs"]
