@@ -72,25 +72,10 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
         elif role == "user":  # the task, a format error, or (1.x, text-based 2.x) a command's output
             b.user(chat_parts(b, m.get("content"), w), w)
         elif role == "assistant":
-            extra = as_dict(m.get("extra"))
-            resp = as_dict(extra.get("response"))
-            model = resp.get("model") or model
-            choices = as_list(resp.get("choices"))
-            if choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
-                details = choices[0]["message"].get("reasoning_details")
-                if isinstance(details, list):
-                    reasoning += len(details)
-            calls = []
-            tcs = m.get("tool_calls")
-            if tcs is not None and not isinstance(tcs, list):
-                raise ctx.err(f"{w}.tool_calls", "expected a JSON array or null")
-            for k, tc in enumerate(tcs or ()):
-                tc = ctx.obj(tc, f"{w}.tool_calls[{k}]")
-                fn = as_dict(tc.get("function")) or tc
-                calls.append((tc.get("id"), fn.get("name"), fn.get("arguments")))
-            native = native or bool(calls)
-            b.assistant(chat_parts(b, m.get("content"), w), calls, w,
-                        usage=usage_from(resp.get("usage")) or usage_from(m.get("usage")))
+            named, blocks, called = _mini_assistant(b, ctx, m, w)
+            model = named or model
+            reasoning += blocks
+            native = native or called
         elif role == "tool":  # 2.x, a chat model's tool call answered
             b.tool_result(m.get("tool_call_id"), chat_parts(b, m.get("content"), w), w,
                           is_error=bool(m.get("is_error", False)))
@@ -132,6 +117,30 @@ def import_mini_swe_agent(value: Any, ctx: Ctx, notes: list[str], trace_id: str)
             extra_repairs=repairs,
         )
     ]
+
+
+def _mini_assistant(b: Builder, ctx: Ctx, m: dict[str, Any], w: str) -> tuple[Any, int, bool]:
+    """Feed a mini-swe-agent assistant message to ``b``: (the model its response names, if any, how many
+    reasoning blocks it had, whether it made tool calls)."""
+    extra = as_dict(m.get("extra"))
+    resp = as_dict(extra.get("response"))
+    reasoning = 0
+    choices = as_list(resp.get("choices"))
+    if choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
+        details = choices[0]["message"].get("reasoning_details")
+        if isinstance(details, list):
+            reasoning = len(details)
+    calls = []
+    tcs = m.get("tool_calls")
+    if tcs is not None and not isinstance(tcs, list):
+        raise ctx.err(f"{w}.tool_calls", "expected a JSON array or null")
+    for k, tc in enumerate(tcs or ()):
+        tc = ctx.obj(tc, f"{w}.tool_calls[{k}]")
+        fn = as_dict(tc.get("function")) or tc
+        calls.append((tc.get("id"), fn.get("name"), fn.get("arguments")))
+    b.assistant(chat_parts(b, m.get("content"), w), calls, w,
+                usage=usage_from(resp.get("usage")) or usage_from(m.get("usage")))
+    return resp.get("model"), reasoning, bool(calls)
 
 
 def _response_turn(b: Builder, ctx: Ctx, resp: dict[str, Any], where: str) -> None:

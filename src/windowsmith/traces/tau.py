@@ -117,6 +117,47 @@ def _tau2_thinking(b: Builder, m: dict[str, Any], where: str) -> list[Thinking]:
     return out
 
 
+def _tau2_messages(b: Builder, msgs: list[Any], sctx: Ctx) -> tuple[int, int]:
+    """Feed one simulation's messages to ``b``: (thinking blocks kept, user-side messages left out)."""
+    thinking_blocks = 0
+    user_side = 0
+    for i, m in enumerate(msgs):
+        w = f"{sctx.where}.messages[{i}]"
+        m = sctx.obj(m, f"messages[{i}]")
+        role = m.get("role")
+        calls = m.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise sctx.err(f"messages[{i}].tool_calls", "expected a JSON array")
+        if role == "assistant":
+            agent_calls = [
+                c for c in calls if isinstance(c, dict) and c.get("requestor", "assistant") == "assistant"
+            ]
+            thinking = _tau2_thinking(b, m, w)
+            thinking_blocks += len(thinking)
+            b.assistant(
+                m.get("content") or "",
+                [(c.get("id"), c.get("name"), c.get("arguments")) for c in agent_calls],
+                w,
+                thinking=thinking,
+                usage=_tau2_usage(m),
+            )
+        elif role == "user":
+            if calls:  # the simulated user runs its own tools (dual control): the agent never sees it
+                user_side += 1
+                continue
+            b.user(b.text(m.get("content") or "", w), w)
+        elif role == "tool":
+            content = m.get("content")
+            if m.get("requestor", "assistant") != "assistant":
+                user_side += 1  # the result of a user-side tool call: not in the agent's prompt
+                continue
+            else:
+                b.tool_result(m.get("id"), content if content is not None else "", w, is_error=bool(m.get("error")))
+        else:
+            raise sctx.err(f"messages[{i}].role", f"unknown role {role!r} (expected assistant, user or tool)")
+    return thinking_blocks, user_side
+
+
 def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> list[Trace]:
     doc = ctx.obj(value)
     info = ctx.get(doc, "info", dict, required=False) or {}
@@ -132,42 +173,7 @@ def import_tau2_bench(value: Any, ctx: Ctx, notes: list[str], trace_id: str) -> 
         sim = sctx.obj(sim)
         msgs = sctx.get(sim, "messages", list)
         b = Builder()
-        thinking_blocks = 0
-        user_side = 0
-        for i, m in enumerate(msgs):
-            w = f"{sctx.where}.messages[{i}]"
-            m = sctx.obj(m, f"messages[{i}]")
-            role = m.get("role")
-            calls = m.get("tool_calls") or []
-            if not isinstance(calls, list):
-                raise sctx.err(f"messages[{i}].tool_calls", "expected a JSON array")
-            if role == "assistant":
-                agent_calls = [
-                    c for c in calls if isinstance(c, dict) and c.get("requestor", "assistant") == "assistant"
-                ]
-                thinking = _tau2_thinking(b, m, w)
-                thinking_blocks += len(thinking)
-                b.assistant(
-                    m.get("content") or "",
-                    [(c.get("id"), c.get("name"), c.get("arguments")) for c in agent_calls],
-                    w,
-                    thinking=thinking,
-                    usage=_tau2_usage(m),
-                )
-            elif role == "user":
-                if calls:  # the simulated user runs its own tools (dual control): the agent never sees it
-                    user_side += 1
-                    continue
-                b.user(b.text(m.get("content") or "", w), w)
-            elif role == "tool":
-                content = m.get("content")
-                if m.get("requestor", "assistant") != "assistant":
-                    user_side += 1  # the result of a user-side tool call: not in the agent's prompt
-                    continue
-                else:
-                    b.tool_result(m.get("id"), content if content is not None else "", w, is_error=bool(m.get("error")))
-            else:
-                raise sctx.err(f"messages[{i}].role", f"unknown role {role!r} (expected assistant, user or tool)")
+        thinking_blocks, user_side = _tau2_messages(b, msgs, sctx)
         reward_info = as_dict(sim.get("reward_info"))
         meta: dict[str, Any] = {
             "simulation_id": sim.get("id"),
