@@ -52,6 +52,7 @@ def test_a_long_action_is_clipped_and_still_leads_with_the_reasoning():
     assert line.startswith("THOUGHT")
 
 
+@pytest.mark.slow
 def test_an_emergency_cut_of_a_text_protocol_session_logs_the_commands_it_dropped(tmp_path):
     """mini-swe-agent-like: no tools, every reply a thought then a command, every observation a user message; at 8K
     the free cut drops replies whose work-log lines must name the files the commands read."""

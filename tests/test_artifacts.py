@@ -74,6 +74,7 @@ def arts(request, tmp_path):
         yield ObjectArtifacts(_s3_store(endpoint), prefix=f"t{time.time_ns()}")
 
 
+@pytest.mark.slow
 def test_put_get_dedupe_refs_and_gc(arts):
     data = b"line 1\nline 2\n" * 1000
     sha = arts.put(data, session_id="a")
@@ -112,6 +113,7 @@ def test_refs_are_validated():
         FileArtifacts.__new__(FileArtifacts).get("../x")
 
 
+@pytest.mark.slow
 def test_gc_on_a_real_s3_server_racing_with_writers_loses_nothing(s3_server):
     """The same race as test_store_concurrency's, over HTTP to an S3-compatible server (rename there
     is copy + delete)."""

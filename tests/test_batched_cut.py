@@ -92,6 +92,7 @@ step = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=15, max_size=40), pinned=st.integers(10, 1500),
        window=st.sampled_from([8000, 12000]), cut_at=st.sampled_from([0.85, 0.95]))
@@ -152,6 +153,7 @@ def test_between_cuts_requests_only_append_and_cuts_wait_for_the_high_water_mark
         assert rewrites - forced <= max(1, len(steps) // 2) or cuts == 0
 
 
+@pytest.mark.slow
 def test_a_cut_reads_the_pinned_request_from_cache():
     """After a cut, the previous request's prefix through the pinned request is a cache read."""
     with tempfile.TemporaryDirectory() as tmp, ws.Engine(model=MODEL, store=Path(tmp) / "w.db", window=8000) as e:

@@ -244,6 +244,7 @@ def test_sticky_cut_drops_to_half_and_then_only_appends(cfg):
     assert cuts  # the trace is larger than the window
 
 
+@pytest.mark.slow
 def test_every_strategy_fits_the_window_and_keeps_pairs_with_a_huge_output(cfg):
     msgs = [Message.user("task")]
     for i in range(1, 6):
@@ -555,6 +556,7 @@ def test_sanitize_pairs_calls_and_drops_empty_turns():
     assert len(notes) == 4
 
 
+@pytest.mark.slow
 def test_bad_trace_benches_without_a_traceback(tmp_path):
     bad = [
         {"role": "user", "content": "hi"},
@@ -613,6 +615,7 @@ def test_bench_on_only_malformed_input_fails_with_a_message(tmp_path):
     assert "supported format: tau-bench, tau2-bench" in r.output  # the formats themselves (no command lists them)
 
 
+@pytest.mark.slow
 @needs_data
 def test_multi_worker_bench_leaves_no_store_behind(tmp_path, monkeypatch):
     import tempfile
@@ -630,6 +633,7 @@ def test_multi_worker_bench_leaves_no_store_behind(tmp_path, monkeypatch):
         tempfile.tempdir = None
 
 
+@pytest.mark.slow
 @needs_data
 def test_split_is_deterministic_and_halves_the_runs():
     from windowsmith.bench.metrics import split_of
@@ -657,6 +661,7 @@ def test_token_count_section_honours_limit_runs_and_the_trace_model():
     assert one[0]["model"] == "gpt-4o" and one[0]["model_from_trace"]
 
 
+@pytest.mark.slow
 @needs_data
 def test_tables_fit_80_columns_and_plain_progress_lines():
     from rich.console import Console
@@ -681,6 +686,7 @@ def test_tables_fit_80_columns_and_plain_progress_lines():
     assert lines == ["bench: 3/5 runs, 12 s", "bench: 5/5 runs, 20 s"]
 
 
+@pytest.mark.slow
 @needs_data
 @needs_data
 def test_cli_bench_writes_the_calls_that_lost_a_target(tmp_path):
@@ -722,6 +728,7 @@ def test_cli_replay_html(tmp_path):
     assert "<svg" in text and "cumulative" in text
 
 
+@pytest.mark.slow
 @needs_data
 def test_tau2_dual_control_trace_counts_like_the_billed_prompts():
     """The agent never saw the user simulator's own tool calls: leaving them out makes the count follow
@@ -820,6 +827,7 @@ def test_calibrated_online_estimate_learns_only_from_earlier_billed_calls():
     assert [s["windowsmith"] for s in moved] == [s["windowsmith"] for s in base]  # the raw count never learns
 
 
+@pytest.mark.slow
 @needs_data
 def test_calibrated_online_starts_each_run_from_the_earlier_runs_only():
     """A production engine serves many sessions of one model: a new session starts from the calibration
@@ -856,6 +864,7 @@ def test_calibrated_online_starts_each_run_from_the_earlier_runs_only():
     assert res["calibrated"]["after_first"]["n"] == res["calls"] - 3
 
 
+@pytest.mark.slow
 @needs_data
 def test_claude_airline_billing_includes_the_thinking_of_the_current_tool_loop_only():
     """The Claude airline file keeps each assistant turn's thinking blocks (raw_data.thinking_blocks); the

@@ -82,6 +82,7 @@ def from_strands(d: dict[str, Any]) -> Message:
     return Message(role, tuple(blocks))
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("per_turn", [False, True])
 def test_strands_sliding_window_matches_the_real_manager(per_turn):

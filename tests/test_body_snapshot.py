@@ -103,6 +103,7 @@ def _drop(db: Path) -> None:
     con.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_resume_from_a_stored_body_sends_the_same_bytes(tmp_path: Path, fmt: str) -> None:
     a = tmp_path / "a.db"
@@ -121,6 +122,7 @@ def test_resume_from_a_stored_body_sends_the_same_bytes(tmp_path: Path, fmt: str
     assert _packs(a, fmt, 404, 1)[1] == 0
 
 
+@pytest.mark.slow
 def test_stale_foreign_edited_and_older_rows_are_ignored(tmp_path: Path) -> None:
     fmt = "openai-chat"
     a = tmp_path / "a.db"
@@ -179,6 +181,7 @@ def test_stale_foreign_edited_and_older_rows_are_ignored(tmp_path: Path) -> None
     assert restored == 0 and got == _packs(twin_clean, fmt, 400, sid="twin")[0]
 
 
+@pytest.mark.slow
 def test_no_rows_for_short_sessions_or_gemini(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(body_snapshot, "MIN_MESSAGES", 4 * SEGMENT)
     a = tmp_path / "a.db"
@@ -191,6 +194,7 @@ def test_no_rows_for_short_sessions_or_gemini(tmp_path: Path, monkeypatch: pytes
     assert _body_rows(a) == {}
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_stored_body_on_postgres(pg_schema: str) -> None:
     from windowsmith.store.postgres import PostgresStore

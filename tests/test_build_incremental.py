@@ -50,6 +50,7 @@ def _scratch_render(fmt: str, pack: ws.Pack) -> None:
     assert r.prefix_hash == pack.rendered.prefix_hash
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available")
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize(("path", "idx", "window"), [
@@ -90,6 +91,7 @@ _OPS = st.lists(st.sampled_from(["user", "assistant", "call", "calls", "build", 
                 min_size=4, max_size=40)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=_OPS, fmt=st.sampled_from(FORMATS), small=st.booleans())
 def test_interleaved_appends_and_builds_equal_a_fresh_replay(ops, fmt, small):
@@ -135,6 +137,7 @@ def test_interleaved_appends_and_builds_equal_a_fresh_replay(ops, fmt, small):
         _same(last, _fresh_build(store, "a", fmt, model, window))
 
 
+@pytest.mark.slow
 def test_each_build_renders_and_scans_only_the_new_messages(tmp_path, monkeypatch):
     """As the session grows, the messages rendered, scanned for references and hashed per build stay bounded;
     so do the part digests the pack's delta compares, and the request's message list is not copied."""
@@ -325,6 +328,7 @@ def test_sessions_building_in_threads_share_the_engine_renderer_safely(tmp_path)
             _scratch_render("openai-chat", pack)
 
 
+@pytest.mark.slow
 def test_a_build_under_the_cut_mark_never_sums_the_history(tmp_path, monkeypatch):
     """The free cut's check (``cut_saves``: does a cut remove enough?) sums the whole compactable history; a
     build whose request is under the high-water mark never asks it, so a long session's build does not grow

@@ -60,6 +60,7 @@ def test_exactly_affine_data_is_reproduced(offset, slope, xs):
         assert cal.apply(x) == pytest.approx(expected, abs=3 + abs(cal.slope - slope) * abs(x - xs[-1]))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(obs=st.lists(st.tuples(st.integers(-10, 300_000), st.integers(-10, 300_000)), max_size=30),
        probe=st.integers(0, 400_000))
@@ -275,6 +276,7 @@ def test_record_fits_on_the_count_before_calibration(tmp_path):
         assert p3.manifest.calibration["slope"] == pytest.approx((pair + 1.0) / 2, rel=1e-6)
 
 
+@pytest.mark.slow
 @needs_data
 def test_online_calibration_meets_the_target_on_the_tau2_files():
     """Issue 11's target (median <= 0.5%, p95 <= 2% after the first call of each run) for the engine's own
@@ -327,6 +329,7 @@ def test_a_new_session_starts_from_the_slopes_earlier_sessions_fitted():
     assert Calibration.from_dict({"ratio": 9.0}).prior == Calibration.high  # clamped like a fit
 
 
+@pytest.mark.slow
 @needs_data
 def test_the_model_slope_from_earlier_sessions_counts_the_second_call_of_a_gemini_3_run():
     """Real billed figures: mini-swe-agent runs billed by gemini-3-pro-preview, counted as gemini-2.5-pro

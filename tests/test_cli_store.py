@@ -73,6 +73,7 @@ def test_a_store_on_a_read_only_file_system_says_what_to_do(tmp_path: Path) -> N
         assert "needs a writable folder: pass --store (or Engine(store=...))" in r.output
 
 
+@pytest.mark.slow
 @needs_data
 def test_demo_and_replay_never_overwrite_a_session(tmp_path: Path) -> None:
     db = str(tmp_path / "ws.db")

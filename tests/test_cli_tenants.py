@@ -48,6 +48,7 @@ def _fill(url: str) -> None:
             s.remember(f"{tenant} deploys on fridays", scope="project")
 
 
+@pytest.mark.slow
 def test_every_store_command_sees_only_its_tenant(store_url: str) -> None:
     _fill(store_url)
     r = run("sessions", "--store", store_url, "--tenant", "team-a")

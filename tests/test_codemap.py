@@ -143,6 +143,7 @@ def test_layer_focuses_on_edited_files_and_the_task(make_engine, tmp_path):
     assert pack.manifest.layers["codemap"]["used"] <= 120 + 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 def test_codemap_layer_keeps_the_cache_prefix_on_a_real_trace(traces_dir, tmp_path, fmt):
     trace = load_traces(traces_dir / "tau-bench/gpt-4o-airline.json")[0]

@@ -319,6 +319,7 @@ def test_check_summary_cases():
 # --------------------------------------------------------------------------- resume
 
 
+@pytest.mark.slow
 def test_resume_in_a_new_process_builds_identical_packs_without_summarizing(tmp_path):
     db = tmp_path / "w.db"
     with ws.Engine(model="claude-sonnet-4-5", compaction=SUMMARIZE, store=db, window=12_000) as e:
@@ -611,6 +612,7 @@ def test_decision_scanner_finds_what_the_backtracking_pattern_found() -> None:
     check()
 
 
+@pytest.mark.slow
 def test_the_free_cut_comes_earlier_where_a_rewrite_costs_no_more_than_a_few_reads(tmp_path):
     """``cut_mark``: with gpt-4o's prices (no write premium, a read at half the input price) the band between two
     cuts that costs least is a few turns, so the free cut comes at the summary threshold (0.85 of the budget); with

@@ -335,6 +335,7 @@ def test_index_ratio_zero_writes_no_index(tmp_path):
 word = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./-", min_size=1, max_size=24)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(results=st.lists(st.lists(word, min_size=1, max_size=60), min_size=12, max_size=40),
        window=st.sampled_from([6000, 8000, 12000]), ratio=st.sampled_from([0.01, 0.05, 0.2]))
@@ -358,6 +359,7 @@ def test_the_index_never_exceeds_its_share(results, window, ratio):
                 assert counter.raw_text(render_index(r.index)) <= cap
 
 
+@pytest.mark.slow
 def test_work_log_and_index_scale_down_with_the_room_tools_and_system_leave(tmp_path):
     """Where tools and system leave little room, the work log and the index together take at most
     ``carry_share`` of it (they are carried by every request after a cut); with room to spare, or with

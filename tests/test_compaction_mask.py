@@ -373,6 +373,7 @@ def test_screenshots_every_turn_do_not_rewrite_the_cache_every_few_turns(tmp_pat
         assert images_in(last) >= 1 and last.manifest.tokens <= last.manifest.available  # the newest screenshot stays
 
 
+@pytest.mark.slow
 @needs_data
 def test_the_fold_floor_does_not_grow_with_a_large_window():
     """The hysteresis floor is 8% of the room only up to a 32K room: a turn grows a request by as many tokens
@@ -606,6 +607,7 @@ def test_observations_fold_only_in_a_session_without_tools_unless_asked(tmp_path
     assert folded(CompactionConfig(keep_turns=2, fold_observations=False), "off") == []
 
 
+@pytest.mark.slow
 def test_observations_never_fold_at_the_summary_threshold_where_the_cut_takes_them(tmp_path):
     """At gpt-4o's prices a batch of observations pays back even at the summary threshold (86% to 95% full here),
     but the free cut there makes deeper room for the same rewrite: the batch is left out and the cut runs. (Without

@@ -9,12 +9,15 @@ import hashlib
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
 from conftest import model_for
 from windowsmith.compaction import CompactionConfig, FakeSummarizer
+
+pytestmark = pytest.mark.slow  # every test here replays real traces or runs processes
 
 step = st.one_of(
     st.tuples(st.just("user"), st.integers(1, 600)),

@@ -120,6 +120,7 @@ def python_file(n_lines: int = 3000) -> tuple[str, dict[str, int]]:
 # ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_pytest_log_keeps_every_failing_test_and_traceback_line() -> None:
     log = pytest_log()
     assert log.count("\n") >= 4999
@@ -208,6 +209,7 @@ def test_every_error_line_is_kept_when_they_fit() -> None:
         assert f"ERROR step {i} failed: connection reset" in c.text
 
 
+@pytest.mark.slow
 def test_too_many_errors_are_capped_and_counted() -> None:
     text = "\n".join(f"ERROR {i}: disk full on /dev/sda{i % 9}" for i in range(50_000))
     c = compress(text, kind="command_output", budget_tokens=300, count_tokens=count)
@@ -488,6 +490,7 @@ def test_output_is_deterministic() -> None:
     assert a == b
 
 
+@pytest.mark.slow
 def test_binaryish_text_does_not_crash() -> None:
     rng = random.Random(9)
     blob = "".join(chr(rng.choice([rng.randrange(0, 32), rng.randrange(32, 0x2FFF), 0xFFFD])) for _ in range(200_000))
@@ -496,6 +499,7 @@ def test_binaryish_text_does_not_crash() -> None:
         assert c.tokens <= 100
 
 
+@pytest.mark.slow
 def test_50mb_input_is_compressed_from_samples_not_a_full_tokenization() -> None:
     """A 50 MB output is compressed without tokenizing it whole: the text handed to the token counter stays
     bounded (counted, not timed: the speed itself is measured by benchmarks/bench_compress_scale.py)."""
@@ -557,6 +561,7 @@ _TEXT = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(_TEXT, st.integers(min_value=64, max_value=2000))
 def test_head_tail_fits_and_states_the_cut(text: str, budget: int) -> None:
@@ -635,6 +640,7 @@ _WORD = st.one_of(st.sampled_from(["the", "word", "and", "foo_bar", "src/app/mod
 _LINE = st.lists(_WORD, max_size=20).map(" ".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.lists(_LINE, min_size=20, max_size=300).map("\n".join), st.integers(min_value=40, max_value=600))
 def test_a_message_view_fits_keeps_lines_in_order_and_counts_its_cuts(text: str, budget: int) -> None:

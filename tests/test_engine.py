@@ -123,6 +123,7 @@ def test_record_parses_response_and_calibrates(engine):
     assert f"counted {m.tokens_counted:,} before calibration" in m.summary()
 
 
+@pytest.mark.slow
 def test_resume_in_a_new_process_builds_identical_packs(tmp_path):
     db = tmp_path / "ws.db"
     with ws.Engine(model="gpt-4.1", store=db) as e:
@@ -191,6 +192,7 @@ def test_invalid_utf8_is_repaired(engine):
     res.tool_results[0].text.encode("utf-8")  # storable and sendable
 
 
+@pytest.mark.slow
 def test_huge_tool_output_is_offloaded_not_sent(engine):
     s = engine.session("big", goal="read the log")
     s.user("show me the log")

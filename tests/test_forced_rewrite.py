@@ -98,6 +98,7 @@ def test_a_batch_runs_where_the_cache_breaks_anyway_and_the_run_costs_less_than_
 step = st.tuples(st.sampled_from(["lookup", "reply"]), st.booleans())
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(step, min_size=1, max_size=14))
 def test_the_forced_rewrite_is_where_the_billed_prefix_ends_in_any_conversation(tmp_path_factory, steps):

@@ -258,6 +258,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 @pytest.mark.parametrize(("path", "idx"), CASES)
 def test_guidance_layers_keep_the_cache_prefix_on_real_traces(traces_dir, tmp_path, fmt, path, idx):
@@ -274,6 +275,7 @@ OUTCOMES = st.sampled_from(["ok", "FAILED test_a.py::t - assert 0\n1 failed", "c
                             "Traceback (most recent call last):\nTypeError: bad"])
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(["ls", "pytest", "cat f", "python x.py"]), OUTCOMES), min_size=1, max_size=12))
 def test_guidance_changes_nothing_but_the_tail(tmp_path_factory, steps):

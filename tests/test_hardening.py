@@ -155,6 +155,7 @@ def test_retired_model_warns_naming_its_successor(tmp_path: Path):
 # ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rebuild_after_failed_summary_and_emergency_appends_nothing(tmp_path: Path):
     """Found by the compaction property test on a fresh machine: after an emergency truncation the view
     changed, so a mask became due; the live build did not run it but a resumed process did (appending a

@@ -340,6 +340,7 @@ def test_invalid_json_and_json_values(engine):
     assert json.loads(engine.artifacts.get(ref[11:])) == big
 
 
+@pytest.mark.slow
 def test_huge_result_200mb(engine):
     s = _session(engine)
     _call(s, "c1", "cat big.log")
@@ -411,6 +412,7 @@ _SECRET_LINES = [b"GITHUB_TOKEN=" + SECRET.encode(), b"aws_access_key_id = " + A
                  b"DB_PASSWORD='Tr0ub4dor-horse'", b"Authorization: " + BEARER.encode()]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=300), st.sampled_from(_SECRET_LINES), st.binary(max_size=300),
        st.sampled_from([b"\n", b"\x00", b"\r\n"]))
@@ -461,6 +463,7 @@ def test_thinking_blocks_go_back_unmodified_as_documented(engine):
     assert any(b.get("text") == "I will not echo [REDACTED:aws_access_key_id]" for b in blocks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recent", [None, 4])
 def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_their_artifact(make_engine, recent):
     """The tail is never cached: an EVIDENCE note is shown once per artifact, only while the history view
@@ -499,6 +502,7 @@ def test_evidence_notes_are_deduplicated_and_left_out_while_the_history_names_th
     assert len(notes) == 24 and len({n["ref"] for n in notes}) == 12  # the log keeps every note
 
 
+@pytest.mark.slow
 def test_evidence_notes_of_compacted_results_stay_out_of_the_tail_and_are_reachable_from_the_transcript(make_engine):
     """A compaction that takes an offloaded result out of the view references the span's transcript in the
     summary message (cached) and records what it lost there; an EVIDENCE note in the uncached tail would only

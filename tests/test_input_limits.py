@@ -32,6 +32,7 @@ def session(tmp_path: Path):
         yield s
 
 
+@pytest.mark.slow
 def test_check_json_value_counts_levels_without_recursing() -> None:
     check_json_value(nested(MAX_JSON_DEPTH), "v")
     with pytest.raises(InvalidMessageError, match=f"v is nested more than {MAX_JSON_DEPTH} levels deep"):
@@ -43,6 +44,7 @@ def test_check_json_value_counts_levels_without_recursing() -> None:
     check_json_value({"n": 10**4000, "b": True, "s": "x" * 10_000}, "v")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [5_000, 100_000])
 def test_deep_tool_arguments_and_output_are_usage_errors(session, depth: int) -> None:
     with pytest.raises(InvalidMessageError, match="arguments of tool call 'c1' is nested more than"):

@@ -76,6 +76,7 @@ def _request_text(p: ws.Pack) -> str:
     return json.dumps(p.request)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_scoped_file_joins_the_tail_when_touched_then_the_cache_at_compaction(
         tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:

@@ -65,6 +65,7 @@ def _text(e: Any) -> str:
     return "".join(p.text or "" for p in (e.content.parts if e.content else []) if not p.thought)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("streaming", [False, True])
 def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine], streaming: bool) -> None:
     mock = BilledMock("gemini", _script())

@@ -94,6 +94,7 @@ def _check_run(mock: MockModel, session: ws.Session, mw: WindowsmithMiddleware, 
     assert u.prompt_tokens == mock.billed[-1]
 
 
+@pytest.mark.slow
 def test_langchain_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engine]) -> None:
     mock = MockModel("anthropic", _anthropic_script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,
@@ -105,6 +106,7 @@ def test_langchain_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws
     assert session.state.system == {"system": "You review Python modules."}
 
 
+@pytest.mark.slow
 def test_langchain_agent_async(make_engine: Callable[..., ws.Engine]) -> None:
     mock = MockModel("anthropic", _anthropic_script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,
@@ -115,6 +117,7 @@ def test_langchain_agent_async(make_engine: Callable[..., ws.Engine]) -> None:
     _check_run(mock, session, mw, result)
 
 
+@pytest.mark.slow
 def test_langchain_agent_streaming(make_engine: Callable[..., ws.Engine]) -> None:
     mock = MockModel("anthropic", _anthropic_script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,

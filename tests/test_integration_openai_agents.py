@@ -39,6 +39,7 @@ def _script() -> list[dict[str, Any]]:
     return replies
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("streamed", [False, True])
 def test_openai_agents_runner_uses_windowsmith_packs(make_engine: Callable[..., ws.Engine], streamed: bool) -> None:
     mock = MockModel("openai-responses", _script(), bill_prompt=True)

@@ -74,6 +74,7 @@ def _check(mock: MockModel, session: ws.Session, cap: WindowsmithCapability) -> 
     assert u.prompt_tokens == billed
 
 
+@pytest.mark.slow
 def test_pydantic_ai_run_sync_on_windowsmith_packs(make_engine: Callable[..., ws.Engine]) -> None:
     mock = MockModel("anthropic", _script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,
@@ -91,6 +92,7 @@ def test_pydantic_ai_run_sync_on_windowsmith_packs(make_engine: Callable[..., ws
     assert len(result.all_messages()) == 2 * (N_TURNS + 1)
 
 
+@pytest.mark.slow
 def test_pydantic_ai_async_run(make_engine: Callable[..., ws.Engine]) -> None:
     mock = MockModel("anthropic", _script(), bill_prompt=True)
     session = make_engine("claude-sonnet-5-5", window=6_000,

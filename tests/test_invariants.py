@@ -20,7 +20,7 @@ import windowsmith as ws
 from conftest import DATA, needs_data
 from windowsmith.traces import load_traces
 
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available")
+pytestmark = [pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available"), pytest.mark.slow]
 
 CASES = [
     ("tau-bench/gpt-4o-airline.json", [0, 7]),

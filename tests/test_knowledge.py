@@ -51,6 +51,7 @@ def test_python_chunks_are_symbols_of_the_real_store_module() -> None:
     assert lines[mig.first - 1].strip().startswith("def _migrate")
 
 
+@pytest.mark.slow
 def test_repository_as_knowledge_is_found_by_the_layer_within_its_project(store: Store, tmp_path: Path) -> None:
     with ws.Engine("gpt-4o", store=store, memory=ws.MemoryConfig(project="ws")) as e:
         n = e.knowledge.add(REPO / "docs") + e.knowledge.add(REPO / "src" / "windowsmith" / "store")
@@ -85,6 +86,7 @@ def test_knowledge_text_is_redacted_and_validated(store: Store) -> None:
             e.knowledge.add("   ")
 
 
+@pytest.mark.slow
 def test_offline_vectors_make_retrieval_hybrid(store: Store) -> None:
     pytest.importorskip("wordllama")
     from windowsmith.retrieval import WordLlamaEmbedder

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ def exchange(s: ws.Session, k: int, lines: int = 40) -> None:
     s.tool_result(f"c{k}", f"def b{k}():\n    return {k}\n" * lines)
 
 
+@pytest.mark.slow
 def test_the_users_second_task_stays_in_every_request_after_the_cut_drops_it(tmp_path):
     db = tmp_path / "w.db"
     with ws.Engine(model=MODEL, store=db, window=8000) as e:
@@ -64,6 +66,7 @@ def test_the_users_second_task_stays_in_every_request_after_the_cut_drops_it(tmp
         assert e2.session("two-tasks").build().request == pack.request
 
 
+@pytest.mark.slow
 def test_a_long_ask_is_carried_by_a_view_that_keeps_its_names():
     """A second request of demonstration, issue and instructions in one message (as SWE-agent 1.x writes a task):
     carried by a view of about ASK_CHARS characters that keeps its head, its tail and the issue's line between them
@@ -90,6 +93,7 @@ def test_a_long_ask_is_carried_by_a_view_that_keeps_its_names():
         assert len(view) < ASK_CHARS + 400
 
 
+@pytest.mark.slow
 def test_a_request_after_the_agents_finish_tool_is_carried(tmp_path):
     """An agent that ends its turn through a tool (OpenHands ``finish``, SWE-agent ``submit``) yields there: the user
     message after that exchange is the user asking again, carried like one after a text reply."""
@@ -107,6 +111,7 @@ def test_a_request_after_the_agents_finish_tool_is_carried(tmp_path):
         assert any(m.text == ASK_HEAD + TASK_B for m in s.build().neutral.messages)
 
 
+@pytest.mark.slow
 def test_a_harness_message_after_a_tool_result_is_not_carried(tmp_path):
     """OpenHands sends an error for a malformed call as a user message after the tool result: the agent has not
     yielded, so the user did not speak; nothing is carried."""
@@ -122,6 +127,7 @@ def test_a_harness_message_after_a_tool_result_is_not_carried(tmp_path):
         assert not any(m.text.startswith(ASK_HEAD) for m in s.build().neutral.messages)
 
 
+@pytest.mark.slow
 def test_a_text_protocol_agents_observation_is_not_carried(tmp_path):
     """mini-swe-agent writes its command in a fenced block and gets the output back as a user message: an
     observation, not the user speaking."""
@@ -163,6 +169,7 @@ step = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=st.lists(step, max_size=8), ask=st.integers(1, 60), after=st.lists(step, min_size=15, max_size=40),
        window=st.sampled_from([6000, 8000, 12000]))

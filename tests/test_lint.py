@@ -1,34 +1,13 @@
-"""The linters are part of the suite: ruff and mypy run clean on the shipped code."""
+"""Checks the linters cannot make: typing-only imports of our own modules resolve.
+
+ruff and mypy run as their own steps in `.ci/run` (and by hand: `ruff check src tests benchmarks && mypy`), not
+inside pytest, so that `pytest -m "not slow"` stays a fast inner loop."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _tool(name: str) -> str:
-    exe = Path(sys.executable).with_name(name)
-    found = str(exe) if exe.exists() else shutil.which(name)
-    if not found:
-        pytest.fail(f"{name} is not installed: pip install -e '.[test]'")
-    return found
-
-
-def test_ruff_is_clean() -> None:
-    r = subprocess.run([_tool("ruff"), "check", "src", "tests", "benchmarks"], cwd=ROOT,
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def test_mypy_is_clean() -> None:
-    r = subprocess.run([_tool("mypy"), "src"], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_type_checking_imports_resolve() -> None:
@@ -51,4 +30,4 @@ def test_type_checking_imports_resolve() -> None:
                     module = importlib.import_module(name)
                     checked += 1
                     bad += [f"{path.name}: {name}.{a.name}" for a in imp.names if not hasattr(module, a.name)]
-    assert checked >= 5 and not bad
+    assert not bad

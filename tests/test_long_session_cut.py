@@ -16,6 +16,8 @@ from windowsmith.model import Message, ToolCall, ToolResult
 from windowsmith.registry import load_registry
 from windowsmith.traces import iter_trace_files, load_traces
 
+pytestmark = pytest.mark.slow  # every test here replays real traces or runs processes
+
 
 def chained(runs: list, prefix: str = "r") -> tuple[Message, ...]:
     """The runs' messages one after the other, as one session (a customer-service agent serving customer after

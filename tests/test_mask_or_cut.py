@@ -17,6 +17,8 @@ from windowsmith.compaction import economics, mask
 from windowsmith.registry import load_registry
 from windowsmith.traces import load_traces
 
+pytestmark = pytest.mark.slow  # every test here replays real traces or runs processes
+
 SONNET = load_registry().get("claude-sonnet-4-5")
 
 

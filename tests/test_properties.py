@@ -5,11 +5,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
 from conftest import model_for
+
+pytestmark = pytest.mark.slow  # every test here replays real traces or runs processes
 
 step = st.one_of(
     st.tuples(st.just("user"), st.integers(1, 400)),

@@ -45,6 +45,7 @@ records = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(records, seqs)
 def test_every_record_round_trips_through_its_event_data(rec, seq):

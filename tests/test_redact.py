@@ -182,6 +182,7 @@ def _pieces_in_order(original: str, redacted: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(SAMPLES), _NOISE, _NOISE)
 def test_embedded_secrets_never_leak_and_redaction_is_idempotent(case: tuple[str, str, str], pre: str, post: str) -> None:
@@ -195,6 +196,7 @@ def test_embedded_secrets_never_leak_and_redaction_is_idempotent(case: tuple[str
     assert _pieces_in_order(text, r.text)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400) | _NOISE)
 def test_idempotent_and_only_markers_change_text(text: str) -> None:
@@ -205,6 +207,7 @@ def test_idempotent_and_only_markers_change_text(text: str) -> None:
     assert sum(r.counts.values()) == len(MARKER_RX.findall(r.text)) - len(MARKER_RX.findall(text))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("bcdfghjlmnqvxz BCDFGHJLMNQVXZ 0123456789 \n.,;()=:/")), max_size=500))
 def test_text_without_candidates_is_never_changed(text: str) -> None:
@@ -224,6 +227,7 @@ GENERATED = ROOT / "benchmarks" / "data" / "redact_corpus.json"
 TRACES = ROOT.parent / "shared" / "data" / "traces"
 
 
+@pytest.mark.slow
 def test_generated_corpus_recall_is_at_least_99_percent_for_every_claimed_type() -> None:
     corpus = json.loads(GENERATED.read_text())
     caught: dict[str, list[bool]] = {}
@@ -234,6 +238,7 @@ def test_generated_corpus_recall_is_at_least_99_percent_for_every_claimed_type()
         assert len(hits) >= 200 and sum(hits) / len(hits) >= 0.99, kind
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TRACES.exists(), reason="needs the shared traces (../shared/data/traces)")
 def test_real_traces_have_at_most_one_false_positive_per_10000_texts() -> None:
     from windowsmith.model import Text, ToolCall, ToolResult
@@ -344,6 +349,7 @@ def _counted_steps(monkeypatch: pytest.MonkeyPatch, text: str) -> int:
     return steps[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_ADVERSARIAL_UNITS))
 def test_adversarial_inputs_take_a_linear_number_of_steps(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     unit = _ADVERSARIAL_UNITS[name]
@@ -420,6 +426,7 @@ _BEFORE = {
 _SHAPE_PIECES = ["1", "12", ".", "a", "ab", "B", "_", "-", "+", "/", "~", "v", "..", "@", " ", "!", "C:\\", "x9"]
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_SHAPE_PIECES), max_size=16).map("".join))
 def test_possessive_value_shapes_accept_exactly_what_they_did(value: str) -> None:
@@ -433,6 +440,7 @@ _FILL_IN_PIECES = ["my", "your", "insert", "enter", "replace", "here", "key", "t
                    "_", " ", "a", "API", "x" * 20, "1", "."]
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(_FILL_IN_PIECES), max_size=24).map("".join))
 def test_fill_in_scan_accepts_exactly_what_the_regex_it_replaced_did(value: str) -> None:

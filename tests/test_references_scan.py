@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +54,7 @@ def plain_keys(text: str, limit: int) -> list[str]:
     return ([k for k in out if k not in dates] + dates)[:limit]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(texts)
 def test_scanners_find_what_the_plain_patterns_find(text: str) -> None:
@@ -73,6 +75,7 @@ repeating = st.lists(st.one_of(texts, st.sampled_from(RICH_LINES)), min_size=1, 
     lambda lines: st.lists(st.sampled_from(lines), min_size=1, max_size=12)).map("\n".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(repeating)
 def test_scanners_reading_a_repeated_line_once_find_what_the_plain_patterns_find(text: str) -> None:
@@ -84,6 +87,7 @@ def test_scanners_reading_a_repeated_line_once_find_what_the_plain_patterns_find
         assert R.result_keys(text, limit) == plain_keys(text, limit)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(texts, min_size=1, max_size=2), min_size=1, max_size=8),
        st.lists(st.sampled_from(["old_one", "snake_case", "HAT170", "two_x"]), max_size=4), st.integers(0, 12))
@@ -121,6 +125,7 @@ dotted = st.lists(st.sampled_from(["a", "b.", ".", "()", "(", ")", "def ", "fn\t
                                     ".def z", "a.b", "\n", "é", "func", "tion ", "Z9", ".5"]), max_size=16).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(dotted)
 def test_function_names_step_over_dotted_runs_and_find_what_the_plain_pattern_finds(text: str) -> None:
@@ -167,6 +172,7 @@ path_texts = st.lists(st.sampled_from(["a", "Z", "1", "_", "~", ".", "-", "+", "
                       max_size=30).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(path_texts)
 def test_query_term_paths_are_the_plain_patterns_matches(text: str) -> None:
@@ -175,6 +181,7 @@ def test_query_term_paths_are_the_plain_patterns_matches(text: str) -> None:
     assert [m.span() for m in terms._PATH.finditer(text)] == [m.span() for m in PATH_PLAIN.finditer(text)]
 
 
+@pytest.mark.slow
 def test_query_terms_of_a_long_word_run_take_linear_steps() -> None:
     """A 64 KB run of hex is stepped over once per branch, not once per character (the plain pattern
     took seconds on it); what ``identifiers`` finds around it is unchanged."""
@@ -187,6 +194,7 @@ def test_query_terms_of_a_long_word_run_take_linear_steps() -> None:
     assert terms.identifiers(text)[:3] == ["src/pkg/mod_a.py", "https://example.com/x/y", "docs/guide.md"]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(texts, min_size=1, max_size=400))
 def test_keys_found_in_pieces_of_lines_equal_one_scan_of_the_whole_text(lines: list[str]) -> None:
@@ -211,6 +219,7 @@ _sentence_text = st.lists(
 ).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(_sentence_text)
 def test_summarizer_sentence_scans_find_what_the_backtracking_patterns_found(text: str) -> None:
@@ -237,6 +246,7 @@ path_texts = st.lists(st.sampled_from(["a", "-", "/", ".", "py", "x1", " ", "\n"
                                        "b-c/", "d.txt"]), max_size=40).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(path_texts)
 def test_path_keys_start_where_their_run_starts_and_are_keys_the_old_branch_found(text: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from test_render_cases import PNG_B64, TOOLS
 from windowsmith.formats import FORMATS, get_renderer
 from windowsmith.model import Image, Message, Text, ToolCall, ToolResult
 from windowsmith.request import CachePlan, NeutralRequest, Segment
+
+pytestmark = pytest.mark.slow  # every test here replays real traces or runs processes
 
 words = st.text(alphabet="abcdefgh xyz", min_size=1, max_size=12)
 images = st.sampled_from([Image(url="https://example.com/a.png"), Image(data=PNG_B64, media_type="image/png")])

@@ -138,6 +138,7 @@ _PIECES = st.text(alphabet=st.characters(codec="utf-8")) | st.sampled_from(
 _TEXTS = st.lists(st.lists(_PIECES, max_size=5).map("".join), min_size=1, max_size=4)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(texts=_TEXTS, role=st.sampled_from(["user", "assistant"]), extra=st.sampled_from([None, "image", "call", "ingest"]))
 def test_a_text_only_message_is_recognised_in_its_stored_json_and_rebuilt_exactly(
@@ -176,6 +177,7 @@ _ARGS = st.dictionaries(_PIECES, _SCALARS | st.lists(_SCALARS, max_size=2) | st.
                         max_size=4)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(texts=st.lists(st.lists(_PIECES, max_size=3).map("".join), max_size=2),
        calls=st.lists(st.tuples(_IDS, _IDS, _ARGS), min_size=1, max_size=3, unique_by=lambda c: c[0]),
@@ -276,11 +278,13 @@ def _lazy_state_matches(store: Any) -> tuple[int, int]:
     return unbuilt
 
 
+@pytest.mark.slow
 def test_text_and_tool_messages_are_replayed_lazily_to_the_same_state(tmp_path: Path) -> None:
     text, tool = _lazy_state_matches(tmp_path / "s.db")
     assert text >= COUNTS_CHUNK // 2 and tool >= COUNTS_CHUNK // 2
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_text_and_tool_messages_are_replayed_lazily_to_the_same_state_on_postgres(pg_schema: str) -> None:
     from windowsmith.store.postgres import PostgresStore
@@ -303,6 +307,7 @@ def test_paused_gc_restores_the_collector() -> None:
     assert gc.isenabled() and gc.get_freeze_count() == 0 and len(made) == 1000  # nothing stays frozen
 
 
+@pytest.mark.slow
 def test_resume_with_persisted_counts_sends_the_same_bytes(tmp_path: Path) -> None:
     a = tmp_path / "a.db"
     _grow(a, 700)  # 2,800 messages: five full chunks
@@ -318,6 +323,7 @@ def test_resume_with_persisted_counts_sends_the_same_bytes(tmp_path: Path) -> No
     assert with_counts == without
 
 
+@pytest.mark.slow
 def test_a_text_agents_resume_plans_its_observation_folds_from_persisted_counts(tmp_path: Path) -> None:
     """The observations of a text-protocol agent fold like exchanges; their fold counts persist with the
     exchanges' and a resumed process plans them lazily (the line written only when the batch is applied), sending
@@ -340,6 +346,7 @@ def test_a_text_agents_resume_plans_its_observation_folds_from_persisted_counts(
     assert len(folds) > 600 and {f.role for f in folds} == {"user"}  # (written out from the lazy plan)
 
 
+@pytest.mark.slow
 def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
     a, expected = _grown_and_expected(tmp_path)
 
@@ -386,6 +393,7 @@ def test_stale_foreign_and_edited_counts_are_ignored(tmp_path: Path) -> None:
     assert seeded == 0 and got == expected
 
 
+@pytest.mark.slow
 def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     from windowsmith.formats.base import RENDER_SCHEME
     from windowsmith.resume import pack_digests, row_check, unpack_digests
@@ -447,6 +455,7 @@ def test_wrong_part_digests_are_ignored(tmp_path: Path) -> None:
     assert hinted[0] >= 2 * COUNTS_CHUNK
 
 
+@pytest.mark.slow
 def test_rows_of_the_first_version_are_ignored_and_written_again(tmp_path: Path) -> None:
     """Count and digest rows of version 1 (digests as lists of hex strings) are never read as the packed form:
     a resume takes none of them, sends the same bytes, and its build writes them again in the current form."""
@@ -481,6 +490,7 @@ def test_rows_of_the_first_version_are_ignored_and_written_again(tmp_path: Path)
     assert _packs(a, 304, 1)[1] >= 2 * COUNTS_CHUNK
 
 
+@pytest.mark.slow
 def test_persisted_message_digests(tmp_path: Path) -> None:
     from windowsmith.hashing import content_digest
     from windowsmith.resume import digests_key, pack_digests, persisted_digests, row_check
@@ -527,6 +537,7 @@ def _rows(db: Path) -> list[dict[str, Any]]:
 
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_persisted_counts_on_postgres(pg_schema: str) -> None:
     from windowsmith.store.postgres import PostgresStore

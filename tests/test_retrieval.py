@@ -157,6 +157,7 @@ def _eager_recall_layers() -> list:
     return [RecallLayer(fill_at=0.95) if isinstance(la, RecallLayer) else la for la in default_layers(recall=True)]
 
 
+@pytest.mark.slow
 def test_recall_indexes_evicted_history_and_brings_back_snippets(store: Store) -> None:
     trace = _swe_trace()
     with _engine(store, window=16000, layers=_eager_recall_layers) as e:
@@ -191,6 +192,7 @@ def test_recall_indexes_evicted_history_and_brings_back_snippets(store: Store) -
         assert s.search_history("").startswith("error:") and s.search_history("x", limit=0).startswith("error:")
 
 
+@pytest.mark.slow
 def test_recall_never_crosses_sessions(store: Store) -> None:
     trace = _swe_trace()
     with _engine(store) as e:
@@ -266,6 +268,7 @@ def test_memory_decays_with_disuse_and_prunes(tmp_path: Path) -> None:
         assert mem.list() == []
 
 
+@pytest.mark.slow
 def test_lessons_become_session_memory_once(store: Store) -> None:
     trace = _swe_trace()
     # lessons come from summaries: summarize whenever one is due (at gpt-4o prices the free cut, a turn or two
@@ -304,6 +307,7 @@ def test_recall_is_an_opt_in_layer_and_a_named_bench_variant() -> None:
         recalling.close()
 
 
+@pytest.mark.slow
 def test_cli_memory_and_recall(tmp_path: Path) -> None:
     from click.testing import CliRunner
 

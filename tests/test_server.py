@@ -115,6 +115,7 @@ def check_budget_and_cache_order(r: Rig, fmt: str, n_calls: int) -> dict[str, An
     return {"manifests": manifests, "usage": usage, "requests": reqs, "events": events}
 
 
+@pytest.mark.slow
 def test_openai_sdk_through_the_proxy_for_22_turns(server: Rig) -> None:
     client = server.openai()
     out = run_openai_agent(client, "gpt-4o", 22, stream_every=2)
@@ -143,6 +144,7 @@ def test_openai_sdk_through_the_proxy_for_22_turns(server: Rig) -> None:
     assert all(q.get("prompt_cache_key", "").startswith("ws-") for q in got["requests"])
 
 
+@pytest.mark.slow
 def test_anthropic_sdk_through_the_proxy_for_22_turns(server: Rig) -> None:
     client = server.anthropic()
     out = run_anthropic_agent(client, ANTHROPIC_MODEL, 22, stream_every=2)
@@ -158,6 +160,7 @@ def test_anthropic_sdk_through_the_proxy_for_22_turns(server: Rig) -> None:
         assert q["tools"][0]["name"] == "bash"
 
 
+@pytest.mark.slow
 def test_credentials_are_forwarded_never_stored_or_logged(server: Rig, caplog: pytest.LogCaptureFixture) -> None:
     for name in ("windowsmith", "uvicorn", "uvicorn.error", "starlette"):
         caplog.set_level(logging.DEBUG, logger=name)
@@ -174,6 +177,7 @@ def test_credentials_are_forwarded_never_stored_or_logged(server: Rig, caplog: p
     assert OPENAI_KEY not in text and ANTHROPIC_KEY not in text
 
 
+@pytest.mark.slow
 def test_session_id_from_header_or_a_stable_hash(server: Rig) -> None:
     c = server.openai()
     run_openai_agent(c, "gpt-4o", 2, headers={"X-Windowsmith-Session": "agent-7"})
@@ -186,6 +190,7 @@ def test_session_id_from_header_or_a_stable_hash(server: Rig) -> None:
     assert [len(server.get(f"/api/sessions/{i}").json()["calls"]) for i in ids] == [2, 2, 3]
 
 
+@pytest.mark.slow
 def test_a_rewritten_history_is_refused_with_409(server: Rig) -> None:
     c = server.openai()
     h = {"X-Windowsmith-Session": "edit-me"}
@@ -196,6 +201,7 @@ def test_a_rewritten_history_is_refused_with_409(server: Rig) -> None:
     assert "append-only" in str(e.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ["../etc/passwd", "a b", "x" * 200, "ünï"])
 def test_bad_session_ids_are_refused(server: Rig, bad: str) -> None:
     r = server.post("/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
@@ -204,6 +210,7 @@ def test_bad_session_ids_are_refused(server: Rig, bad: str) -> None:
     assert server.upstream.requests == []
 
 
+@pytest.mark.slow
 def test_upstream_errors_pass_through_with_their_status(tmp_path: Path) -> None:
     up = FakeUpstream()
     for r in rig(tmp_path, upstream=up):
@@ -230,6 +237,7 @@ def test_unreachable_upstream_is_a_502_in_the_provider_format(tmp_path: Path) ->
         assert e.value.status_code == 502 and "openai-base-url" in str(e.value)
 
 
+@pytest.mark.slow
 def test_upstream_overflow_compacts_and_retries_once(tmp_path: Path) -> None:
     # The proxy thinks the window is 12,000 tokens; the upstream refuses anything over 6,000 (below where the
     # calibrated count, which follows the billed usage, starts compacting on its own).
@@ -246,6 +254,7 @@ def test_upstream_overflow_compacts_and_retries_once(tmp_path: Path) -> None:
         assert len(sizes) > 14  # the retries went upstream too
 
 
+@pytest.mark.slow
 def test_json_api(server: Rig) -> None:
     run_openai_agent(server.openai(), "gpt-4o", 8, headers={"X-Windowsmith-Session": "api-1"})
     sessions = server.get("/api/sessions").json()
@@ -267,6 +276,7 @@ def test_json_api(server: Rig) -> None:
     assert server.post("/api/sessions/nope/compact").status_code == 404
 
 
+@pytest.mark.slow
 def test_tokens_guard_the_api_dashboard_and_proxy(tmp_path: Path) -> None:
     tok = "t" * 32
     for r in rig(tmp_path, tokens={tok: None}):
@@ -283,6 +293,7 @@ def test_tokens_guard_the_api_dashboard_and_proxy(tmp_path: Path) -> None:
         assert r.upstream.last_key == "Bearer " + OPENAI_KEY  # the provider key still went upstream
 
 
+@pytest.mark.slow
 def test_dashboard_page_is_self_contained(server: Rig) -> None:
     run_openai_agent(server.openai(), "gpt-4o", 2, headers={"X-Windowsmith-Session": "dash"})
     html = server.get("/").text
@@ -290,6 +301,7 @@ def test_dashboard_page_is_self_contained(server: Rig) -> None:
     assert "http://" not in html and "https://" not in html  # no CDN, nothing fetched from elsewhere
 
 
+@pytest.mark.slow
 def test_sqlite_file_holds_the_sync_state_not_the_conversation_twice(server: Rig) -> None:
     run_openai_agent(server.openai(), "gpt-4o", 6, headers={"X-Windowsmith-Session": "dup"})
     with sqlite3.connect(server.store_path) as db:

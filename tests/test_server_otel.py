@@ -21,7 +21,7 @@ from server_agents import TRACE, run_anthropic_agent, run_openai_agent  # noqa: 
 from windowsmith.server import ServerConfig, create_app  # noqa: E402
 from windowsmith.testing import BackgroundServer, FakeUpstream  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not TRACE.exists(), reason=f"needs the shared traces ({TRACE.name})")
+pytestmark = [pytest.mark.skipif(not TRACE.exists(), reason=f"needs the shared traces ({TRACE.name})"), pytest.mark.slow]
 
 KEY = "sk-proj-otel" + "z" * 40
 

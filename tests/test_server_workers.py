@@ -51,6 +51,7 @@ def _take_turns(lock_dir: str, log: str, turns: int, hold: float) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_a_session_lock_excludes_the_other_processes(tmp_path: Path) -> None:
     log = tmp_path / "turns.log"
     ctx = multiprocessing.get_context("spawn")
@@ -142,6 +143,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TRACE.exists(), reason=f"needs the shared traces ({TRACE.name})")
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="counts the worker processes in /proc")
 def test_serve_with_two_workers_records_every_turn_of_every_session(tmp_path: Path) -> None:

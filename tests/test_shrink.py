@@ -113,6 +113,7 @@ def test_every_user_message_before_the_first_reply_is_the_pinned_request(tmp_pat
         assert len(s.state.units[0].messages) == 2
 
 
+@pytest.mark.slow
 def test_a_short_task_does_not_lend_its_share_to_the_demonstration_before_it(tmp_path):
     """Of several opening messages the task (the last) has its own share and the messages before it the other: a
     one-line task after a long demonstration leaves the demonstration half a share, not the two less the task, since
@@ -136,6 +137,7 @@ def test_a_short_task_does_not_lend_its_share_to_the_demonstration_before_it(tmp
         assert entry.tokens_after > 0.5 * BEFORE_TASK * HistoryLayer.pinned_share * available  # not less than needed
 
 
+@pytest.mark.slow
 def test_a_single_opening_message_of_one_block_is_shrunk_at_once_to_its_two_shares(tmp_path):
     """One message holding demonstration, issue and instructions in one block (SWE-agent 1.x sends them so): its first
     view takes at most the two shares, and keeps the head, the tail and the issue between them, the line naming the
@@ -167,6 +169,7 @@ def pasted(text: str, doc: str) -> Message:
     return Message("user", (Text(text), Text(doc)))
 
 
+@pytest.mark.slow
 def test_an_opening_message_of_several_blocks_is_shrunk_at_once_to_its_two_shares(tmp_path):
     """The ask beside a pasted document: the water level cuts the largest block first, so the ask stays whole at any
     view size, and every later call reads the view. Its first view takes at most the two shares (at the low water,
@@ -217,6 +220,7 @@ def test_the_pinned_request_holds_at_most_a_few_opening_messages(tmp_path):
         assert [len(u.messages) for u in again.state.units] == [len(u.messages) for u in s.state.units]
 
 
+@pytest.mark.slow
 def test_a_user_message_larger_than_the_window_is_shrunk(tmp_path):
     with ws.Engine(model="gpt-4o", store=tmp_path / "w.db", window=8000) as e:
         s = e.session("big-user")
@@ -258,6 +262,7 @@ SWE_AGENT = ("swe-agent/tests__test_data__trajectories__gpt4__swe-bench-dev-easy
              "__c-3.00__install-1__pydicom__pydicom-1458.traj")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 @pytest.mark.parametrize("path", [SWE_AGENT, "mini-swe-agent/astropy__astropy-12907.traj.json"])
 def test_bench_replay_of_swe_agent_runs_at_8k_has_no_blind_call(tmp_path, path):
@@ -277,6 +282,7 @@ def test_bench_replay_of_swe_agent_runs_at_8k_has_no_blind_call(tmp_path, path):
         assert rm.events.get("shrink", 0) >= 1  # the pinned request is over its share of a full history
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 def test_a_screenshot_goes_before_the_text_of_a_message_that_must_stay(tmp_path):
     """The real SWE-agent run with a screenshot attached to every user message (an agent that looks at a browser),
@@ -374,6 +380,7 @@ def test_a_system_prompt_that_leaves_the_history_less_than_its_newest_message_lo
         assert pack.manifest.tokens <= pack.manifest.available and pack.manifest.tokens + 2000 > 5840
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 def test_a_cut_summary_message_that_cannot_fit_is_left_out_not_the_build_refused():
     """claude-sonnet-5-5 counts 1.5 o200k tokens per token: at 8K the OpenHands tools and system leave the history
@@ -475,6 +482,7 @@ def test_a_summary_pays_more_the_further_away_the_free_cut_is(span, summary, car
     assert near <= far + 1e-6 and far <= bound + 1e-6
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 def test_gpt4o_pricing_cuts_for_free_instead_of_a_summary_per_cut():
     """A real mini-swe-agent run at 8K under gpt-4o prices: the request reaches the summary threshold a turn or two
@@ -505,6 +513,7 @@ def test_inspect_says_what_was_shrunk(tmp_path):
     assert f"shrink history (seq {entry.seq} {entry.tokens_before:,}→{entry.tokens_after:,})" in " ".join(r.output.split())
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pinned=st.integers(10, 4000), newest=st.integers(10, 4000), turns=st.integers(0, 6),
        window=st.sampled_from([4000, 8000, 16000]))
@@ -529,6 +538,7 @@ def test_never_blind_property(tmp_path_factory, pinned, newest, turns, window):
         assert pack.neutral.messages[0].text.startswith("TASK-HEAD")
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ask=st.integers(5, 600), doc=st.integers(50, 12_000), turns=st.integers(1, 8),
        window=st.sampled_from([4000, 8000, 16000]))
@@ -560,6 +570,7 @@ def test_a_pasted_document_beside_its_ask_property(tmp_path_factory, ask, doc, t
         assert any(r.call_id == f"c{turns - 1}" for m in pack.neutral.messages for r in m.tool_results)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shots=st.integers(1, 7), earlier=st.integers(0, 4), text=st.integers(5, 1500),
        window=st.sampled_from([4000, 8000, 16000]))
@@ -589,6 +600,7 @@ def test_screenshots_never_block_or_blind_a_build_property(tmp_path_factory, sho
         assert not kept or kept[-1] == shots - 1
 
 
+@pytest.mark.slow
 def test_the_newest_message_is_shrunk_to_the_history_cap_not_to_its_low_water(tmp_path):
     """A newest message larger than the whole history's room keeps as much of itself as fits: its view is cut to
     the cap (the next build drops its unit when a newer one needs the room). Cut to the low water (0.7 of the
@@ -608,6 +620,7 @@ def test_the_newest_message_is_shrunk_to_the_history_cap_not_to_its_low_water(tm
         assert "function_90," in last.text  # its identifier index reaches further (was: up to function_71)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 def test_a_tight_window_keeps_the_newest_observation_readable():
     """claude-sonnet-5-5 (1.5 tokens per o200k token) at 6K: SWE-agent's demonstration and issue leave the
@@ -619,6 +632,7 @@ def test_a_tight_window_keeps_the_newest_observation_readable():
     assert rm.blind_calls == 0 and rm.events.get("emergency", 0) >= 1 and rm.events.get("shrink", 0) >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 def test_the_history_takes_its_room_before_failure_evidence():
     """Claude airline run at 5K: once a cut's truncate record is logged, the dropped turn's failed tool call becomes
@@ -647,6 +661,7 @@ def test_the_history_takes_its_room_before_failure_evidence():
     assert evidence_dropped >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DATA.is_dir(), reason="shared trace data not available (../shared/data/traces)")
 def test_the_task_after_a_demonstration_keeps_its_share_in_a_tight_room():
     """SWE-agent 0.x opens with a demonstration, then the issue. Giving that request 1.5 pinned shares instead of 2
@@ -707,6 +722,7 @@ def test_a_shrink_entry_of_a_tool_call_argument_round_trips():
     assert ShrinkEntry.from_dict({"seq": 3, "at": [0, 2], "text": "v"}).at == (0, 2)  # older logs
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arg=st.integers(10, 9000), turns=st.integers(0, 4), window=st.sampled_from([4000, 8000, 16000]))
 def test_large_tool_call_arguments_never_block_or_blind_a_build_property(tmp_path_factory, arg, turns, window):
@@ -831,6 +847,7 @@ def test_a_clip_never_goes_below_its_floor():
             assert len(kept) >= floor  # head + tail at least the floor
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 24), size=st.integers(80, 3000), policy=st.integers(100, 480))
 def test_parallel_results_in_a_narrow_room_property(tmp_path_factory, n, size, policy):
@@ -905,6 +922,7 @@ def test_a_clipped_result_names_the_identifiers_its_cut_lost_in_the_room_left():
     assert "[also in the full text" not in plain[1].tool_results[0].text
 
 
+@pytest.mark.slow
 def test_the_output_reservation_is_lowered_on_every_call_of_a_narrow_room_not_only_when_the_newest_message_is_long(
         tmp_path):
     # an airline policy 3,000 tokens longer at 8K (bench_stress.py's ``bigsys``) left the history about 210 tokens beside

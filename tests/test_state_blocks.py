@@ -3,11 +3,14 @@ each path becomes the given text, nothing else changes, and paths that hold anot
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from windowsmith.model import Image, Message, Text, ToolResult
 from windowsmith.units import shrink_texts, stub_images
+
+pytestmark = pytest.mark.slow  # every test here replays real traces or runs processes
 
 _inner = st.one_of(st.builds(Text, st.sampled_from(["a", "b", "ok"])),
                    st.builds(Image, url=st.sampled_from(["https://x/1.png", "https://x/2.png"])))

@@ -79,6 +79,7 @@ def second(backend: str, tmp_path: Path, request: pytest.FixtureRequest, store: 
 # -- sessions ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_create_session_is_idempotent_with_equal_meta(store: Store) -> None:
     store.create_session("s1", {"agent": "coder", "n": 1})
     store.create_session("s1", {"n": 1, "agent": "coder"})  # same meta, other key order
@@ -107,6 +108,7 @@ def test_unknown_session_is_named_with_the_fix(store: Store) -> None:
         store.head("ghost")
 
 
+@pytest.mark.slow
 def test_many_sessions_in_one_store(store: Store) -> None:
     heads: dict[str, str | None] = {}
     for i in range(30):
@@ -221,6 +223,7 @@ def test_optimistic_conflict_between_two_store_instances(store: Store, second: S
     store.verify("s")
 
 
+@pytest.mark.slow
 def test_concurrent_appenders_never_fork_the_chain(store: Store, second: Store) -> None:
     """Two threads on two store instances race for the head; every success extends one chain."""
     store.create_session("s", {})
@@ -415,6 +418,7 @@ json_value = st.recursive(
 event_item = st.tuples(st.sampled_from(EVENT_KINDS), st.dictionaries(st.text(max_size=8), json_value, max_size=4))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(event_item, min_size=1, max_size=4), min_size=1, max_size=5))
 def test_any_sequence_of_appends_round_trips_and_verifies(
@@ -446,6 +450,7 @@ def _growing_manifest(i: int) -> dict[str, Any]:
             "checksum": f"{i:064x}", **({"extra": True} if i % 7 == 0 else {})}
 
 
+@pytest.mark.slow
 def test_packs_are_stored_as_deltas_and_rebuild_exactly(store: Store, second: Store) -> None:
     store.create_session("s", {})
     store.create_session("t", {})
@@ -488,6 +493,7 @@ _json_value = st.recursive(_json_leaf, lambda kids: st.lists(kids, max_size=40) 
                                                                                              max_size=4), max_leaves=20)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from("abcdef"), _json_value, max_size=6),
        st.dictionaries(st.sampled_from("abcdef"), _json_value, max_size=6))
@@ -502,6 +508,7 @@ def test_manifest_delta_round_trips_through_json(a: dict[str, Any], b: dict[str,
         assert apply_delta(json.loads(canonical_json(a)), d) == json.loads(canonical_json(target))
 
 
+@pytest.mark.slow
 def test_a_deleted_and_recreated_session_never_chains_onto_a_stale_base(store: Store, second: Store) -> None:
     # SQLite reuses the highest rowid once its row is deleted: the next pack another writer saves can get
     # the ord this store last wrote; the store must notice it is not its pack and start a new chain

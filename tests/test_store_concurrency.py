@@ -41,6 +41,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # -- conflicts and refresh --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_lost_race_is_a_conflict_error_and_refresh_catches_up(store_url: str) -> None:
     with ws.Engine(MODEL, store=store_url) as e1, ws.Engine(MODEL, store=store_url) as e2:
         a = e1.session("shared")
@@ -80,6 +81,7 @@ def _writer(url: str, w: int, total: int, barrier: mp.synchronize.Barrier, q: mp
         q.put((w, wins))
 
 
+@pytest.mark.slow
 def test_writers_on_a_shared_session_all_make_progress(store_url: str) -> None:
     """Four processes append to one session until it holds `total` events, catching up with refresh()
     after each conflict. Replaying the whole log instead starved writers (0 vs 12,998 appends)."""
@@ -105,6 +107,7 @@ def test_writers_on_a_shared_session_all_make_progress(store_url: str) -> None:
 # -- session ids ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("bad", "why"),
     [
@@ -128,6 +131,7 @@ def test_session_ids_are_validated_the_same_everywhere(store_url: str, tmp_path:
         FileArtifacts(tmp_path / "arts").put(b"x", session_id=bad)
 
 
+@pytest.mark.slow
 def test_the_longest_and_unicode_ids_work_on_every_store(store_url: str, tmp_path: Path) -> None:
     ids = ["ü" * MAX_SESSION_ID, "日本語/セッション?#%", "a" * MAX_SESSION_ID, "with inner spaces ok", ".", "..",
            ".tmp-x", "../../etc/passwd", "%gc-x"]
@@ -143,6 +147,7 @@ def test_the_longest_and_unicode_ids_work_on_every_store(store_url: str, tmp_pat
     assert arts.gc({ids[0]}, grace_seconds=0) == len(ids) - 1
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sid=st.text(max_size=MAX_SESSION_ID + 20))
 def test_every_store_agrees_on_which_ids_are_valid(store_url: str, tmp_path: Path, sid: str) -> None:
@@ -191,6 +196,7 @@ def _open_schema(url: str, barrier: mp.synchronize.Barrier, q: mp.Queue) -> None
         q.put(f"{type(e).__name__}: {e}")
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_concurrent_first_opens_of_a_schema_all_succeed(pg_schema: str) -> None:
     n = 6
@@ -206,6 +212,7 @@ def test_concurrent_first_opens_of_a_schema_all_succeed(pg_schema: str) -> None:
     assert results == ["ok"] * n
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_schema_is_chosen_in_the_store_url(pg_schema: str) -> None:
     from windowsmith.store.postgres import PostgresStore, split_schema
@@ -245,6 +252,7 @@ def _gc_until(arts: FileArtifacts | ObjectArtifacts, stop: threading.Event, live
         rounds.append(arts.gc(live, grace_seconds=0))
 
 
+@pytest.mark.slow
 def test_folder_gc_racing_with_writer_processes_loses_nothing(tmp_path: Path) -> None:
     """Before the fix, 55-60% of the blobs written during a gc() were deleted."""
     root = tmp_path / "arts"
@@ -275,6 +283,7 @@ def test_folder_gc_racing_with_writer_processes_loses_nothing(tmp_path: Path) ->
     assert not list(root.rglob("*.gc-*"))  # nothing left moved aside
 
 
+@pytest.mark.slow
 def test_object_store_gc_racing_with_writer_threads_loses_nothing() -> None:
     from obstore.store import MemoryStore
 
@@ -312,6 +321,7 @@ def test_object_store_gc_racing_with_writer_threads_loses_nothing() -> None:
 BIG = "\n".join(f"row {i}: status=ok value={i * 7919 % 10007}" for i in range(3000))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", [False, True], ids=["embedded", "folder"])
 def test_blob_of_a_lost_append_race_is_freed_by_gc(tmp_path: Path, folder: bool) -> None:
     arts = FileArtifacts(tmp_path / "arts") if folder else None
@@ -344,6 +354,7 @@ def _refs_of(eng: ws.Engine, sid: str) -> set[str]:
     return {r[0] for r in eng.store._read("SELECT sha FROM blob_refs WHERE session_id = ?", (sid,))}
 
 
+@pytest.mark.slow
 def test_blob_of_a_process_killed_before_its_append_is_freed_by_gc(tmp_path: Path) -> None:
     db = tmp_path / "ws.db"
     with ws.Engine(MODEL, store=db) as eng:
@@ -368,6 +379,7 @@ def test_blob_of_a_process_killed_before_its_append_is_freed_by_gc(tmp_path: Pat
 # -- delete and gc shrink the store -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_delete_and_gc_remove_the_content_from_the_sqlite_file(tmp_path: Path) -> None:
     db = tmp_path / "ws.db"
     marker = "zq-unique-marker-7f3a"
@@ -390,6 +402,7 @@ def test_delete_and_gc_remove_the_content_from_the_sqlite_file(tmp_path: Path) -
     assert marker.encode() not in raw
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_delete_and_gc_on_postgres(pg_schema: str) -> None:
     with ws.Engine(MODEL, store=f"{PG_URL}?schema={pg_schema}") as eng:
@@ -467,6 +480,7 @@ def test_folder_gc_finishes_what_an_interrupted_gc_left(tmp_path: Path) -> None:
     assert not list(root.rglob("*.gc-*"))
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_read_only_commands_never_create_a_postgres_schema(pg_schema: str) -> None:
     import psycopg
@@ -494,6 +508,7 @@ def test_read_only_commands_never_create_a_postgres_schema(pg_schema: str) -> No
     assert r.exit_code == 0 and "s" in r.output
 
 
+@pytest.mark.slow
 def test_nul_in_other_keys_is_refused_on_every_store(store_url: str) -> None:
     with open_store(store_url) as store:
         store.create_session("s")
@@ -514,6 +529,7 @@ _op = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_op, max_size=25))
 def test_folder_gc_frees_exactly_what_no_live_session_names(tmp_path_factory: pytest.TempPathFactory,

@@ -41,6 +41,7 @@ def raw_execute(schema: str, query: str, params: tuple[object, ...] = ()) -> Non
         conn.execute(query, params)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_migrations_recorded_once_and_idempotent_on_reopen(schema: str) -> None:
     from windowsmith.store.postgres import PostgresStore, migration
@@ -54,6 +55,7 @@ def test_migrations_recorded_once_and_idempotent_on_reopen(schema: str) -> None:
         assert [e.data for e in s.events("s")] == [{"n": 1}]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_newer_database_is_refused_with_upgrade_hint(schema: str) -> None:
     from windowsmith.store.postgres import MIGRATIONS_TABLE, PostgresStore
@@ -64,6 +66,7 @@ def test_newer_database_is_refused_with_upgrade_hint(schema: str) -> None:
         PostgresStore(PG_DSN, schema=schema)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_tampered_row_is_detected_at_its_seq(schema: str) -> None:
     from windowsmith.store.postgres import PostgresStore
@@ -79,6 +82,7 @@ def test_tampered_row_is_detected_at_its_seq(schema: str) -> None:
             s.verify("s")
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_open_store_with_a_url(schema: str) -> None:
     import psycopg
@@ -96,6 +100,7 @@ def test_open_store_with_a_url(schema: str) -> None:
         assert s.get_session("via-url").meta == {"ok": True}  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_database_errors_become_store_errors(schema: str) -> None:
     from windowsmith.store.postgres import PostgresStore
@@ -116,6 +121,7 @@ def test_database_errors_become_store_errors(schema: str) -> None:
         s.verify("s")
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_m006_rewrites_the_packs_of_an_older_store_as_deltas(schema: str) -> None:
     import json
@@ -145,6 +151,7 @@ def test_m006_rewrites_the_packs_of_an_older_store_as_deltas(schema: str) -> Non
         assert s.list_packs("s")[-1]["tokens"] == 60
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_m010_drops_the_hash_index_and_compresses_the_artifacts_of_an_older_store(schema: str) -> None:
     import hashlib

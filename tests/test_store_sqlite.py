@@ -154,6 +154,7 @@ def test_failure_mid_transaction_leaves_no_rows(tmp_path: Path) -> None:
         s.append("s", "message", {"a": 1}, expected_parent=None)
 
 
+@pytest.mark.slow
 def test_reopen_in_another_process_sees_identical_events(tmp_path: Path) -> None:
     path = tmp_path / "ws.db"
     with SQLiteStore(path) as s:

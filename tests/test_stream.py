@@ -59,6 +59,7 @@ def _last(s: ws.Session) -> tuple[Message, Usage]:
     return s.messages[-1], s.state.usages[-1][1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", list(REPLIES))
 @pytest.mark.parametrize("shape", ["stream", "events", "manager"])
 def test_streamed_response_records_the_same_message_and_usage(make_engine: Callable[..., ws.Engine], fmt: str,
@@ -120,6 +121,7 @@ def _async_send(fmt: str, mock: MockModel, *, stream: bool) -> Callable[[dict[st
     return lambda req: g.aio.models.generate_content(**req)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", list(REPLIES))
 def test_async_call_and_async_streams_record_like_sync(make_engine: Callable[..., ws.Engine], fmt: str) -> None:
     mock = MockModel(fmt, [REPLIES[fmt]])
@@ -196,6 +198,7 @@ def test_unsupported_stream_shapes_name_the_workaround(make_engine: Callable[...
     assert not s.state.usages and not a.state.usages
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_async_sessions_on_postgres_run_concurrently_and_stay_consistent(schema: str) -> None:  # noqa: F811
     from conftest import PG_DSN

@@ -62,6 +62,7 @@ def _runs(family: str, n: int) -> list:
     return out
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("family,n", [("openhands", 1), ("tau-bench", 3)])
 def test_real_runs_with_batched_calls_replay_without_a_blind_call(family: str, n: int, tmp_path: Path) -> None:

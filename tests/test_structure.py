@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -42,9 +43,14 @@ def _resolve(module: str, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@cache
+def _tree(module: str) -> ast.Module:
+    return ast.parse(MODULES[module].read_text(encoding="utf-8"))
+
+
 def _imports(module: str) -> Iterator[tuple[str, ast.stmt, list[str]]]:
     """(imported module, node, names) for every import in ``module``, wherever it stands."""
-    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    tree = _tree(module)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -128,7 +134,7 @@ def test_no_mixin_class() -> None:
     mixins = [
         f"{m}.{node.name}"
         for m, path in MODULES.items()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(_tree(m))
         if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin")
     ]
     assert mixins == []
@@ -152,7 +158,7 @@ def test_modules_and_functions_are_small() -> None:
         lines = text.count("\n")
         if lines > MAX_MODULE_LINES:
             too_long.append(f"module {module}: {lines} lines")
-        for node in ast.walk(ast.parse(text)):
+        for node in ast.walk(_tree(module)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
                 if length > MAX_FUNCTION_LINES:

@@ -110,6 +110,7 @@ messages = st.lists(st.builds(_message, st.sampled_from(list(KINDS)), st.lists(b
                     min_size=1, max_size=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(messages, st.sampled_from([None, "", "fix the failing test in a.py"]),
        st.sampled_from([None, {"c1": SHA}, {"c2": "b" * 64, "c3": SHA}]), st.booleans(), st.integers(1, 200))
@@ -161,6 +162,7 @@ def _compaction_records(tmp_path, path: str, index: int) -> tuple[list[str], lis
     return [json.dumps(ev.data, sort_keys=True) for ev in events], stages
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize(("path", "index"), list(PINNED))
 def test_summary_records_on_real_traces_are_pinned(tmp_path, path: str, index: int) -> None:

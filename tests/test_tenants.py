@@ -92,6 +92,7 @@ def fill(engine: ws.Engine, sid: str) -> dict[str, Any]:
     return {"session": s, "pack": pack, "shas": sorted(shas), "packs": [m.pack_id for m in s.packs()]}
 
 
+@pytest.mark.slow
 def test_two_tenants_never_read_each_other(store: Store) -> None:
     ea = ws.Engine("claude-sonnet-4-5", store=store, tenant="team-a", window=6000,
                    compaction=CompactionConfig())
@@ -148,6 +149,7 @@ def test_two_tenants_never_read_each_other(store: Store) -> None:
         eb.close()
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_postgres_policies_hold_even_for_a_query_without_a_tenant_filter() -> None:
     gen = _pg_store()
@@ -186,6 +188,7 @@ def test_postgres_policies_hold_even_for_a_query_without_a_tenant_filter() -> No
             next(gen)
 
 
+@pytest.mark.slow
 def test_json_api_scopes_every_route_to_the_token_tenant(tmp_path: Path) -> None:
     pytest.importorskip("starlette")
     httpx = pytest.importorskip("httpx")
@@ -233,6 +236,7 @@ def test_tenant_names_are_validated(tmp_path: Path) -> None:
 MARKS = {"a": "alpha-", "b": "bravo-"}  # every text a tenant writes (session ids included) carries its mark
 
 
+@pytest.mark.slow
 def test_retrieval_never_crosses_tenants(store: Store) -> None:
     """Both tenants use the same project and user names (so the same memory and knowledge scopes) and
     index the same document: only the tenant keeps them apart. With vectors on, the vector ranking
@@ -378,6 +382,7 @@ def _store_before_m009(kind: str, tmp_path: Path) -> Iterator[tuple[Callable[[st
             next(gen)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_m009_keeps_existing_chunks_and_makes_keys_unique_per_tenant(kind: str, tmp_path: Path) -> None:
     from windowsmith.store.chunks import NewChunk

@@ -6,6 +6,7 @@ import itertools
 import json
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ def _expand(ranges: str) -> set[int]:
     return out
 
 
+@pytest.mark.slow
 @given(st.sets(st.integers(min_value=0, max_value=5000), min_size=1, max_size=300))
 def test_line_ranges_cover_exactly_the_numbers(ns):
     text = line_ranges([str(n) for n in ns])

@@ -4,6 +4,7 @@ in proportion to the room (``budget.room_factor``), so the free cut has a band t
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -73,6 +74,7 @@ def _pinned_view(tmp_path, name: str, system: str, layers=None) -> tuple[list[tu
         return entries, s.counter(pack.manifest.format).raw_message(head), head.text
 
 
+@pytest.mark.slow
 def test_a_tiny_room_shrinks_the_pinned_request_further(tmp_path):
     """Tools and system (about 3,650 tokens) leave the history about a third of the 5,840 available: the pinned
     request's view is cut to its share of the history scaled by that room (about 0.7 of it), not to the full 20%."""
@@ -84,12 +86,14 @@ def test_a_tiny_room_shrinks_the_pinned_request_further(tmp_path):
     assert "artifact://" in text and "x-trace-id" in text  # still a view that names the original and keeps the issue
 
 
+@pytest.mark.slow
 def test_with_room_to_spare_the_pinned_request_is_unchanged(tmp_path):
     ours = _pinned_view(tmp_path, "roomy", "You are a careful engineer.")
     plain = _pinned_view(tmp_path, "roomy-plain", "You are a careful engineer.", layers=_plain_layers)
     assert ours == plain
 
 
+@pytest.mark.slow
 def test_a_tiny_room_scales_the_carried_work_log_and_index_down_with_it(tmp_path):
     """The work log and the index take at most ``carry_share`` of the room, times the room's factor where it is tiny:
     counted on every emergency record of a support session whose policy leaves about a quarter of the budget."""
@@ -115,6 +119,7 @@ def test_a_tiny_room_scales_the_carried_work_log_and_index_down_with_it(tmp_path
             assert index <= max(bound, floor) + (bound if not r.work_log else 0)
 
 
+@pytest.mark.slow
 def test_a_tiny_room_keeps_an_index_of_its_floor_not_two_names(tmp_path):
     """Where the room is tiny, ``carry_share`` times the room's factor left the index two names (about 18 tokens in
     a room of 1,100, the head alone 15); ``index_floor`` keeps 96 raw tokens for it: the items the cuts took are

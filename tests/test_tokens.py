@@ -20,6 +20,7 @@ def test_shipped_bpe_files_match_tiktoken_expected_hashes():
         assert hashlib.sha256(data).hexdigest() == sha
 
 
+@pytest.mark.slow
 def test_known_token_counts_offline():
     # reference values from OpenAI's tokenizer for these encodings
     assert get_encoding("cl100k_base").encode("hello world") == [15339, 1917]

@@ -171,6 +171,7 @@ def test_anthropic_tool_search_blocks_round_trip(make_engine):
 
 # ---------------------------------------------------------------------------------------------- the cached prefix
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 def test_deferral_keeps_the_cache_prefix_on_a_real_trace(traces_dir, tmp_path, fmt):
     trace = load_traces(traces_dir / "openhands/msb_example_output.jsonl")[0]

@@ -67,6 +67,7 @@ def assert_well_formed(t: Trace) -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_data
 def test_every_shared_trace_file_imports_well_formed() -> None:
     files = iter_trace_files(DATA)
@@ -87,6 +88,7 @@ def test_every_shared_trace_file_imports_well_formed() -> None:
     assert per_format == {"tau-bench": 200, "tau2-bench": 110, "mini-swe-agent": 63, "swe-agent": 6, "openhands": 3}
 
 
+@pytest.mark.slow
 @needs_data
 def test_tau_bench_counts_and_reused_call_ids() -> None:
     path = DATA / "tau-bench" / "gpt-4o-airline.json"
@@ -170,6 +172,7 @@ def test_tau2_claude_airline() -> None:
     assert sum(1 for t in traces for m in t.messages if m.tool_calls and m.text) == 75
 
 
+@pytest.mark.slow
 @needs_data
 def test_mini_swe_agent_text_actions_and_billing() -> None:
     t = load_traces(DATA / "mini-swe-agent" / "astropy__astropy-12907.traj.json")[0]

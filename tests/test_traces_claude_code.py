@@ -110,6 +110,7 @@ def test_bookkeeping_alone_is_a_clear_error(tmp_path):
         load_traces(write(tmp_path, recs, "forced.jsonl"), format="claude-code")
 
 
+@pytest.mark.slow
 def test_the_bench_replays_a_claude_code_session():
     """Claude Code's system prompt and tool schemas take ~19.5K tokens: at 32K every call is built, never blind;
     at 8K the build is refused naming the tools (they alone exceed the budget)."""

@@ -81,6 +81,7 @@ def test_a_rollout_without_messages_is_a_clear_error(tmp_path):
         load_traces(write(tmp_path, recs))
 
 
+@pytest.mark.slow
 def test_the_bench_replays_a_codex_session():
     spec = load_registry().get("gpt-4.1")
     run = prepare(load_traces(CX)[0])

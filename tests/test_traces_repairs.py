@@ -545,6 +545,7 @@ _LEAF = (
 _VALUE = st.recursive(_LEAF, lambda i: st.lists(i, max_size=4) | st.dictionaries(_KEYS, i, max_size=5), max_leaves=30)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_VALUE, st.none() | st.sampled_from(FORMATS))
 def test_arbitrary_json_imports_or_raises_trace_format_error(value: Any, fmt: str | None) -> None:

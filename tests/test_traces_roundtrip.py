@@ -7,11 +7,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from windowsmith.model import Message, Text, ToolCall, ToolResult
 from windowsmith.traces import load_traces
+
+pytestmark = pytest.mark.slow  # every test here replays real traces or runs processes
 
 # text the importers keep verbatim: valid UTF-8 (no surrogates) and not whitespace-only (empty turns are dropped)
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40).filter(lambda s: s.strip() != "")

@@ -122,6 +122,7 @@ def test_a_build_marks_the_turn_without_walking_the_session(tmp_path, monkeypatc
         assert req.cache.turn_index is not None and not walks
 
 
+@pytest.mark.slow
 @needs_data
 def test_a_real_conversation_with_thinking_costs_less_than_the_full_history_it_keeps(tmp_path):
     """A real airline run of Claude with thinking (tau2-bench, dev) at 32K, where nothing needs compacting: every

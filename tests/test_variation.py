@@ -71,6 +71,7 @@ def test_compact_json(text, expected):
     assert compact_json(text) == expected
 
 
+@pytest.mark.slow
 def test_compact_json_ingest_on_a_real_trace(traces_dir, make_engine):
     trace = load_traces(traces_dir / "tau-bench/gpt-4o-airline.json")[0]
     sizes = {}
@@ -86,6 +87,7 @@ def test_compact_json_ingest_on_a_real_trace(traces_dir, make_engine):
     assert sizes[True] < sizes[False] * 0.9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 def test_variation_keeps_the_cache_prefix_on_real_traces(traces_dir, tmp_path, fmt):
     model = {"anthropic": "claude-sonnet-4-5", "gemini": "gemini-2.5-pro"}.get(fmt, "gpt-4.1")
@@ -96,6 +98,7 @@ def test_variation_keeps_the_cache_prefix_on_real_traces(traces_dir, tmp_path, f
     assert_prefix_kept_between_compactions(packs, fmt)
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.integers(min_value=1, max_value=9), st.integers(min_value=1, max_value=3))
 def test_variation_changes_nothing_but_the_tail(tmp_path_factory, turns, every):
