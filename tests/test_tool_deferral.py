@@ -17,8 +17,8 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
 import windowsmith as ws
+from test_formats_cases import check_typed
 from test_invariants import _anthropic_prefix, _canon, _cut_at, _message_array, _stable_messages, _strip_cc
-from test_render_cases import check_typed
 from windowsmith.formats import get_renderer
 from windowsmith.guidance.tools import DeferredToolsLayer, ToolPolicy, deferred_layers, search_tools
 from windowsmith.request import NeutralRequest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_render_cases import history, make_request, request_append, request_new, request_prepend
+from test_formats_cases import history, make_request, request_append, request_new, request_prepend
 from windowsmith.errors import ConfigError, ProviderResponseError, UnmatchedToolResultError
 from windowsmith.formats import (
     FORMATS,

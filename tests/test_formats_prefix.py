@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from test_render_cases import PNG_B64, TOOLS
+from test_formats_cases import PNG_B64, TOOLS
 from windowsmith.formats import FORMATS, get_renderer
 from windowsmith.model import Image, Message, Text, ToolCall, ToolResult
 from windowsmith.request import CachePlan, NeutralRequest, Segment

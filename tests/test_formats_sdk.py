@@ -16,7 +16,7 @@ from google.genai import types as gtypes
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
-from test_render_cases import CASES, PNG_B64, check_typed, request_append, request_new, request_prepend
+from test_formats_cases import CASES, PNG_B64, check_typed, request_append, request_new, request_prepend
 from windowsmith.formats import get_renderer, is_context_overflow
 from windowsmith.model import Text, Thinking, ToolCall, Usage
 
