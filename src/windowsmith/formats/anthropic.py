@@ -8,6 +8,11 @@
   block and the last (non-thinking) block of the planned message and of the history's stable head, as
   ``CachePlan`` says;
 * thinking blocks produced by Anthropic are passed back unchanged; other providers' are dropped.
+
+The other direction: :func:`read_history` reads a Messages body or message list into neutral messages (a loaded
+history, a proxied request and a trace file's conversation alike), ``parse_response`` a response,
+:func:`accumulate_stream` a streamed one's events, :func:`read_usage` its billed usage (:func:`usage_counts` the
+counts as reported, for telemetry).
 """
 
 from __future__ import annotations
@@ -181,6 +186,8 @@ def usage_counts(usage: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def read_blocks(b: Builder, content: Any, where: str) -> list[Text | Image]:
+    """A message's or tool result's ``content`` (a string or blocks) as text and image blocks; other blocks are
+    kept as JSON text, with a repair note."""
     if content is None:
         return []
     if isinstance(content, str):

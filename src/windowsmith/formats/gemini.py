@@ -14,6 +14,10 @@ dicts with the SDK's snake_case field names:
   just before that block and re-attached to it when rendering.
 
 Gemini caches implicitly by prefix; ``cache_prefix_parts`` follows ``CachePlan`` as for the others.
+
+The other direction: :func:`read_history` reads a ``Content`` list into neutral messages, ``parse_response`` a
+response, :func:`accumulate_stream` a streamed one's chunks, :func:`read_usage` its billed usage;
+:func:`json_schema` turns a google-genai ``Schema`` into JSON Schema.
 """
 
 from __future__ import annotations

@@ -7,6 +7,11 @@
 * OpenAI caches by prefix implicitly: ``prompt_cache_key`` routes requests of one session to the same
   cache, ``cache_prefix_parts`` follows the same ``CachePlan`` as Anthropic so the numbers compare;
 * thinking blocks are dropped (Chat Completions takes no reasoning items back).
+
+The other direction: :func:`read_history` reads a Chat Completions body or message list into neutral messages
+(a loaded history, a proxied request and a trace file's conversation alike), ``parse_response`` a completion,
+:func:`accumulate_stream` a streamed one's chunks, :func:`read_usage` its billed usage (:func:`usage_counts`
+the counts as reported, for telemetry).
 """
 
 from __future__ import annotations

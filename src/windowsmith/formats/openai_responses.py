@@ -6,6 +6,10 @@
 * OpenAI ``reasoning`` items (``Thinking(provider="openai")``) are passed back unchanged, just
   before the output they preceded; other providers' thinking is dropped;
 * ``prompt_cache_key`` and ``max_output_tokens`` as for Chat Completions.
+
+The other direction: :func:`read_history` reads a Responses body or item list into neutral messages (a loaded
+history and a trace file's conversation alike), ``parse_response`` a response, :func:`accumulate_stream` a
+streamed one's events, :func:`read_usage` its billed usage.
 """
 
 from __future__ import annotations
