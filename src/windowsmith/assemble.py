@@ -20,7 +20,7 @@ from .errors import BudgetExceededError
 from .layers.base import TAIL_HEADERS, BuildContext, Item, Layer
 from .layers.shrink import MIN_VIEW
 from .model import Message, ToolSpec
-from .request import NeutralRequest, Segment
+from .request import Lineage, NeutralRequest, Segment
 from .state import SessionState
 from .tokens import TokenCounter
 
@@ -151,6 +151,51 @@ def assemble(
     builder asks for it when the history could not fit beside the whole reservation even shrunk: a newest
     exchange of signed thinking or non-string arguments, which no view makes smaller)."""
     ctx = BuildContext(state=state, counter=counter, window=budget.window, available=budget.available)
+    gathered, guidance, style = _gather(layers, ctx, counter)
+
+    usage: dict[str, LayerUsage] = {}
+    for it, _n in gathered:
+        u = usage.setdefault(it.layer, LayerUsage())
+        u.required = u.required or it.required
+
+    fixed, required_by_layer = _fixed_tokens(gathered, counter)
+    budget, borrowed = _reserve_output(gathered, fixed, counter, budget, config, lower_output)
+    if fixed > budget.available:
+        worst = max(required_by_layer, key=lambda k: required_by_layer[k]) if required_by_layer else "request"
+        raise BudgetExceededError(
+            f"the required layers need {fixed:,} tokens but only {budget.available:,} are available "
+            f"(window {budget.window:,} - reserved output {budget.reserved_output:,} - slack {budget.slack:,}); "
+            f"the largest is {worst!r} with {required_by_layer.get(worst, 0):,} tokens. Shorten it, use a model "
+            "with a larger window, or lower BudgetConfig(reserved_output=...)",
+            layer=worst, needed=fixed, available=budget.available,
+        )
+
+    alloc, prefit = _allocate(gathered, fixed, counter, budget, config)
+    for layer_name, u in usage.items():
+        u.allocated = required_by_layer.get(layer_name, 0) + alloc.get(layer_name, 0)
+    kept, fitted = _fit(gathered, alloc, prefit, usage, counter)
+    actions: list[Action] = [borrowed] if borrowed is not None else []
+    actions += fitted
+
+    kept.sort(key=lambda e: (e[0].order))
+    slots = _place(kept, usage)
+    total = fixed - sum(required_by_layer.values()) + slots.tokens
+    # sent, but stripped by the provider (the history layer's own item already left it out of its count)
+    history = slots.history
+    unbilled = counter.scaled(counter.raw_unbilled(slots.messages)) if history is None or history.fit is None else 0
+    if unbilled and history is not None:
+        usage[history.layer].used -= unbilled
+    total -= unbilled
+    counted = round((total - max(0, counter.offset)) / counter.calibration.slope)
+    if counter.offset < 0:
+        total = max(total + counter.offset, counter.calibration.apply(counted))
+    req = _request(slots, kept, style, model=model, cache_key=cache_key, max_output_tokens=budget.reserved_output)
+    return Assembly(req, budget, usage, actions, total, history, slots.refs, guidance, counted)
+
+
+def _gather(layers: Sequence[Layer], ctx: BuildContext, counter: TokenCounter
+            ) -> tuple[list[tuple[Item, int]], dict[str, Any], Any]:
+    """Every layer's items with their tokens, each layer's report (by name) and the first tail style a layer gives."""
     gathered: list[tuple[Item, int]] = []
     guidance: dict[str, Any] = {}
     style = None
@@ -161,12 +206,12 @@ def assemble(
         if rep is not None:
             guidance[layer.name] = rep
         style = style or layer.tail_style()
+    return gathered, guidance, style
 
-    usage: dict[str, LayerUsage] = {}
-    for it, _n in gathered:
-        u = usage.setdefault(it.layer, LayerUsage())
-        u.required = u.required or it.required
 
+def _fixed_tokens(gathered: Sequence[tuple[Item, int]], counter: TokenCounter) -> tuple[int, dict[str, int]]:
+    """The tokens the request takes whatever is fitted (its overheads and every required item), and the required
+    items' tokens per layer."""
     # a positive calibration offset (billed tokens the count cannot see) takes room; a negative one never gives any
     fixed = counter.scaled(counter.overheads.per_request) + max(0, counter.offset)
     if any(isinstance(it.content, ToolSpec) for it, _ in gathered):
@@ -176,7 +221,13 @@ def assemble(
         if it.required:
             required_by_layer[it.layer] = required_by_layer.get(it.layer, 0) + n
     fixed += sum(required_by_layer.values())
-    borrowed: Action | None = None
+    return fixed, required_by_layer
+
+
+def _reserve_output(gathered: Sequence[tuple[Item, int]], fixed: int, counter: TokenCounter, budget: Budget,
+                    config: BudgetConfig, lower_output: bool) -> tuple[Budget, Action | None]:
+    """The budget with the reserved output lowered to its floor when the required layers (``fixed`` tokens) need
+    it, and the action that records it (None if the reservation stays)."""
     least = history_floor(gathered, counter)
     short = bool(least) and config.block_tokens(budget.available) - fixed < max(least, least_history(counter))
     if lower_output or fixed > budget.available or short:
@@ -191,19 +242,15 @@ def assemble(
                          "and the pinned request) beside the reserved output" if short
                     else "leave the history too little room beside the reserved output for the messages it must "
                          "keep, even shrunk (thinking and non-string arguments have no smaller view)")
-            budget = replace(budget, reserved_output=floor)
-            borrowed = Action("shrink", "output", f"the required layers ({fixed:,} tokens) {what}; the reservation "
-                              f"was lowered from {before:,} to {floor:,} tokens (the request's max output)", before, floor)
-    if fixed > budget.available:
-        worst = max(required_by_layer, key=lambda k: required_by_layer[k]) if required_by_layer else "request"
-        raise BudgetExceededError(
-            f"the required layers need {fixed:,} tokens but only {budget.available:,} are available "
-            f"(window {budget.window:,} - reserved output {budget.reserved_output:,} - slack {budget.slack:,}); "
-            f"the largest is {worst!r} with {required_by_layer.get(worst, 0):,} tokens. Shorten it, use a model "
-            "with a larger window, or lower BudgetConfig(reserved_output=...)",
-            layer=worst, needed=fixed, available=budget.available,
-        )
+            return replace(budget, reserved_output=floor), Action(
+                "shrink", "output", f"the required layers ({fixed:,} tokens) {what}; the reservation "
+                f"was lowered from {before:,} to {floor:,} tokens (the request's max output)", before, floor)
+    return budget, None
 
+
+def _allocate(gathered: Sequence[tuple[Item, int]], fixed: int, counter: TokenCounter, budget: Budget,
+              config: BudgetConfig) -> tuple[dict[str, int], tuple[tuple[Item, Item | None], dict[str, int]] | None]:
+    """Each optional layer's tokens, and the history fitted first (``_history_first``) when it needs fitting."""
     wants: dict[str, int] = {}
     for it, n in gathered:
         if not it.required:
@@ -215,15 +262,16 @@ def assemble(
     prefit = _history_first(gathered, wants, alloc, pool, counter, config)
     if prefit is not None:
         alloc = prefit[1]
+    return alloc, prefit
 
-    kept: list[tuple[Item, int]] = []
-    actions: list[Action] = [borrowed] if borrowed is not None else []
-    for layer_name, u in usage.items():
-        u.allocated = required_by_layer.get(layer_name, 0) + alloc.get(layer_name, 0)
-    for it, n in gathered:
-        if it.required:
-            kept.append((it, n))
-    # optional items: per layer, by priority (highest first), then declared order
+
+def _fit(gathered: Sequence[tuple[Item, int]], alloc: dict[str, int],
+         prefit: tuple[tuple[Item, Item | None], dict[str, int]] | None, usage: dict[str, LayerUsage],
+         counter: TokenCounter) -> tuple[list[tuple[Item, int]], list[Action]]:
+    """The items kept (every required one, then each layer's optional ones by priority, highest first, then
+    declared order: kept whole, else shrunk, else dropped within the layer's ``alloc``), and what was done."""
+    kept: list[tuple[Item, int]] = [(it, n) for it, n in gathered if it.required]
+    actions: list[Action] = []
     optional: dict[str, list[tuple[Item, int]]] = {}
     for it, n in gathered:
         if not it.required:
@@ -250,72 +298,81 @@ def assemble(
             usage[layer_name].dropped += 1
             actions.append(Action("drop", layer_name, f"over the layer's budget of {alloc.get(layer_name, 0):,} tokens "
                                   f"(priority {it.priority})", n, 0, {"provenance": it.provenance}))
+    return kept, actions
 
-    kept.sort(key=lambda e: (e[0].order))
-    system: list[Segment] = []
-    session: list[Segment] = []
-    tools: list[ToolSpec] = []
+
+@dataclass
+class _Slots:
+    """The kept items by the part of the request they go to, and what they add up to."""
+
+    system: list[Segment] = field(default_factory=list)
+    session: list[Segment] = field(default_factory=list)
+    tools: list[ToolSpec] = field(default_factory=list)
     messages: Sequence[Message] = ()
-    tail_items: list[Item] = []
+    tail: list[Item] = field(default_factory=list)
     history: Item | None = None
-    lineage = None
-    refs: list[str] = []
-    total = fixed - sum(required_by_layer.values())
+    lineage: Lineage | None = None
+    refs: list[str] = field(default_factory=list)
+    tokens: int = 0
+
+
+def _place(kept: Sequence[tuple[Item, int]], usage: dict[str, LayerUsage]) -> _Slots:
+    """Each kept item in its slot, in order, counted in its layer's usage."""
+    s = _Slots()
     for it, n in kept:
         usage[it.layer].used += n
         usage[it.layer].items += 1
-        total += n
+        s.tokens += n
         if it.ref:
-            refs.append(it.ref)
+            s.refs.append(it.ref)
         if it.meta.get("listed"):
             usage[it.layer].sources.append(it.provenance)
         if "retrieved" in it.meta:
             usage[it.layer].retrieved.append(it.meta["retrieved"])
         if it.slot == "system":
-            system.append(Segment(str(it.content), it.layer))
+            s.system.append(Segment(str(it.content), it.layer))
         elif it.slot == "session":
-            session.append(Segment(str(it.content), it.layer))
+            s.session.append(Segment(str(it.content), it.layer))
         elif it.slot == "tools":
             assert isinstance(it.content, ToolSpec)
-            tools.append(it.content)
+            s.tools.append(it.content)
         elif it.slot == "history":
             assert not isinstance(it.content, str | ToolSpec)
-            messages = it.content
-            history = it
-            lineage = it.lineage if it.lineage is not None and it.lineage.messages is it.content else None
+            s.messages = it.content
+            s.history = it
+            s.lineage = it.lineage if it.lineage is not None and it.lineage.messages is it.content else None
         elif it.slot == "tail":
-            tail_items.append(it)
-    # sent, but stripped by the provider (the history layer's own item already left it out of its count)
-    unbilled = counter.scaled(counter.raw_unbilled(messages)) if history is None or history.fit is None else 0
-    if unbilled and history is not None:
-        usage[history.layer].used -= unbilled
-    total -= unbilled
-    counted = round((total - max(0, counter.offset)) / counter.calibration.slope)
-    if counter.offset < 0:
-        total = max(total + counter.offset, counter.calibration.apply(counted))
-    tail_items.sort(key=lambda it: (TAIL_HEADERS.index(it.header) if it.header in TAIL_HEADERS else 99, it.order))
+            s.tail.append(it)
+    return s
+
+
+def _request(slots: _Slots, kept: Sequence[tuple[Item, int]], style: Any, *, model: str, cache_key: str,
+             max_output_tokens: int) -> NeutralRequest:
+    """The neutral request of the placed items: the tail's sections in the standard order, the tools deferred or
+    allowed as their items say, the history's breakpoints as its item's meta gives them."""
+    slots.tail.sort(key=lambda it: (TAIL_HEADERS.index(it.header) if it.header in TAIL_HEADERS else 99, it.order))
     tool_items = [it for it, _ in kept if it.slot == "tools"]
     deferred = tuple(it.content.name for it in tool_items if it.meta.get("deferred"))  # type: ignore[union-attr]
     scoped = [it for it in tool_items if "allowed" in it.meta]
     allowed = tuple(it.content.name for it in scoped if it.meta["allowed"]) if scoped else None  # type: ignore[union-attr]
-    req = NeutralRequest(
+    history = slots.history
+    return NeutralRequest(
         model=model,
-        system=tuple(system),
-        session=tuple(session),
-        tools=tuple(tools),
-        messages=messages,
-        tail=render_tail(tail_items, style),
-        max_output_tokens=budget.reserved_output,
+        system=tuple(slots.system),
+        session=tuple(slots.session),
+        tools=tuple(slots.tools),
+        messages=slots.messages,
+        tail=render_tail(slots.tail, style),
+        max_output_tokens=max_output_tokens,
         cache_key=cache_key,
         deferred=deferred,
         allowed_tools=allowed,
-        lineage=lineage,
+        lineage=slots.lineage,
         head=int(history.meta.get("head", 0)) if history is not None else 0,
         carry=int(history.meta.get("carry", 0)) if history is not None else 0,
         fold=int(history.meta.get("fold", 0)) if history is not None else 0,
         turn=int(history.meta.get("turn", 0)) if history is not None else 0,
     )
-    return Assembly(req, budget, usage, actions, total, history, refs, guidance, counted)
 
 
 def _history_first(gathered: Sequence[tuple[Item, int]], wants: dict[str, int], alloc: dict[str, int], pool: int,
