@@ -19,8 +19,9 @@ from windowsmith.bench.metrics import prepare
 from windowsmith.bench.strategies import WindowsmithStrategy
 from windowsmith.compaction import CompactionConfig
 from windowsmith.compaction.config import MASK_FLOOR_ROOM
-from windowsmith.compaction.mask import fold_artifacts, image_stub
+from windowsmith.compaction.mask import fold_artifacts
 from windowsmith.compaction.references import result_keys
+from windowsmith.refs import image_stub
 from windowsmith.registry import load_registry
 from windowsmith.text import identifiers
 from windowsmith.traces import load_traces

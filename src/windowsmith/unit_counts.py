@@ -36,7 +36,8 @@ import bisect
 from collections.abc import Callable, Mapping, Set
 from typing import TYPE_CHECKING, Any
 
-from .compaction.mask import FOLD_SCHEME, MaskPlanner
+from .compaction.fold_lines import FOLD_SCHEME
+from .compaction.mask import MaskPlanner
 from .errors import StoreError
 from .formats.base import RENDER_SCHEME, Renderer
 from .hashing import canonical_json, sha256_hex

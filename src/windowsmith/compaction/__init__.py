@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..refs import image_stub
 from .base import Reference, Summarizer, Summary
 from .config import STAGES, Breaker, CompactionConfig, CompactionResult
-from .mask import fold_line, image_stub
+from .fold_lines import fold_line
 from .pipeline import Compactor
 from .providers import AnthropicSummarizer, OpenAISummarizer
 from .reconstruct import Reconstruction, reconstruct

@@ -14,8 +14,9 @@ from ..records import EmergencyRecord
 from ..stand_ins import LOG_LINE_CHARS, flat_text
 from ..text import action_line, identifiers
 from .economics import cut_mark, fixed_raw
+from .fold_lines import fold_line
 from .keys import fit_index, mention, message_text, rank_lost
-from .mask import TurnNumbers, fold_line, is_exchange, logged_results
+from .mask import TurnNumbers, is_exchange, logged_results
 from .port import Pass, carry_caps
 from .transcript import store_transcript
 
@@ -145,59 +146,17 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
     units = state.units
     n = len(units)
     lo = state.first_compactable_unit()
-    keep_msgs = 0
-    kept = 0
-    cut = n
-    while cut > lo + 1 and keep_msgs < p.config.emergency_keep:
-        c = sum(counter.raw_message(m) for m in units[cut - 1].messages)
-        if keep_raw is not None and cut < n and kept + c > keep_raw:
-            break  # over the room left for verbatim messages (the newest unit stays regardless)
-        cut -= 1
-        kept += c
-        keep_msgs += len(units[cut].messages)
-    if keep_msgs > p.config.emergency_keep and cut < n - 1:
-        cut += 1  # the last N messages, not more (a unit is never split)
-    cut = min(cut, n - 1)  # the newest unit always stays
-    if cut <= lo:
+    cut = _cut_point(p, lo, keep_raw)
+    if cut is None:
         return None
     removed = sum(counter.raw_message(m) for u in units[lo:cut] for m in u.messages)
     removed += sum(counter.raw_message(m) for m in state.summary_messages)
     if defers(p):
-        transcript = store_transcript(p.port, state.span_messages(units[lo].first_seq, units[cut - 1].last_seq),
-                                      units[lo].first_seq, units[cut - 1].last_seq)
-        index = lost_index(p, lo, cut, state.work_log, budget=index_budget(p) // 2, pending=True)
-        rec = EmergencyRecord(
-            first_seq=units[lo].first_seq, last_seq=units[cut - 1].last_seq, keep_from_seq=units[cut].first_seq,
-            work_log=(), transcript=transcript, artifacts=(),
-            reason=f"{why}; emergency truncation without a model: kept the first request, the summary message as it "
-                   f"was (the next cut that rewrites it takes this span into its work log), a pending message"
-                   f"{f' of {len(index)} identifier(s) the cut lost' if index else ''} with the span's transcript "
-                   f"and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
-            index=index, deferred=True)
-        p.port.append(rec)
-        return removed, sum(counter.raw_message(m) for m in state.summary_messages), rec
+        return removed, *_deferred_cut(p, lo, cut, why)
     # the spans earlier cuts deferred join this one's work log and index (their transcripts are already stored)
     span_lo = lo if state.pending_seq is None else \
         min(lo, bisect.bisect_left(units, state.pending_seq, key=lambda u: u.first_seq))
-    lines: list[str] = []
-    blobs: list[tuple[str, bytes]] = []
-    for i in range(span_lo, cut):
-        u = units[i]
-        if u.folded:
-            lines.append(u.messages[0].text)
-        elif is_exchange(u):
-            fl = fold_line(turns[i], u, chars=80, keys=WORK_LOG_FOLD_KEYS, originals=logged_results(state, u))
-            lines.append(fl.text)
-            blobs.extend(fl.blobs)
-        else:
-            m = u.messages[0]
-            t = flat_text(m)
-            shown = t if len(t) <= LOG_LINE_CHARS else (action_line(m, LOG_LINE_CHARS) or t[:LOG_LINE_CHARS - 1] + "…")
-            # like a fold line, the line keeps the identifiers of what it cut (paths, errors, symbols, ids)
-            keys = [k for k in identifiers(m.text, ranked=True) if k not in shown][:WORK_LOG_KEYS] \
-                if len(t) > LOG_LINE_CHARS else []
-            more = f" [keys: {', '.join(keys)}]" if keys else ""
-            lines.append(f"[turn {turns[i]}] {m.role}: {shown}{more}")
+    lines, blobs = _work_log_lines(p, turns, span_lo, cut)
     for _sha, raw in blobs:
         p.port.put_blob(raw)
     transcript = store_transcript(p.port, state.span_messages(units[lo].first_seq, units[cut - 1].last_seq),
@@ -227,6 +186,74 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
     )
     p.port.append(rec)
     return removed, sum(counter.raw_message(m) for m in state.summary_messages), rec
+
+
+def _cut_point(p: Pass, lo: int, keep_raw: float | None) -> int | None:
+    """The first unit an emergency cut keeps: the last ``emergency_keep`` messages (whole units, the newest always),
+    no more than ``keep_raw`` raw tokens of them; None if the cut would take nothing after ``lo``."""
+    units = p.state.units
+    n = len(units)
+    keep_msgs = 0
+    kept = 0
+    cut = n
+    while cut > lo + 1 and keep_msgs < p.config.emergency_keep:
+        c = sum(p.counter.raw_message(m) for m in units[cut - 1].messages)
+        if keep_raw is not None and cut < n and kept + c > keep_raw:
+            break  # over the room left for verbatim messages (the newest unit stays regardless)
+        cut -= 1
+        kept += c
+        keep_msgs += len(units[cut].messages)
+    if keep_msgs > p.config.emergency_keep and cut < n - 1:
+        cut += 1  # the last N messages, not more (a unit is never split)
+    cut = min(cut, n - 1)  # the newest unit always stays
+    return None if cut <= lo else cut
+
+
+def _deferred_cut(p: Pass, lo: int, cut: int, why: str) -> tuple[int, EmergencyRecord]:
+    """A cut that leaves the summary message as it was (:func:`defers`): the span's transcript and the identifiers
+    it lost go to the pending message. The raw tokens of the messages standing for the history after it, and its
+    record."""
+    state = p.state
+    units = state.units
+    transcript = store_transcript(p.port, state.span_messages(units[lo].first_seq, units[cut - 1].last_seq),
+                                  units[lo].first_seq, units[cut - 1].last_seq)
+    index = lost_index(p, lo, cut, state.work_log, budget=index_budget(p) // 2, pending=True)
+    rec = EmergencyRecord(
+        first_seq=units[lo].first_seq, last_seq=units[cut - 1].last_seq, keep_from_seq=units[cut].first_seq,
+        work_log=(), transcript=transcript, artifacts=(),
+        reason=f"{why}; emergency truncation without a model: kept the first request, the summary message as it "
+               f"was (the next cut that rewrites it takes this span into its work log), a pending message"
+               f"{f' of {len(index)} identifier(s) the cut lost' if index else ''} with the span's transcript "
+               f"and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
+        index=index, deferred=True)
+    p.port.append(rec)
+    return sum(p.counter.raw_message(m) for m in state.summary_messages), rec
+
+
+def _work_log_lines(p: Pass, turns: TurnNumbers, span_lo: int, cut: int) -> tuple[list[str], list[tuple[str, bytes]]]:
+    """One work-log line per unit from ``span_lo`` to ``cut`` (a fold's own line, an exchange's fold line, else the
+    message's text cut to :data:`LOG_LINE_CHARS` with the identifiers it cut), and the blobs the lines link."""
+    state = p.state
+    lines: list[str] = []
+    blobs: list[tuple[str, bytes]] = []
+    for i in range(span_lo, cut):
+        u = state.units[i]
+        if u.folded:
+            lines.append(u.messages[0].text)
+        elif is_exchange(u):
+            fl = fold_line(turns[i], u, chars=80, keys=WORK_LOG_FOLD_KEYS, originals=logged_results(state, u))
+            lines.append(fl.text)
+            blobs.extend(fl.blobs)
+        else:
+            m = u.messages[0]
+            t = flat_text(m)
+            shown = t if len(t) <= LOG_LINE_CHARS else (action_line(m, LOG_LINE_CHARS) or t[:LOG_LINE_CHARS - 1] + "…")
+            # like a fold line, the line keeps the identifiers of what it cut (paths, errors, symbols, ids)
+            keys = [k for k in identifiers(m.text, ranked=True) if k not in shown][:WORK_LOG_KEYS] \
+                if len(t) > LOG_LINE_CHARS else []
+            more = f" [keys: {', '.join(keys)}]" if keys else ""
+            lines.append(f"[turn {turns[i]}] {m.role}: {shown}{more}")
+    return lines, blobs
 
 
 __all__ = ["carry_caps", "cut_saves", "defers", "emergency", "index_budget", "lost_identifiers", "lost_index",

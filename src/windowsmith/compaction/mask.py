@@ -20,22 +20,20 @@ instead).
 from __future__ import annotations
 
 import bisect
-import hashlib
 import heapq
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from ..assemble import Action
-from ..model import Image, Message, Text, ToolCall, ToolResult
+from ..model import Message, Text, ToolResult
 from ..records import Fold, ImageStubEntry, MaskRecord
-from ..refs import ImageStub, image_stub, offloaded_artifact
 from ..text import acts
 from ..units import stub_images
 from .config import CompactionConfig
 from .economics import cut_makes_room_cheaper, forced_rewrite_from
+from .fold_lines import Folded, fold_line, observation_line
 from .port import Pass
-from .references import KEY_SCAN, format_args, outline_keys, result_keys
 from .working_set import WorkingSet
 
 if TYPE_CHECKING:
@@ -76,123 +74,6 @@ def has_images(u: Unit) -> bool:
         if not m.image_free:  # (a message replayed lazily is not built to answer)
             return True
     return False
-
-
-_PREVIEW_WORDS = ("Error", "FAILED", "failed", "error:", "Exception", "Traceback")
-
-
-def _preview(text: str, n: int) -> str:
-    """The result's first line holding an error word, else its first line (stripped, clipped to ``n``),
-    and how many more non-blank lines it has."""
-    lines = text.splitlines()
-    count = sum(1 for ln in lines if ln and not ln.isspace())
-    if not count:
-        return "(empty)"
-    head = None
-    if any(w in text for w in _PREVIEW_WORDS):  # else no line holds one: skip the per-line test
-        head = next((ln for ln in lines if any(w in ln for w in _PREVIEW_WORDS)), None)
-    if head is None:
-        head = next(ln for ln in lines if ln and not ln.isspace())
-    more = count - 1
-    out = " ".join(head.split())
-    if len(out) > n:
-        out = out[: n - 1] + "…"
-    return out + (f" … (+{more} lines)" if more > 0 else "")
-
-
-class Folded(NamedTuple):
-    """A fold line and what it points at."""
-
-    text: str
-    blobs: list[tuple[str, bytes]]  # (sha, bytes) to store before the record is written
-    calls: dict[str, str]  # tool-call id → sha of the artifact holding that call's full result
-    artifacts: list[str]  # every artifact the line links, in order, once each
-
-
-#: the version of what :func:`fold_line` writes: persisted fold counts (``unit_counts.py``) of another are ignored.
-#: Bump it with any change to the fold line's text.
-FOLD_SCHEME = 2  # 2: a file read's fold names its outline (outline_keys) before the other keys
-
-
-def fold_line(turn: int, unit: Unit, *, chars: int, keys: int,
-              originals: Mapping[str, ToolResult] | None = None) -> Folded:
-    """One line per tool call of an exchange unit, call and result together, with the result's artifact: a
-    ``chars`` preview and up to ``keys`` identifiers (the caller's: ``fold_chars``/``fold_keys`` for a fold, the
-    work log's own for an emergency cut's line; no default to drift from either).
-
-    A result offloaded at ingest already has its artifact (named by its footer); any other result's text is
-    stored now. ``originals``: the results as logged, by call id, in case the view's copy was rewritten."""
-    calls: list[ToolCall] = []
-    said = ""
-    results: dict[str, ToolResult] = {}
-    for m in unit.messages:
-        for b in m.content:
-            if isinstance(b, ToolCall):
-                calls.append(b)
-            elif isinstance(b, ToolResult):
-                results[b.call_id] = b
-            elif isinstance(b, Text) and m.role == "assistant" and b.text.strip():
-                said = b.text
-    if originals:
-        results.update((k, v) for k, v in originals.items() if k in results)
-    blobs: list[tuple[str, bytes]] = []
-    mapping: dict[str, str] = {}
-    links: list[str] = []
-    parts = []
-    for c in calls:
-        r = results.get(c.id)
-        if r is None:
-            parts.append(f"{c.name}({format_args(c.arguments)}) → (no result)")
-            continue
-        status = "error: " if r.is_error else ""
-        shown, sha, images = _folded_output(r.text, r.content, chars, keys, blobs)
-        mapping[c.id] = sha
-        links.append(sha)
-        links.extend(images)
-        parts.append(f"{c.name}({format_args(c.arguments)}) → {status}{shown}")
-    prefix = f"[turn {turn}] "
-    if said:
-        s = " ".join(said.split())
-        prefix += f"«{s if len(s) <= 100 else s[:99] + '…'}» "
-    return Folded(prefix + "; ".join(parts), blobs, mapping, list(dict.fromkeys(links)))
-
-
-def _folded_output(text: str, content: Sequence[object], chars: int, keys: int,
-                   blobs: list[tuple[str, bytes]]) -> tuple[str, str, list[str]]:
-    """What a fold line says of one output (a tool result, or an observation's text and images): a ``chars``
-    preview, up to ``keys`` identifiers and the output's artifact (``artifact://`` at the end); with that artifact's
-    sha and its images' artifacts. Images are named by their stubs, never inlined. What has to be stored is appended
-    to ``blobs`` (an output offloaded at ingest already has its artifact, named by its footer)."""
-    images = [image_stub(b) for b in content if isinstance(b, Image)]
-    blobs.extend((im.sha, im.raw) for im in images)
-    shown = " ".join(im.text for im in images)
-    shas = [im.sha for im in images]
-    if images and not text.strip():
-        return shown, shas[0], shas
-    sha = offloaded_artifact(text)  # offloaded at ingest: the artifact holds the full original
-    if sha is None:
-        raw = text.encode("utf-8")
-        sha = hashlib.sha256(raw).hexdigest()
-        blobs.append((sha, raw))
-    preview = _preview(text, chars)
-    # a file read's outline first (each definition's name and lines), then the output's other identifiers
-    extra = outline_keys(text, keys) if keys else []
-    extra += [k for k in result_keys(text, max(keys, KEY_SCAN)) if k not in preview][: keys - len(extra)] if keys else []
-    more = f" [keys: {', '.join(extra)}]" if extra else ""
-    more += f" {shown}" if shown else ""
-    return f"{preview}{more} (artifact://{sha})", sha, shas
-
-
-def observation_line(turn: int, unit: Unit, *, chars: int, keys: int,
-                     original: Message | None = None) -> Folded:
-    """The fold of a text-protocol agent's observation (a user message answering an assistant message without tool
-    calls: the command's output): ``[turn N] output → preview [keys: …] (artifact://sha)``, the same preview, keys
-    and artifact as an exchange's fold line (``chars``/``keys``: the caller's). The reply that ran the command stays
-    in the view as it was. ``original``: the message as logged, in case the view's copy was shrunk."""
-    m = original if original is not None else unit.messages[0]
-    blobs: list[tuple[str, bytes]] = []
-    shown, sha, images = _folded_output(m.text, m.content, chars, keys, blobs)
-    return Folded(f"[turn {turn}] output → {shown}", blobs, {}, list(dict.fromkeys([sha, *images])))
 
 
 def is_exchange(u: Unit) -> bool:
@@ -468,9 +349,32 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     # low water: a batch due because a summary is near folds deeper, so the next one is turns away
     # instead of one small batch (one more cache rewrite) every turn or two at the ceiling
     near_summary = size >= p.summarize_at * avail
+    folds, fold_raw, keep = _plan_folds(p, planner, near_summary)
+    images = planner.plan_images(state, p.counter, p.counts, skip=_FoldedUnits(folds))
+    edits: Sequence[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit) if images else folds
+    image_raw = sum(x.saving for x in images)
+    image_saved = image_raw * scale
+    saved = int(fold_raw * scale + image_saved)
+    pays, economics, after_raw = _batch_economics(p, edits, fold_raw + image_raw)
+    due = _batch_due(p, size, near_summary, pays, saved=saved, n_folds=len(folds), image_saved=image_saved,
+                     after_raw=after_raw)
+    if not edits or not due:
+        return size
+    trigger = ("on demand" if p.force else "cost model: pays back" if cfg.cost_aware and pays
+               else "the summary threshold" if cfg.cost_aware and near_summary else "window pressure")
+    return _write_mask(p, planner, size, folds, images, keep, saved=saved, trigger=trigger, economics=economics)
+
+
+def _plan_folds(p: Pass, planner: MaskPlanner, near_summary: bool
+                ) -> tuple[Sequence[PlannedFold], int, frozenset[int]]:
+    """The folds of the batch (deeper when a summary is near), their raw saving, and the units of the working set
+    left out of it."""
+    cfg = p.config
+    state = p.state
     deep = cfg.mask_low_water if near_summary else 1.0
     # the planner's own list, not a copy: a build that folds nothing costs O(new units), not O(planned folds)
-    folds = planner.plan_mask(state, p.counter, p.counts, keep_raw=p.keep_ratio * deep * avail / scale, copy=False)
+    folds: Sequence[PlannedFold] = planner.plan_mask(state, p.counter, p.counts,
+                                                     keep_raw=p.keep_ratio * deep * p.available / p.scale, copy=False)
     # (no fold due leaves the planner's list for later builds: its saving is not this batch's)
     fold_raw = planner.planned_saving if folds else 0
     keep: frozenset[int] = frozenset()
@@ -489,12 +393,13 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
         # 32K with Claude's prices, +1.7% at 16K with gpt-4o's, where the batch paid against keeping the span)
         folds = [f for f in folds if f.role != "user"]
         fold_raw = sum(f.saving for f in folds)
-    images = planner.plan_images(state, p.counter, p.counts, skip=_FoldedUnits(folds))
-    edits: Sequence[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit) if images else folds
-    image_raw = sum(x.saving for x in images)
-    image_saved = image_raw * scale
-    saved_raw = fold_raw + image_raw
-    saved = int(fold_raw * scale + image_saved)
+    return folds, fold_raw, keep
+
+
+def _batch_economics(p: Pass, edits: Sequence[PlannedFold | UnitImages], saved_raw: int
+                     ) -> tuple[bool, dict[str, float | int], int]:
+    """Whether the batch pays back (:func:`mask_pays`), its economics, and the raw tokens it re-writes."""
+    state = p.state
     cached_upto = max(state.first_compactable_unit(), state.fold_end() or 0)  # (the fold breakpoint: plan_cache)
     first = rewrite_from(edits, p.spec, cached_upto) if edits else 0
     # the raw tokens the batch re-writes, from ``first`` to the end (the mask cost model's and the cut comparison's)
@@ -504,19 +409,27 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     forced = forced_rewrite_from(state, p.counter) if edits else None
     if forced is not None and forced < len(p.counts):
         after_raw -= p.raw_from(max(first, forced))
-    pays, economics = mask_pays(edits, p.counts, scale, p.spec, cfg.remaining_turns(len(state.turn_units)),
+    pays, economics = mask_pays(edits, p.counts, p.scale, p.spec, p.config.remaining_turns(len(state.turn_units)),
                                 saved_raw=saved_raw, after_raw=after_raw)
+    return pays, economics, after_raw
+
+
+def _batch_due(p: Pass, size: int, near_summary: bool, pays: bool, *, saved: int, n_folds: int, image_saved: float,
+               after_raw: int) -> bool:
+    """Whether the batch (saving ``saved`` tokens) runs now: on demand, or when it is big enough and due."""
+    cfg = p.config
+    avail = p.available
     pressure = size >= cfg.mask_at * avail
     # hysteresis: a batch of at least mask_batch exchanges (or images) saving min_saving tokens (any batch
     # when the alternative is a summary), so the cache prefix breaks every few turns at most
     floor = cfg.min_saving(avail)
-    big_enough = saved >= floor and (len(folds) >= cfg.mask_batch or near_summary or image_saved >= floor)
+    big_enough = saved >= floor and (n_folds >= cfg.mask_batch or near_summary or image_saved >= floor)
     if near_summary and not p.urgent and size - saved >= cfg.mask_at * avail:
         big_enough = False  # folding cannot make real room any more: let the summary do it, once
     # near the threshold the alternative is the free cut (or a summary that pays better than it): a batch that
     # re-writes much to save little waits for it (economics.cut_makes_room_cheaper)
     if (big_enough and near_summary and not p.urgent and cfg.cost_aware and cfg.summary_pays
-            and cut_makes_room_cheaper(p, size, saved, after_raw * scale - saved)):
+            and cut_makes_room_cheaper(p, size, saved, after_raw * p.scale - saved)):
         big_enough = False
     # with the cost model, a batch has to pay back over expected_turns (the cache reads it saves against the
     # rewrite it causes) whatever the fill, unless a summary is near (there it is weighed against the free cut,
@@ -524,30 +437,24 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
     # Screenshots showed why: the newest turns' images cannot fold, so a batch at mask_at bought two or three turns
     # and rewrote the cache each time (a browser run at 32K: +31% against sticky). Without it, mask_at triggers
     due = near_summary or (pays if cfg.cost_aware else pressure)
-    if not edits or not (p.urgent or (big_enough and due)):
-        return size
+    return p.urgent or (big_enough and due)
+
+
+def _write_mask(p: Pass, planner: MaskPlanner, size: int, folds: Sequence[PlannedFold], images: Sequence[UnitImages],
+                keep: frozenset[int], *, saved: int, trigger: str, economics: dict[str, float | int]) -> int:
+    """Write the batch: its folds' lines, every blob they and the image stubs link, then the mask record; returns
+    the request's new size."""
+    state = p.state
     p.breaker.trip("mask")
     folds = planner.materialize(state, folds)  # a copy (the planner's list changes with the view), lines written
-    edits = sorted([*folds, *images], key=lambda x: x.unit)
+    edits: list[PlannedFold | UnitImages] = sorted([*folds, *images], key=lambda x: x.unit)
     # every folded result and image in one write (one transaction in a session store), before the record
     p.port.put_blobs([raw for e in edits for _sha, raw in e.blobs])
-    trigger = ("on demand" if p.force else "cost model: pays back" if cfg.cost_aware and pays
-               else "the summary threshold" if cfg.cost_aware and near_summary else "window pressure")
     stubs = [st for x in images for st in x.stubs]
-    what = []
-    if folds:
-        seen = sum(1 for f in folds if f.role == "user")
-        kinds = [f"{len(folds) - seen} exchange(s)"] if seen < len(folds) else []
-        kinds += [f"{seen} observation(s) (user messages)"] if seen else []
-        what.append(f"{' and '.join(kinds)} older than the last {cfg.keep_turns} folded")
-    if stubs:
-        what.append(f"{len(stubs)} image(s) older than {cfg.image_keep_turns} turn(s) replaced by text stubs")
-    if keep:
-        what.append(f"{len(keep)} older read(s) of files the kept turns name left verbatim (working set)")
     rec = MaskRecord(
         folds=tuple(Fold(f.first_seq, f.last_seq, f.text, f.artifacts, dict(f.calls), f.role) for f in folds),
         saved_tokens=saved,
-        reason=f"{p.why}; {trigger}; {'; '.join(what)}",
+        reason=f"{p.why}; {trigger}; {'; '.join(_batch_what(p.config, folds, stubs, keep))}",
         images=tuple(stubs),
         economics=economics,
     )
@@ -561,6 +468,22 @@ def run_mask(p: Pass, planner: MaskPlanner, size: int) -> int:
                                     "first_seq": edits[0].first_seq, "last_seq": max(x.last_seq for x in edits),
                                     "record_seq": state.seq, **economics}))
     return size
+
+
+def _batch_what(cfg: CompactionConfig, folds: Sequence[PlannedFold], stubs: Sequence[ImageStubEntry],
+                keep: frozenset[int]) -> list[str]:
+    """What a batch did, for its record's reason."""
+    what = []
+    if folds:
+        seen = sum(1 for f in folds if f.role == "user")
+        kinds = [f"{len(folds) - seen} exchange(s)"] if seen < len(folds) else []
+        kinds += [f"{seen} observation(s) (user messages)"] if seen else []
+        what.append(f"{' and '.join(kinds)} older than the last {cfg.keep_turns} folded")
+    if stubs:
+        what.append(f"{len(stubs)} image(s) older than {cfg.image_keep_turns} turn(s) replaced by text stubs")
+    if keep:
+        what.append(f"{len(keep)} older read(s) of files the kept turns name left verbatim (working set)")
+    return what
 
 
 def logged_results(state: SessionState, u: Unit) -> dict[str, ToolResult]:
@@ -587,5 +510,5 @@ def fold_artifacts(state: SessionState, first_seq: int) -> dict[str, str]:
     return {}
 
 
-__all__ = ["Folded", "ImageStub", "MaskPlanner", "PlannedFold", "TurnNumbers", "UnitImages", "fold_artifacts", "fold_line", "has_images",
-           "image_stub", "is_exchange", "logged_results", "mask_pays", "observation_line", "rewrite_from", "run_mask"]
+__all__ = ["MaskPlanner", "PlannedFold", "TurnNumbers", "UnitImages", "fold_artifacts", "has_images", "is_exchange",
+           "logged_results", "mask_pays", "rewrite_from", "run_mask"]
