@@ -134,7 +134,7 @@ def test_tampered_blob_is_refused(tmp_path: Path) -> None:
 def test_failure_mid_transaction_leaves_no_rows(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "ws.db") as s:
         s.create_session("s", {})
-        with pytest.raises(RuntimeError, match="boom"), s._write() as db:
+        with pytest.raises(RuntimeError, match="boom"), s._transaction() as db:
             db.execute(
                 "INSERT INTO events (session_id, seq, kind, data, hash, parent, created_at) "
                 "VALUES ('s', 0, 'message', '{}', 'b1:x', NULL, 'now')"

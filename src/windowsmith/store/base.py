@@ -1,39 +1,27 @@
-"""The session store interface every storage engine implements.
+"""What every store shares before any SQL runs: its value types, the checks of every argument and the
+migration registry.
 
-A store holds four things, all keyed by session where it matters:
-
-* **the log**: per session, an append-only chain of :class:`~windowsmith.model.Event` rows. Each
-  event's ``hash`` is ``chain_hash(parent, canonical_json({"kind": kind, "data": data}))`` and its
-  ``seq`` counts from 0. Appends are optimistic: the caller names the head it last saw
-  (``expected_parent``) and the append fails with :class:`~windowsmith.errors.StoreError` if another
-  writer moved the session on. ``created_at`` is stored but is not part of any hash.
-* **packs**: the manifest of every context pack built for a session, in build order, addressable by
-  a unique prefix of their id (like git).
-* **blobs**: content-addressed bytes (sha256 hex), stored once, with a reference per session that
-  uses them; :meth:`Store.gc_blobs` removes blobs no session references.
-* **key-value**: small JSON values per scope (calibration data).
-
-Validation (event kind, JSON-ability, unicode) happens here, before a backend opens a transaction;
-backends only write prepared rows. Errors follow :mod:`windowsmith.errors`: a bad call raises a
-:class:`~windowsmith.errors.UsageError` subclass, a failure of the store itself a ``StoreError``.
+Validation (event kind, JSON-ability, unicode, ids) happens here, before a store opens a transaction
+(:mod:`windowsmith.store.sql` holds the :class:`~windowsmith.store.Store` itself and its port). Errors follow
+:mod:`windowsmith.errors`: a bad call raises a :class:`~windowsmith.errors.UsageError` subclass, a failure
+of the store itself a ``StoreError``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, Self, TypeVar
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
 
 from ..errors import ConflictError, InvalidMessageError, StoreError, UsageError
 from ..hashing import HASH_SCHEME, canonical_json, chain_hash
 from ..model import EVENT_KINDS, Event
-from .chunks import Chunk, NewChunk, check_chunks, check_namespace, check_scope
 
-_SHA_IN_TEXT = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+#: a sha256 hex standing alone in text (``artifact://<sha>``, a bare sha in a compaction record)
+SHA_IN_TEXT = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 
 #: Highest U+ code point; ``prefix <= id < prefix + _MAX_CHAR`` selects the ids starting with prefix.
 _MAX_CHAR = "\U0010ffff"
@@ -184,6 +172,38 @@ def event_from_row(seq: int, kind: str, data_json: str, hash_: str, parent: str 
     return Event(seq=seq, kind=kind, data=json.loads(data_json), hash=hash_, parent=parent)
 
 
+def check_chain(record: SessionRecord, events: Sequence[Event]) -> None:
+    """Recompute every hash and parent link of a session's ``events``; raise ``StoreError`` naming the first
+    bad seq, or saying the session's ``record`` (its head and count) does not match the log."""
+    session_id = record.id
+    parent: str | None = None
+    expected_seq = 0
+    for e in events:
+        where = f"session {session_id!r} is corrupt at seq {e.seq}"
+        if e.seq != expected_seq:
+            raise StoreError(f"{where}: expected seq {expected_seq} (a row is missing or renumbered)")
+        if e.parent != parent:
+            raise StoreError(f"{where}: parent is {e.parent}, but the previous event's hash is {parent}")
+        scheme = e.hash.split(":", 1)[0]
+        if scheme != HASH_SCHEME:
+            raise StoreError(
+                f"{where}: hash scheme {scheme!r} is not {HASH_SCHEME!r}; "
+                "a newer windowsmith wrote it (upgrade) or the row was edited"
+            )
+        recomputed = chain_hash(parent, e.payload_json())
+        if recomputed != e.hash:
+            raise StoreError(
+                f"{where}: stored hash {e.hash} != recomputed {recomputed}; the row was changed outside windowsmith"
+            )
+        parent = e.hash
+        expected_seq += 1
+    if record.head != parent or record.event_count != expected_seq:
+        raise StoreError(
+            f"session {session_id!r} is corrupt: its record says head {record.head} after "
+            f"{record.event_count} events, the log ends at {parent} after {expected_seq}"
+        )
+
+
 # ---------------------------------------------------------------------------------------------------
 # Migrations
 # ---------------------------------------------------------------------------------------------------
@@ -225,302 +245,6 @@ class Migrations(Generic[C]):
                 f"{where} was written by a newer windowsmith (unknown migrations: {', '.join(unknown)}); "
                 "upgrade windowsmith (pip install -U windowsmith) to open it"
             )
-
-
-# ---------------------------------------------------------------------------------------------------
-# The interface
-# ---------------------------------------------------------------------------------------------------
-
-
-class Store(ABC):
-    """Abstract session store. See the module docstring for what it holds and its guarantees.
-
-    Stores are context managers; leaving the ``with`` block closes them.
-
-    **Tenants.** Every row belongs to a tenant (``''`` by default). :meth:`for_tenant` returns the
-    store as one tenant sees it: sessions, events, packs, blobs, key-value rows and retrieval chunks
-    (memory, knowledge, history index) of other tenants are invisible to it (SQLite: every query checks the tenant column; PostgreSQL: row-level security
-    policies keyed by a per-connection setting). Session ids stay unique per store.
-    """
-
-    tenant: str = ""
-
-    def for_tenant(self, tenant: str) -> Store:
-        """The store as ``tenant`` sees it (see the class docstring). Close it when done; the view of
-        a SQLite store shares this store's connection, a PostgreSQL view has its own."""
-        raise UsageError(f"{type(self).__name__} does not support tenants; use SQLiteStore or PostgresStore")
-
-    # -- sessions ---------------------------------------------------------------------------------
-
-    @abstractmethod
-    def create_session(self, session_id: str, meta: Mapping[str, Any] | None = None) -> None:
-        """Create a session. Idempotent when the session exists with equal ``meta``; a different
-        ``meta`` raises :class:`~windowsmith.errors.UsageError`."""
-
-    @abstractmethod
-    def get_session(self, session_id: str) -> SessionRecord | None:
-        """The session's record, or None if there is no such session."""
-
-    @abstractmethod
-    def list_sessions(self) -> list[SessionRecord]:
-        """Every session, oldest first."""
-
-    @abstractmethod
-    def delete_session(self, session_id: str) -> bool:
-        """Delete a session with its events, packs and blob references (blobs stay until
-        :meth:`gc_blobs`). Returns whether it existed."""
-
-    # -- log --------------------------------------------------------------------------------------
-
-    def append(self, session_id: str, kind: str, data: Mapping[str, Any], *, expected_parent: str | None) -> Event:
-        """Append one event after ``expected_parent`` (the head hash the caller last saw; None for
-        an empty session). Raises ``StoreError`` if the session moved on, ``InvalidMessageError``
-        for a bad kind or non-JSON data, ``UsageError`` for an unknown session."""
-        return self.append_many(session_id, [(kind, data)], expected_parent=expected_parent)[0]
-
-    def append_many(
-        self,
-        session_id: str,
-        items: Sequence[tuple[str, Mapping[str, Any]]],
-        *,
-        expected_parent: str | None,
-    ) -> list[Event]:
-        """Append several events in one transaction: all are written or none."""
-        check_session_id(session_id)
-        if isinstance(items, tuple) and len(items) == 2 and isinstance(items[0], str):
-            raise UsageError("append_many takes a list of (kind, data) pairs; for one event use append()")
-        prepared = prepare_events(items, expected_parent)
-        if not prepared:
-            return []
-        return self._write_events(session_id, prepared, expected_parent)
-
-    @abstractmethod
-    def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None) -> list[Event]:
-        """Atomically: check the head is ``expected_parent``, insert ``prepared`` with the next seqs."""
-
-    @abstractmethod
-    def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
-        """Events with ``seq >= since_seq``, in seq order."""
-
-    def event_rows(self, session_id: str, since_seq: int = 0) -> list[EventRow]:
-        """The events as stored, unparsed: ``(seq, kind, data_json, hash, parent)`` in seq order (for a replay
-        that parses them in bulk and checks each against its chain hash; see :mod:`windowsmith.resume`)."""
-        return [(e.seq, e.kind, canonical_json(e.data), e.hash, e.parent) for e in self.events(session_id, since_seq)]
-
-    @abstractmethod
-    def head(self, session_id: str) -> Event | None:
-        """The last event of the session, or None if it has none."""
-
-    def verify(self, session_id: str) -> None:
-        """Recompute every hash and parent link; raise ``StoreError`` naming the first bad seq."""
-        record = self.get_session(session_id)
-        if record is None:
-            raise unknown_session(session_id)
-        parent: str | None = None
-        expected_seq = 0
-        for e in self.events(session_id):
-            where = f"session {session_id!r} is corrupt at seq {e.seq}"
-            if e.seq != expected_seq:
-                raise StoreError(f"{where}: expected seq {expected_seq} (a row is missing or renumbered)")
-            if e.parent != parent:
-                raise StoreError(f"{where}: parent is {e.parent}, but the previous event's hash is {parent}")
-            scheme = e.hash.split(":", 1)[0]
-            if scheme != HASH_SCHEME:
-                raise StoreError(
-                    f"{where}: hash scheme {scheme!r} is not {HASH_SCHEME!r}; "
-                    "a newer windowsmith wrote it (upgrade) or the row was edited"
-                )
-            recomputed = chain_hash(parent, e.payload_json())
-            if recomputed != e.hash:
-                raise StoreError(
-                    f"{where}: stored hash {e.hash} != recomputed {recomputed}; the row was changed outside windowsmith"
-                )
-            parent = e.hash
-            expected_seq += 1
-        if record.head != parent or record.event_count != expected_seq:
-            raise StoreError(
-                f"session {session_id!r} is corrupt: its record says head {record.head} after "
-                f"{record.event_count} events, the log ends at {parent} after {expected_seq}"
-            )
-
-    # -- packs ------------------------------------------------------------------------------------
-
-    @abstractmethod
-    def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
-        """Record a pack built from the session's log up to ``seq``. Saving the same id with an
-        equal manifest again is a no-op (rebuilds are deterministic); a different one raises."""
-
-    def get_pack(self, pack_id: str) -> dict[str, Any] | None:
-        """The manifest saved under ``pack_id`` or under the one id that starts with it."""
-        full = self.resolve_pack_id(pack_id)
-        return None if full is None else self._get_pack_exact(full)
-
-    def has_pack(self, pack_id: str) -> bool:
-        """Whether a pack is saved under exactly ``pack_id`` (an index lookup; the manifest is not read)."""
-        return self._pack_ids_with_prefix(pack_id, limit=1) == [pack_id]
-
-    def resolve_pack_id(self, prefix: str) -> str | None:
-        """The full pack id that ``prefix`` names (exactly or as the unique prefix), or None.
-        An ambiguous prefix raises ``UsageError`` listing the candidates."""
-        if not isinstance(prefix, str) or not prefix:
-            raise UsageError(f"a pack id or prefix must be a non-empty string, got {prefix!r}")
-        ids = self._pack_ids_with_prefix(prefix, limit=6)
-        if prefix in ids or len(ids) == 1:
-            return prefix if prefix in ids else ids[0]
-        if not ids:
-            return None
-        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
-        raise UsageError(f"pack prefix {prefix!r} is ambiguous: it matches {shown}; give more characters")
-
-    @abstractmethod
-    def _pack_ids_with_prefix(self, prefix: str, limit: int) -> list[str]: ...
-
-    @abstractmethod
-    def _get_pack_exact(self, pack_id: str) -> dict[str, Any] | None: ...
-
-    @abstractmethod
-    def list_packs(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's manifests in build order."""
-
-    # -- blobs ------------------------------------------------------------------------------------
-
-    @abstractmethod
-    def put_blob(self, data: bytes, *, session_id: str | None = None) -> str:
-        """Store ``data`` once under its sha256 hex and return it; record that ``session_id`` uses it.
-        A blob stored without a session is unreferenced and the next :meth:`gc_blobs` removes it."""
-
-    def put_blobs(self, datas: Sequence[bytes], *, session_id: str | None = None) -> list[str]:
-        """:meth:`put_blob` for each of ``datas``, in one transaction where the store has them (a
-        compaction stores hundreds of folded results at once); returns their sha256 in order."""
-        return [self.put_blob(d, session_id=session_id) for d in datas]
-
-    @abstractmethod
-    def get_blob(self, sha: str) -> bytes | None:
-        """The bytes stored under ``sha``, checked against it, or None."""
-
-    @abstractmethod
-    def blob_refs(self, sha: str) -> list[str]:
-        """Ids of the sessions that reference the blob, sorted."""
-
-    @abstractmethod
-    def gc_blobs(self) -> int:
-        """Delete every blob no session references; return how many were deleted."""
-
-    def named_artifacts(self, session_id: str) -> set[str]:
-        """Every sha256 the session's events name (``artifact://<sha>`` in text, bare shas in
-        compaction records): the blobs the session really uses."""
-        named: set[str] = set()
-        for e in self.events(session_id):
-            named.update(_SHA_IN_TEXT.findall(canonical_json(e.data)))
-        return named
-
-    @abstractmethod
-    def _stale_refs(self, cutoff: datetime) -> list[tuple[str, str]]:
-        """(sha, session id) of the blob references recorded (or last re-recorded) before ``cutoff``."""
-
-    @abstractmethod
-    def _drop_refs(self, pairs: Sequence[tuple[str, str]], cutoff: datetime) -> int:
-        """Delete the references in ``pairs`` that are still older than ``cutoff``; return how many."""
-
-    @abstractmethod
-    def vacuum(self) -> None:
-        """Give the space of deleted rows back (SQLite: ``VACUUM`` and a WAL checkpoint, so deleted
-        content is gone from the file; PostgreSQL: ``VACUUM`` of the store's tables)."""
-
-    @abstractmethod
-    def size_bytes(self) -> int:
-        """Bytes the store takes on disk (SQLite: the file and its WAL; PostgreSQL: its tables)."""
-
-    def gc(self, *, grace_seconds: float = 3600.0, vacuum: bool = True) -> dict[str, int]:
-        """Collect garbage: drop blob references no event of their session names (an append that lost
-        a race, or a process killed between storing a blob and appending the event that names it),
-        then every blob no session references, then (``vacuum``) shrink the store.
-
-        References younger than ``grace_seconds`` are kept: an append may be on its way. Returns
-        ``{"refs_dropped", "blobs_deleted", "bytes_before", "bytes_after"}``."""
-        if not isinstance(grace_seconds, int | float) or isinstance(grace_seconds, bool) or grace_seconds < 0:
-            raise UsageError(f"grace_seconds must be a number of seconds >= 0, got {grace_seconds!r}")
-        before = self.size_bytes()
-        cutoff = now_utc() - timedelta(seconds=grace_seconds)
-        stale = self._stale_refs(cutoff)
-        named: dict[str, set[str]] = {}
-        orphans: list[tuple[str, str]] = []
-        for sha, sid in stale:
-            if sid not in named:
-                named[sid] = self.named_artifacts(sid)
-            if sha not in named[sid]:
-                orphans.append((sha, sid))
-        dropped = self._drop_refs(orphans, cutoff) if orphans else 0
-        deleted = self.gc_blobs()
-        if vacuum:
-            self.vacuum()
-        return {"refs_dropped": dropped, "blobs_deleted": deleted, "bytes_before": before,
-                "bytes_after": self.size_bytes()}
-
-    # -- key-value --------------------------------------------------------------------------------
-
-    @abstractmethod
-    def get_kv(self, scope: str, key: str) -> Any | None:
-        """The JSON value stored under (scope, key), or None."""
-
-    @abstractmethod
-    def set_kv(self, scope: str, key: str, value: Any) -> None:
-        """Store a JSON-able value under (scope, key), replacing any previous one."""
-
-    # -- retrieval (memory, knowledge, history index; see store/chunks.py) -------------------------
-
-    def add_chunks(self, namespace: str, scope: str, chunks: Sequence[NewChunk], *,
-                   session_id: str | None = None) -> int:
-        """Index ``chunks`` under (namespace, scope) in one transaction; a key already there is kept as it
-        is. ``session_id`` ties the chunks to a session (deleted with it). Returns how many were new."""
-        check_namespace(namespace)
-        check_scope(scope)
-        check_chunks(chunks)
-        if session_id is not None:
-            check_session_id(session_id)
-        return self._add_chunks(namespace, scope, list(chunks), session_id) if chunks else 0
-
-    @abstractmethod
-    def _add_chunks(self, namespace: str, scope: str, chunks: list[NewChunk], session_id: str | None) -> int: ...
-
-    @abstractmethod
-    def search_chunks(self, namespace: str, scopes: Sequence[str], terms: Sequence[str], *,
-                      limit: int = 20) -> list[Chunk]:
-        """Lexical search: the chunks of ``scopes`` matching any term (a phrase of its words), best first."""
-
-    @abstractmethod
-    def list_chunks(self, namespace: str, scopes: Sequence[str], *, doc: str | None = None,
-                    limit: int | None = None) -> list[Chunk]:
-        """The chunks of ``scopes`` (of one ``doc`` if given), oldest first."""
-
-    @abstractmethod
-    def indexed_docs(self, namespace: str, scope: str) -> set[str]:
-        """The docs already indexed under (namespace, scope)."""
-
-    @abstractmethod
-    def delete_chunks(self, namespace: str, scopes: Sequence[str], ids: Sequence[int]) -> int:
-        """Delete the chunks with these ids, but only those in ``scopes``; returns how many went."""
-
-    @abstractmethod
-    def update_chunk(self, namespace: str, scope: str, chunk_id: int, *, text: str,
-                     meta: Mapping[str, Any]) -> bool:
-        """Replace a chunk's text and metadata (a merge of near-duplicates); False if it is not there."""
-
-    @abstractmethod
-    def touch_chunks(self, ids: Sequence[int]) -> None:
-        """Mark chunks used now (``used_at``, ``uses + 1``): what decay reads."""
-
-    # -- lifecycle --------------------------------------------------------------------------------
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release the connection. Idempotent."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def blob_sha(data: Any) -> tuple[bytes, str]:
