@@ -7,7 +7,9 @@
   ``python postgres`` runs when the PostgreSQL server of the tests is reachable.
 - Every ``windowsmith`` command line in a ```bash block names a real command and real options.
 - Every CLI command is documented (README or docs) and has help text.
-- ``mkdocs build --strict`` passes (slow).
+- ``mkdocs build --strict`` passes.
+
+The page runs and the site build are marked slow; the checks of the text alone stay in the fast loop.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def drop_schemas(code: str) -> None:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
+@pytest.mark.slow  # 1 to 8 s a page (the frameworks' imports, local servers)
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=rel)
 def test_python_blocks_run(page: Path, tmp_path, monkeypatch):
     for name in ("benchmarks", "src", "tests"):
