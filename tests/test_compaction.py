@@ -30,6 +30,7 @@ from windowsmith.compaction import (
 )
 from windowsmith.compaction.mask import PlannedFold, mask_pays, rewrite_from
 from windowsmith.compaction.providers import AnthropicSummarizer, OpenAISummarizer
+from windowsmith.errors import UsageError
 from windowsmith.registry import load_registry
 
 #: summarize whenever due (these tests are about summaries, not about when a summary pays for itself)
@@ -271,7 +272,7 @@ def test_reconstruct_fetches_files_and_artifacts_within_budget(tmp_path):
     assert [r.value for r in out.missing] == ["missing.py"]
     small = reconstruct(refs, 80, lambda p: "x" * 5000, store)
     assert small.tokens <= 80 and small.skipped
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="budget_tokens must be >= 0"):
         reconstruct(refs, -1)
     store.close()
 

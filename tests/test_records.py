@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from windowsmith.compaction import STAGES, Breaker
+from windowsmith.errors import UsageError
 from windowsmith.hashing import canonical_json
 from windowsmith.records import (
     EmergencyRecord,
@@ -91,5 +92,5 @@ def test_breaker_runs_each_stage_once_and_names_the_stages():
     assert "mask" not in b
     b.trip("mask")
     assert "mask" in b and "summary" not in b
-    with pytest.raises(ValueError, match="unknown compaction stage"):
+    with pytest.raises(UsageError, match="unknown compaction stage"):
         b.trip("masking")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..assemble import Action
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 
 #: The stages in the order they run, cheapest first.
 STAGES: tuple[str, ...] = ("mask", "summary", "emergency")
@@ -189,7 +189,7 @@ class Breaker:
 
     def trip(self, stage: str) -> None:
         if stage not in STAGES:
-            raise ValueError(f"unknown compaction stage {stage!r}; the stages are {STAGES}")
+            raise UsageError(f"unknown compaction stage {stage!r}; use one of the stages {STAGES}")
         self._ran.add(stage)
 
 

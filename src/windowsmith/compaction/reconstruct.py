@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import UsageError
 from ..refs import ARTIFACT_RE
 from ..text import elide
 from ..tokens import count_text
@@ -50,7 +51,8 @@ def reconstruct(
     section that does not fit whole is clipped head + tail if at least 64 tokens remain, else skipped. Nothing here raises for a missing file or blob: it is reported.
     """
     if budget_tokens < 0:
-        raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+        raise UsageError(f"budget_tokens must be >= 0, got {budget_tokens}; pass the tokens the rebuilt detail may take "
+                         "(0 rebuilds nothing)")
     parts: list[str] = []
     used = 0
     included: list[Reference] = []
