@@ -185,6 +185,15 @@ def usage_counts(usage: Mapping[str, Any]) -> dict[str, Any]:
 # -- history ---------------------------------------------------------------------------------------
 
 
+def image_from_source(src: Mapping[str, Any]) -> Image | None:
+    """An image block's ``source`` (base64 data or a URL) as an image, or None if it has neither."""
+    if src.get("type") == "base64" and src.get("data"):
+        return Image(data=src["data"], media_type=src.get("media_type") or "application/octet-stream")
+    if src.get("type") == "url" and src.get("url"):
+        return Image(url=src["url"])
+    return None
+
+
 def read_blocks(b: Builder, content: Any, where: str) -> list[Text | Image]:
     """A message's or tool result's ``content`` (a string or blocks) as text and image blocks; other blocks are
     kept as JSON text, with a repair note."""
@@ -200,11 +209,9 @@ def read_blocks(b: Builder, content: Any, where: str) -> list[Text | Image]:
         elif isinstance(blk, dict) and blk.get("type") == "text":
             out.append(Text(b.text(blk.get("text", ""), w)))
         elif isinstance(blk, dict) and blk.get("type") == "image":
-            src = blk.get("source") or {}
-            if src.get("type") == "base64" and src.get("data"):
-                out.append(Image(data=src["data"], media_type=src.get("media_type") or "application/octet-stream"))
-            elif src.get("type") == "url" and src.get("url"):
-                out.append(Image(url=src["url"]))
+            image = image_from_source(blk.get("source") or {})
+            if image is not None:
+                out.append(image)
             else:
                 b.repairs.append(f"{w}: image block without usable source dropped")
         else:
@@ -342,6 +349,7 @@ __all__ = [
     "AnthropicRenderer",
     "STREAM_EVENTS",
     "accumulate_stream",
+    "image_from_source",
     "is_stream_event",
     "read_blocks",
     "read_history",

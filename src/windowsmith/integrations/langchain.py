@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..errors import UsageError
+from ..formats import anthropic
 from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
 from ..session import Session
@@ -41,11 +42,7 @@ AIMessage, HumanMessage, SystemMessage, ToolMessage = (
 def _image(blk: dict[str, Any]) -> Image | None:
     src = blk.get("source")
     if isinstance(src, dict):  # Anthropic-native block
-        if src.get("type") == "base64" and src.get("data"):
-            return Image(data=src["data"], media_type=src.get("media_type") or "application/octet-stream")
-        if src.get("type") == "url" and src.get("url"):
-            return Image(url=src["url"])
-        return None
+        return anthropic.image_from_source(src)
     if blk.get("type") == "image_url":
         url = blk.get("image_url")
         url = url.get("url") if isinstance(url, dict) else url
