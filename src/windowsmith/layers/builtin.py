@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from functools import cache, partial
+from functools import partial
 from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
@@ -291,168 +291,215 @@ class HistoryLayer(Layer):
 
     def _shrink(self, state: SessionState, item: Item, cap: int, counter: TokenCounter, *,
                 available: int = 0) -> Item | None:
+        return _HistoryFitting(self, state, item, cap, counter, available).run()
+
+
+class _HistoryFitting:
+    """One fit of the history item under ``cap`` (:meth:`HistoryLayer._shrink`): the pinned request shrunk to its
+    share, the oldest units dropped down to the low water, what must stay shrunk and its images stubbed, tool results
+    clipped in tiers; :meth:`run` returns the fitted item, or None when even the last tier does not fit."""
+
+    def __init__(self, layer: HistoryLayer, state: SessionState, item: Item, cap: int, counter: TokenCounter,
+                 available: int) -> None:
         fit = item.fit
         assert fit is not None
-        counts = fit.counts
-        prefix = fit.prefix
-        n = len(counts)
-        lo = fit.first_unit
-        pinned = state.pinned
-        p = 1 if pinned else 0
-        first_raw = counts[0] if pinned else 0
-        summary = state.summary_messages
-        summary_raw = sum(counter.raw_message(m) for m in summary)
-        cap_raw = cap / counter.scale
-        target = cap_raw * self.low_water
-        several = pinned and len(state.units[0].messages) > 1
-        share = self.pinned_share_for(cap, available, several=several)
+        self.layer = layer
+        self.state = state
+        self.item = item
+        self.fit = fit
+        self.cap = cap
+        self.counter = counter
+        self.counts = fit.counts
+        self.prefix = fit.prefix
+        self.n = len(self.counts)
+        self.lo = fit.first_unit
+        self.pinned = state.pinned
+        self.p = 1 if self.pinned else 0
+        self.first_raw = self.counts[0] if self.pinned else 0
+        self.summary = state.summary_messages
+        self.summary_raw = sum(counter.raw_message(m) for m in self.summary)
+        self.cap_raw = cap / counter.scale
+        self.target = self.cap_raw * layer.low_water
+        self.several = self.pinned and len(state.units[0].messages) > 1
+        self.share = layer.pinned_share_for(cap, available, several=self.several)
+        self.ask_raw = state.carried_tokens(self.lo, state.cut_units, counter.raw_message)  # (in summary_raw)
+        self._carried: dict[int, int] = {}
+        self.shrinks: list[Shrink] = []
+        self.stubs: list[PlannedStub] = []
+        self.clipped: list[str] = []
+        self.unbilled = 0
 
-        ask_raw = state.carried_tokens(lo, state.cut_units, counter.raw_message)  # (in summary_raw)
+    def carried(self, i: int) -> int:
+        """Raw tokens the summary messages gain (or lose) when the history starts at unit ``i``: the user's newest
+        message the cut drops is carried after the summary message (``SessionState.carried_ask``)."""
+        got = self._carried.get(i)
+        if got is None:
+            got = self._carried[i] = self.state.carried_tokens(i, len(self.state.units), self.counter.raw_message) \
+                - self.ask_raw
+        return got
 
-        @cache
-        def carried(i: int) -> int:
-            """Raw tokens the summary messages gain (or lose) when the history starts at unit ``i``: the user's newest
-            message the cut drops is carried after the summary message (``SessionState.carried_ask``)."""
-            return state.carried_tokens(i, len(state.units), counter.raw_message) - ask_raw
+    def total(self, i: int, first: int) -> int:
+        """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
+        return (first + (self.summary_raw + self.carried(i) if i > 0 else 0) + self.prefix[self.n]
+                - self.prefix[max(i, self.p)] - self.layer.unbilled(self.counter, i, self.pinned))
 
-        def total(i: int, first: int) -> int:
-            """Raw billed tokens of the history kept from unit ``i``: the pinned request and the summary stay."""
-            return (first + (summary_raw + carried(i) if i > 0 else 0) + prefix[n] - prefix[max(i, p)]
-                    - self.unbilled(counter, i, pinned))
+    def run(self) -> Item | None:
+        first_now = self.shrink_pinned()
+        new_lo = self.first_kept(first_now)
+        if new_lo <= self.lo and not self.shrinks and self.total(self.lo, first_now) <= self.cap_raw:
+            return self.item
+        kept = list(range(max(new_lo, self.p) if self.n > 1 else new_lo, self.n))
+        raw = self.total(new_lo, first_now)
+        if raw > self.cap_raw:
+            self.shrink_kept(kept, raw, new_lo)
+        fitted = self.fit_messages(new_lo)
+        if fitted is None:
+            return None  # the assembler drops it and the build refuses it (history_blocked names the message)
+        return self.fitted(new_lo, *fitted)
 
-        shrinks: list[Shrink] = []
-        stubs: list[PlannedStub] = []
-        # the pinned request larger than its share of a full history: shrink it (it is never dropped). One of
-        # several messages (instructions or a demonstration, then the task) alone over the whole cap shrinks now,
-        # straight to its shares, the task last: once, not again (with a rewrite of every cached token after it)
-        # when the history behind it fills. A single message over the whole cap shrinks below, to the two shares:
-        # every later call reads its view, in a run that may never fill the history (an 80,000-character paste beside
-        # the ask in a 16K window: 0.7 of the cap read by each call cost 13% more than dropping it); of several blocks
-        # (a pasted document beside the ask), the water level cuts the largest first and the others stay whole; of
-        # one, its view keeps head, tail and the lines between that name identifiers (``message_view``: with head
-        # and tail alone, a SWE-agent request of demonstration and issue in one block lost 19 points of strict
-        # recall at two shares, the issue's middle; with the named lines, 3 points, and it costs 9% less than at
-        # the low water). Its images go first (stubs): no view makes an image smaller, and a view of the task loses
-        # what the next calls need
-        allowed = self.pinned_allowance(state, cap_raw, share, counter) if pinned else 0.0
-        if pinned and first_raw > allowed and (total(lo, first_raw) > cap_raw if n > 1 else
-                                               several and first_raw > cap_raw):
+    def shrink_pinned(self) -> int:
+        """Shrink the pinned request when it is larger than its share of a full history (it is never dropped); return
+        its raw tokens after.
+
+        One of several messages (instructions or a demonstration, then the task) alone over the whole cap shrinks now,
+        straight to its shares, the task last: once, not again (with a rewrite of every cached token after it)
+        when the history behind it fills. A single message over the whole cap shrinks below, to the two shares:
+        every later call reads its view, in a run that may never fill the history (an 80,000-character paste beside
+        the ask in a 16K window: 0.7 of the cap read by each call cost 13% more than dropping it); of several blocks
+        (a pasted document beside the ask), the water level cuts the largest first and the others stay whole; of
+        one, its view keeps head, tail and the lines between that name identifiers (``message_view``: with head
+        and tail alone, a SWE-agent request of demonstration and issue in one block lost 19 points of strict
+        recall at two shares, the issue's middle; with the named lines, 3 points, and it costs 9% less than at
+        the low water). Its images go first (stubs): no view makes an image smaller, and a view of the task loses
+        what the next calls need."""
+        state, counter, pinned, first_raw = self.state, self.counter, self.pinned, self.first_raw
+        allowed = self.layer.pinned_allowance(state, self.cap_raw, self.share, counter) if pinned else 0.0
+        if pinned and first_raw > allowed and (self.total(self.lo, first_raw) > self.cap_raw if self.n > 1 else
+                                               self.several and first_raw > self.cap_raw):
             cut = int(first_raw - allowed)
-            stubs = plan_image_stubs(state, [0], cut, counter)
-            shrinks = plan_shrinks(state, [0], cut - sum(x.saving for x in stubs), counter, spare_last=True)
-        first_now = _units_raw(state, [0], shrinks, counter, stubs) if shrinks or stubs else first_raw
-        new_lo = lo
-        # drop oldest units until under the low-water mark, always keeping the newest unit
-        while new_lo < n - 1 and total(new_lo, first_now) > target:
+            self.stubs = plan_image_stubs(state, [0], cut, counter)
+            self.shrinks = plan_shrinks(state, [0], cut - sum(x.saving for x in self.stubs), counter, spare_last=True)
+        return _units_raw(state, [0], self.shrinks, counter, self.stubs) if self.shrinks or self.stubs else first_raw
+
+    def first_kept(self, first_now: int) -> int:
+        """The first unit kept: drop oldest units until under the low-water mark, always keeping the newest unit."""
+        new_lo = self.lo
+        while new_lo < self.n - 1 and self.total(new_lo, first_now) > self.target:
             new_lo += 1
-        if new_lo == 0 and pinned:
-            new_lo = 1 if n > 1 else 0
-        if new_lo <= lo and not shrinks and total(lo, first_now) <= cap_raw:
-            return item
-        kept = list(range(max(new_lo, p) if n > 1 else new_lo, n))
-        raw = total(new_lo, first_now)
-        if raw > cap_raw:
-            # even the newest unit(s) do not fit: shrink their largest messages, then the pinned request's. The newest
-            # unit is cut to the cap, not to the low water: its newest message is what the next step reads, and the
-            # next build drops the unit when a newer one needs the room (a view may overshoot its estimate: the low
-            # water is the fallback). The pinned request stays in every later request: it shrinks to the low water
-            # (alone, to its two shares: above), leaving room for the turns after it
-            alone = min(target, max(2 * self.pinned_share * cap_raw, ALONE_FLOOR)) if n == 1 and not several \
-                else target
+        if new_lo == 0 and self.pinned:
+            new_lo = 1 if self.n > 1 else 0
+        return new_lo
 
-            def shrink_to(units: list[int], before: int, done: Sequence[PlannedStub]
-                          ) -> tuple[list[Shrink], list[PlannedStub], int]:
-                """The shrinks and image stubs of ``units`` (beside ``done``) and the history's raw size with them
-                (``before`` without): their images first (a message's text is worth more than the tokens of a
-                picture no view can shrink, the newest image last), then views of their texts."""
-                others = before - _units_raw(state, units, (), counter, done)
-                out: list[Shrink] = []
-                imgs: list[PlannedStub] = []
-                after = before
-                for goal in ((alone,) if pinned and units[0] == 0 else (cap_raw, target)):
-                    imgs = plan_image_stubs(state, units, int(before - goal) + 1, counter, exclude=done)
-                    left = others + _units_raw(state, units, (), counter, [*done, *imgs])
-                    out = plan_shrinks(state, units, int(left - goal) + 1, counter) if left > goal else []
-                    after = others + _units_raw(state, units, out, counter, [*done, *imgs])
-                    if after <= cap_raw:
-                        break
-                return out, imgs, after
+    def shrink_kept(self, kept: list[int], raw: int, new_lo: int) -> None:
+        """Even the newest unit(s) do not fit: shrink their largest messages, then the pinned request's. The newest
+        unit is cut to the cap, not to the low water: its newest message is what the next step reads, and the
+        next build drops the unit when a newer one needs the room (a view may overshoot its estimate: the low
+        water is the fallback). The pinned request stays in every later request: it shrinks to the low water
+        (alone, to its two shares: :meth:`shrink_pinned`), leaving room for the turns after it."""
+        alone = min(self.target, max(2 * self.layer.pinned_share * self.cap_raw, ALONE_FLOOR)) \
+            if self.n == 1 and not self.several else self.target
+        more, imgs, raw_more = self.shrink_to(kept, raw, self.stubs, alone)
+        if raw_more > self.cap_raw and self.pinned and self.n > 1:
+            more, imgs, _ = self.shrink_to([0, *kept], self.total(new_lo, self.first_raw), (), alone)
+            self.shrinks, self.stubs = [], []
+        self.shrinks = [*self.shrinks, *more]
+        self.stubs = [*self.stubs, *imgs]
 
-            more, imgs, raw_more = shrink_to(kept, raw, stubs)
-            if raw_more > cap_raw and pinned and n > 1:
-                more, imgs, _ = shrink_to([0, *kept], total(new_lo, first_raw), ())
-                shrinks, stubs = [], []
-            shrinks = [*shrinks, *more]
-            stubs = [*stubs, *imgs]
-        with_head = new_lo > 0 and pinned
-        carry = tuple(summary) if new_lo > 0 else ()
+    def shrink_to(self, units: list[int], before: int, done: Sequence[PlannedStub], alone: float
+                  ) -> tuple[list[Shrink], list[PlannedStub], int]:
+        """The shrinks and image stubs of ``units`` (beside ``done``) and the history's raw size with them
+        (``before`` without): their images first (a message's text is worth more than the tokens of a
+        picture no view can shrink, the newest image last), then views of their texts."""
+        state, counter, cap_raw = self.state, self.counter, self.cap_raw
+        others = before - _units_raw(state, units, (), counter, done)
+        out: list[Shrink] = []
+        imgs: list[PlannedStub] = []
+        after = before
+        for goal in ((alone,) if self.pinned and units[0] == 0 else (cap_raw, self.target)):
+            imgs = plan_image_stubs(state, units, int(before - goal) + 1, counter, exclude=done)
+            left = others + _units_raw(state, units, (), counter, [*done, *imgs])
+            out = plan_shrinks(state, units, int(left - goal) + 1, counter) if left > goal else []
+            after = others + _units_raw(state, units, out, counter, [*done, *imgs])
+            if after <= cap_raw:
+                break
+        return out, imgs, after
 
-        def compose() -> tuple[tuple[Message, ...], tuple[Message, ...], int, int]:
-            """The kept head and body with the planned views and stubs, the messages' unbilled and billed raw tokens."""
-            head = _unit_messages(state, 0, shrinks, stubs) if with_head else ()
-            body = tuple(m for i in range(new_lo, n) for m in _unit_messages(state, i, shrinks, stubs))
-            msgs = head + carry + body
-            unbilled = counter.raw_unbilled(msgs)
-            return head, body, unbilled, sum(counter.raw_message(m) for m in msgs) - unbilled
+    def compose(self, new_lo: int, with_head: bool, carry: tuple[Message, ...]
+                ) -> tuple[tuple[Message, ...], tuple[Message, ...], int]:
+        """The kept head and body with the planned views and stubs, and the messages' billed raw tokens (their
+        unbilled ones in :attr:`unbilled`)."""
+        state, shrinks, stubs = self.state, self.shrinks, self.stubs
+        head = _unit_messages(state, 0, shrinks, stubs) if with_head else ()
+        body = tuple(m for i in range(new_lo, self.n) for m in _unit_messages(state, i, shrinks, stubs))
+        msgs = head + carry + body
+        self.unbilled = self.counter.raw_unbilled(msgs)
+        return head, body, sum(self.counter.raw_message(m) for m in msgs) - self.unbilled
 
-        head, body, unbilled, raw = compose()
+    def clip(self, msgs: tuple[Message, ...], floor_chars: int = 128, min_tokens: int = 64
+             ) -> tuple[tuple[Message, ...], int]:
+        """``msgs`` with their largest tool results cut head + tail to fit the cap, naming what the cuts lost (those
+        cut added to :attr:`clipped`), and their billed raw tokens (:attr:`unbilled` set to theirs)."""
+        out, total, cut = clip_messages(msgs, self.cap, self.counter, floor_chars=floor_chars, min_tokens=min_tokens,
+                                        index=True)
+        self.clipped.extend(c for c in cut if c not in self.clipped)
+        self.unbilled = self.counter.raw_unbilled(out)
+        return out, total - self.unbilled
+
+    def fit_messages(self, new_lo: int) -> tuple[tuple[Message, ...], int, bool] | None:
+        """The messages kept from ``new_lo``, their billed raw tokens and whether the carried summary message was left
+        out; None when even the last tier leaves them over the cap."""
+        cap, scale = self.cap, self.counter.scale
+        with_head = new_lo > 0 and self.pinned
+        carry = tuple(self.summary) if new_lo > 0 else ()
+        head, body, raw = self.compose(new_lo, with_head, carry)
         messages = head + carry + body
-        if raw * counter.scale > cap and not all(m.image_free for m in messages):
+        if raw * scale > cap and not all(m.image_free for m in messages):
             # images no view can shrink (a computer-use agent's screenshots, several in the newest tool message):
             # their stubs, oldest first, the newest image last (a mask record makes them durable)
-            units = ([0] if with_head else []) + list(range(new_lo, n))
-            extra = plan_image_stubs(state, units, int(raw - cap_raw) + 1, counter, exclude=stubs)
+            units = ([0] if with_head else []) + list(range(new_lo, self.n))
+            extra = plan_image_stubs(self.state, units, int(raw - self.cap_raw) + 1, self.counter, exclude=self.stubs)
             if extra:
-                stubs = [*stubs, *extra]
-                head, body, unbilled, raw = compose()
+                self.stubs = [*self.stubs, *extra]
+                head, body, raw = self.compose(new_lo, with_head, carry)
                 messages = head + carry + body
-        clipped: list[str] = []
-
-        def clip(msgs: tuple[Message, ...], floor_chars: int = 128, min_tokens: int = 64
-                 ) -> tuple[tuple[Message, ...], int]:
-            """``msgs`` with their largest tool results cut head + tail to fit the cap, naming what the cuts lost (those
-            cut added to ``clipped``), and their billed raw tokens (``unbilled`` set to theirs)."""
-            nonlocal unbilled
-            out, total, cut = clip_messages(msgs, cap, counter, floor_chars=floor_chars, min_tokens=min_tokens,
-                                            index=True)
-            clipped.extend(c for c in cut if c not in clipped)
-            unbilled = counter.raw_unbilled(out)
-            return out, total - unbilled
-
-        if raw * counter.scale > cap:
+        if raw * scale > cap:
             # still over (many small blocks): cut the largest tool results head + tail (the overflow guard)
-            messages, raw = clip(messages)
+            messages, raw = self.clip(messages)
         carry_left_out = False
-        if raw * counter.scale > cap and carry:
+        if raw * scale > cap and carry:
             # the summary message a cut carries (work log, index, transcript reference) does not fit beside what
             # must stay: leave it out of this request (the log keeps it, and the next build that has room sends it)
             # rather than refuse the build
-            clipped.clear()
-            messages, raw = clip(head + body)
+            self.clipped.clear()
+            messages, raw = self.clip(head + body)
             carry_left_out = True
-        if raw * counter.scale > cap:
+        if raw * scale > cap:
             # the last tier before refusing: many results in the newest tool message beside a narrow room (a long
             # system prompt at a small window; a dozen parallel lookups): each down to a few words, head + tail, the
             # marker saying what was cut, rather than no request at all while the system prompt and tools fit. The log
             # keeps them whole (the manifest lists them as clipped)
-            messages, raw = clip(messages, TIGHT_CLIP_CHARS, TIGHT_CLIP_TOKENS)
-        if raw * counter.scale > cap:
-            return None  # the assembler drops it and the build refuses it (history_blocked names the message)
-        dropped = [i for i in range(lo, new_lo) if not (i == 0 and pinned)]
+            messages, raw = self.clip(messages, TIGHT_CLIP_CHARS, TIGHT_CLIP_TOKENS)
+        return None if raw * scale > cap else (messages, raw, carry_left_out)
+
+    def fitted(self, new_lo: int, messages: tuple[Message, ...], raw: int, carry_left_out: bool) -> Item:
+        """The history item with ``messages`` and the fit's record of what it dropped, shrank, stubbed and clipped."""
+        state, lo, n = self.state, self.lo, self.n
+        dropped = [i for i in range(lo, new_lo) if not (i == 0 and self.pinned)]
         # the folds' end is a position in the unshrunk view: what this fit cut or shrank may have moved it
-        meta = {k: v for k, v in item.meta.items() if k not in ("fold", "turn") and not (carry_left_out and k == "carry")}
-        meta.update(self._turn_meta(state, counter, len(messages), new_lo))  # (counted from the end: still true)
-        return replace(item, content=messages, raw_tokens=raw, lineage=None, meta=meta, fit=replace(
-            fit,
+        meta = {k: v for k, v in self.item.meta.items()
+                if k not in ("fold", "turn") and not (carry_left_out and k == "carry")}
+        meta.update(self.layer._turn_meta(state, self.counter, len(messages), new_lo))  # (counted from the end: still true)
+        return replace(self.item, content=messages, raw_tokens=raw, lineage=None, meta=meta, fit=replace(
+            self.fit,
             carry_left_out=carry_left_out,
             first_unit=new_lo,
             keep_from_seq=state.units[new_lo].first_seq if new_lo > lo and new_lo < n else None,
             dropped_units=len(dropped),
-            dropped_tokens=sum(counts[i] for i in dropped),
-            clipped=tuple(clipped),
-            shrinks=tuple(shrinks),
-            image_stubs=tuple(stubs),
-            unbilled=unbilled,
+            dropped_tokens=sum(self.counts[i] for i in dropped),
+            clipped=tuple(self.clipped),
+            shrinks=tuple(self.shrinks),
+            image_stubs=tuple(self.stubs),
+            unbilled=self.unbilled,
         ))
 
 
