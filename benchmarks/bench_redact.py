@@ -173,6 +173,9 @@ def _secret(kind: str, rng: random.Random) -> tuple[str, str]:
         v = _password(rng)
     elif kind == "generic_secret_assignment":
         v = _generic(rng)
+    elif kind == "session_cookie":  # Django, Rails/Laravel, PHP, Java, express-session (signed), random tokens
+        v = rng.choice([_r(rng, string.ascii_lowercase + string.digits, 32), _r(rng, URLSAFE, rng.randint(24, 64)),
+                        _r(rng, HEX, 32).upper(), "s%3A" + _r(rng, URLSAFE, 32) + "." + _r(rng, ALNUM + "%", 43)])
     else:
         raise ValueError(kind)
     return v, v
@@ -240,6 +243,14 @@ _PASSWORD_CONTEXTS = [
     "curl -s --user 'api:{S}' \\\n    https://api.mailgun.example/v3/messages",
     'curl -u "{S}:" https://api.example.com/v1/charges',
 ]
+_COOKIE_NAMES = ["sessionid", "session", "connect.sid", "PHPSESSID", "JSESSIONID", "_app_session", "laravel_session",
+                 "remember_token", "auth_token", "sid", "__Secure-next-auth.session-token", "_gh_sess"]
+_COOKIE_CONTEXTS = [
+    "Cookie: {k}={S}", "Cookie: _ga=GA1.2.1234.5678; {k}={S}; theme=dark", "Set-Cookie: {k}={S}; Path=/; HttpOnly; Secure",
+    'curl -b "{k}={S}" https://app.example.com/api/me', "curl --cookie '{k}={S}; lang=en' https://app.example.com",
+    '{{"headers": {{"Cookie": "{k}={S}"}}}}', "> Cookie: {k}={S}\n> Accept: */*", 'document.cookie = "{k}={S}; path=/"',
+    "< set-cookie: {k}={S}; Max-Age=1209600; SameSite=Lax",
+]
 _GENERIC_KEYS = ["api_key", "apiKey", "client_secret", "access_token", "auth_token", "secret_key", "SIGNING_KEY",
                  "SECRET_KEY", "private_key", "app_secret", "API_TOKEN", "encryption_key", "webhookSecret",
                  "x-api-key", "refresh_token", "credentials", "session_key", "master_key", "AccountKey"]
@@ -265,6 +276,7 @@ def _contexts(kind: str) -> list[str]:
         "gcp_service_account_private_key": _GCP_CONTEXTS, "bearer_token": _BEARER_CONTEXTS,
         "basic_auth": _BASIC_CONTEXTS, "authorization_header": _AUTHORIZATION_CONTEXTS, "url_password": _URL_CONTEXTS,
         "password_assignment": _PASSWORD_CONTEXTS, "generic_secret_assignment": _GENERIC_CONTEXTS,
+        "session_cookie": _COOKIE_CONTEXTS,
     }.get(kind, _FORMAT_CONTEXTS)
 
 
@@ -276,7 +288,8 @@ def build_corpus(seed: int = SEED, per_type: int = PER_TYPE) -> dict[str, Any]:
         for i in range(per_type):
             secret, must_go = _secret(kind, rng)
             template = contexts[i % len(contexts)]
-            key = rng.choice(_PASSWORD_KEYS if kind == "password_assignment" else _GENERIC_KEYS)
+            keys = {"password_assignment": _PASSWORD_KEYS, "session_cookie": _COOKIE_NAMES}.get(kind, _GENERIC_KEYS)
+            key = rng.choice(keys)
             text = _fill(template, secret, rng, key, _NAMES.get(kind, ("key", "SECRET", "secretValue")))
             cases.append({"type": kind, "text": text, "secret": must_go})
     return {

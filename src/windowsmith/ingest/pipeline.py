@@ -55,6 +55,7 @@ class IngestConfig:
     offload_fraction: float = 0.25
     floor_fraction: float = 0.10  # of the whole available budget: the threshold never goes lower
     redact: bool = True
+    redact_pii: bool = False  # also e-mail addresses, phone and card numbers, national ids (redact.PII_TYPES)
     repair_arguments: bool = True  # repair tool-call arguments (JSON + the tool's schema), each repair logged
     compact_json: bool = False  # JSON text results go in without insignificant whitespace (guidance/variation.py)
 
@@ -191,7 +192,7 @@ def ingest_result(
         if isinstance(b, Text):
             text = b.text
             if cfg.redact:
-                r = redact(text)
+                r = redact(text, pii=cfg.redact_pii)
                 text = r.text
                 for k, v in r.counts.items():
                     redactions[k] = redactions.get(k, 0) + v

@@ -18,8 +18,19 @@ keyword and entropy plugins; no code is taken from either):
   least 3.0 bits/char for hex values (detect-secrets' hex limit) or 3.5 for other values.
   detect-secrets uses 4.5 for *unkeyed* base64 strings; a key that names a secret is strong evidence on
   its own, so we use gitleaks' lower "generic-api-key" limit there.
+  A bare value runs to the end of the line or a quote, through ``& ( ) ] } ; , . < > |``
+  (:mod:`windowsmith.ingest.redact_keyed`); the ``pw9==`` that ends a base64 hash is not a key.
 * **Credentials in context**: ``scheme://user:password@host``, ``Authorization: Bearer|Basic ...``,
-  ``Authorization: Token|Api-Token|<raw value>``, ``PRIVATE-TOKEN: ...``, ``curl -u user:password``.
+  ``Authorization: Token|Api-Token|<raw value>``, ``PRIVATE-TOKEN: ...``, ``curl -u user:password``,
+  Docker's ``"auth": base64(user:password)``, session cookies (``Cookie:``, ``Set-Cookie:``, ``curl -b``).
+* **Inside JSON strings**: the rules also run over a view of the text with its JSON string escapes decoded
+  (``{"stdout": "DB_PASSWORD=\\"Xk9\\"\\n"}``, two levels deep), and each span found there replaces the
+  characters of the text that spell it, so a JSON document stays valid (:mod:`windowsmith.ingest.redact_escapes`).
+* **Base64 bodies**: a run of base64 (wrapped lines joined) of up to ``BASE64_MAX`` characters that decodes
+  to text is checked in turn (a ``.env`` through ``base64``, a Kubernetes Secret, GitHub's contents API);
+  when it holds a secret the whole run is replaced, typed by that secret.
+* **Personal data**, only with ``pii=True`` (:mod:`windowsmith.ingest.redact_pii`): e-mail addresses,
+  phone numbers, payment card numbers (Luhn), US SSNs and UK National Insurance numbers.
 
 The judgement calls behind the rules (no unkeyed entropy scan, which keys and values are kept, the
 AWS example key) are documented with the rule data, in :mod:`windowsmith.ingest.redact_rules`; judging one
@@ -27,49 +38,62 @@ candidate value (entropy, placeholders, whether a key names a secret) is :mod:`w
 
 Guarantees: idempotent (markers never match a rule), linear time (every pattern that scans the text has
 bounded repetitions, none nested, so one match attempt reads at most the pattern's width; token
-patterns start at a token boundary; the checks of one value are linear in its length), and a clean text
-costs a few substring checks.
+patterns start at a token boundary; the checks of one value are linear in its length; base64 runs are found
+by a substring search over a byte class map), and a clean text costs a few substring checks.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .redact_escapes import align, only_escapes, unescape
+from .redact_keyed import Span, find_keyed
+from .redact_pii import PII_CHECKS, PII_RULES, PII_TYPES
 from .redact_rules import (
     ASSIGN,
-    COMPARISONS,
+    BASE64_CLASSES,
+    BASE64_LAST_LINE,
+    BASE64_MAX,
+    BASE64_MIN,
+    BASE64_RUN,
+    BASE64_WRAP_MIN,
     CONTEXT_RULES,
+    COOKIE_ATTRIBUTES,
+    COOKIE_HEADER,
+    COOKIE_MIN_LENGTH,
+    COOKIE_PAIR,
+    COOKIE_SESSION_NAME,
     FLAG,
     FORMAT_RULES,
     GCP_KEY_CONTEXT,
-    IDENT_NO_DIGIT,
-    KEY_CHARS,
-    KEY_MAX,
     KEY_RUN,
     KEYED_TRIGGERS,
     KEYWORD,
     KEYWORD_I,
     MARKER,
     MARKER_RX,
+    NOT_TEXT,
+    P_ENCODED,
+    P_HEADER,
     P_KEY_BLOCK,
-    P_KEYED,
     PEM_BEGIN,
     PEM_BODY,
     PEM_END,
     PEM_MAX,
-    REST_OF_LINE,
     SECRET_TYPES,
     VALUE_KEYWORDS,
     XML,
     RegexRule,
 )
-from .redact_values import CHECKS, classify, key_kind, looks_like_words, shannon_entropy
+from .redact_values import CHECKS, classify, is_placeholder, looks_random, shannon_entropy
 
-__all__ = ["SECRET_TYPES", "Redaction", "has_candidate", "redact", "redact_obj", "redact_schema", "shannon_entropy"]
+__all__ = ["PII_TYPES", "SECRET_TYPES", "Redaction", "has_candidate", "redact", "redact_obj", "redact_schema", "shannon_entropy"]
 
 
 @dataclass(frozen=True)
@@ -87,9 +111,7 @@ class Redaction:
 # ---------------------------------------------------------------------------------------------------
 # Rules
 # ---------------------------------------------------------------------------------------------------
-# A span is (start, end, type, priority); a lower priority number wins an overlap.
-
-Span = tuple[int, int, str, int]
+# A span (redact_keyed.Span) is (start, end, type, priority); a lower priority number wins an overlap.
 
 
 @dataclass(frozen=True)
@@ -99,12 +121,13 @@ class _Rule:
     triggers: tuple[str, ...] = ()  # case-sensitive substrings; the rule runs if any is present
     itriggers: tuple[str, ...] = ()  # substrings of the lower-cased text
     scans: tuple[re.Pattern[str], ...] = ()  # the patterns it runs over the text (checked for linear time)
+    probe: Callable[[str], object] | None = None  # without triggers: the rule runs if this finds something
 
 
 def _regex_rule(spec: RegexRule) -> _Rule:
     """The rule that scans ``spec.pattern`` over the text and keeps the matches its check accepts."""
     rx = re.compile(spec.pattern)
-    check = CHECKS[spec.check] if spec.check is not None else None
+    check = {**CHECKS, **PII_CHECKS}[spec.check] if spec.check is not None else None
     kind, priority, group = spec.kind, spec.priority, spec.group
 
     def find(text: str) -> Iterator[Span]:
@@ -113,95 +136,104 @@ def _regex_rule(spec: RegexRule) -> _Rule:
                 continue
             yield m.start(group), m.end(group), kind, priority
 
-    return _Rule(spec.name, find, spec.triggers, spec.itriggers, (rx,))
+    probe = re.compile(spec.probe).search if spec.probe is not None else None
+    return _Rule(spec.name, find, spec.triggers, spec.itriggers, (rx,), probe)
 
 
 # ---------------------------------------------------------------------------------------------------
-# Keyed values: KEY=value, "key": "value", key: value, --key value (judged by redact_values.classify)
+# Session cookies and base64 bodies
 # ---------------------------------------------------------------------------------------------------
 
 
-def _line_start(text: str, pos: int) -> bool:
-    i = pos - 1
-    while i >= 0 and text[i] in " \t-":
-        i -= 1
-    return i < 0 or text[i] in "\n\x00"
-
-
-def _value_group(m: re.Match[str]) -> tuple[str, bool] | None:
-    for g, quoted in (("dq", True), ("sq", True), ("bq", True), ("bare", False)):
-        if g in m.re.groupindex and m.group(g) is not None:
-            return g, quoted
-    return None
-
-
-def _find_keyed(text: str) -> Iterator[Span]:
-    """Keyed values, found from keyword hits so that text without assignments costs one scan."""
-    lowered = text.lower()
-    hits = KEYWORD.finditer(lowered) if len(lowered) == len(text) else KEYWORD_I.finditer(text)
-    skip_until = -1
-    for hit in hits:
-        p = hit.start()
-        if p < skip_until:
-            continue
-        word_end = KEY_RUN.match(text, p).end()  # type: ignore[union-attr]
-        skip_until = word_end
-        i = p
-        lo = max(0, p - KEY_MAX)
-        while i > lo and text[i - 1] in KEY_CHARS:
-            i -= 1
-        if (i == lo and lo > 0 and text[i - 1] in KEY_CHARS) or word_end - i > KEY_MAX + 2:
-            continue  # a long run of word characters, not a key
-        j = i
-        while j < p and text[j] == "-":
-            j += 1
-        candidates: list[tuple[re.Match[str] | None, bool]] = []
-        if 0 < j - i <= 2:
-            candidates.append((FLAG.match(text, i), True))
-        if i > 0 and text[i - 1] == "<":
-            candidates.append((XML.match(text, i), False))
-        candidates.append((ASSIGN.match(text, j), False))
-        for m, is_flag in candidates:
-            if m is None or m.end("key") < hit.end():
-                continue
-            skip_until = max(skip_until, m.end())  # each value is judged once: linear time
-            span = _keyed_span(text, m, is_flag)
-            if span is not None:
-                yield span
-                skip_until = max(skip_until, span[1])
+def _find_cookies(text: str) -> Iterator[Span]:
+    """The values of session cookies in a ``Cookie`` / ``Set-Cookie`` header, ``curl -b`` or a
+    ``"cookie": "..."`` field: a cookie whose name says session (``sessionid``, ``connect.sid``,
+    ``remember_token``) of at least COOKIE_MIN_LENGTH characters, or any cookie with a random value."""
+    for h in COOKIE_HEADER.finditer(text):
+        pos = h.end()
+        while (m := COOKIE_PAIR.match(text, pos)) is not None:
+            name, value = m.group("name"), m.group("v")
+            if name.lower() not in COOKIE_ATTRIBUTES and value and not is_placeholder(value):
+                session = COOKIE_SESSION_NAME.search(name) is not None and len(value) >= COOKIE_MIN_LENGTH
+                if session or looks_random(value, quoted=True):
+                    yield m.start("v"), m.end("v"), "session_cookie", P_HEADER
+            pos = m.end()
+            if not text.startswith(";", pos):
                 break
+            pos += 1
 
 
-def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
-    key = m.group("key")
-    if key_kind(key) is None:
-        return None
-    vg = _value_group(m)
-    if vg is None:
-        return None
-    g, quoted = vg
-    value = m.group(g)
-    sep = " " if is_flag else m.group("sep")
-    if sep == "" and not (quoted and text.startswith(";", m.end())):
-        return None  # private_key "v"; (a directive and its quoted value) needs the closing semicolon
-    if sep in COMPARISONS and (not quoted or (sep == "," and not m.group("kq"))):
-        return None  # password == other, f(token, x): a comparison or an argument list needs a literal
-    if sep == "," and (len(value) < 6 or IDENT_NO_DIGIT.fullmatch(value) or looks_like_words(value)):
-        return None  # ("pass", "raise"), ["password", "email"]: a list of words, not a key and its value
-    if sep == ":" and not m.group("kq") and text.startswith("//", m.end("sep")):
-        return None  # a URL scheme, not a key
-    kind = classify(key, value, quoted=quoted, sep=sep, line_start=_line_start(text, m.start()))
-    if kind is None:
-        return None
-    if not quoted and sep == ":" and IDENT_NO_DIGIT.fullmatch(value):
-        rest = REST_OF_LINE.match(text, m.end(g))
-        if rest is not None and rest.group().strip() and not rest.group().lstrip().startswith("#"):
-            return None  # "passwd: files systemd" (nsswitch.conf): a word among words, not a YAML value
-    start, end = m.start(g), m.end(g)
-    if not quoted:  # trailing punctuation is not part of a bare value
-        while end > start and text[end - 1] in ".:":
-            end -= 1
-    return start, end, kind, P_KEYED
+_RUN = b"a" * BASE64_MIN
+_NOT_BASE64 = re.compile(rb"[^a]")
+
+
+def _base64_classes(text: str) -> bytes:
+    """``text`` as one byte per character (non-ASCII as ``?``) mapped to BASE64_CLASSES: a run of base64
+    is then found by a substring search in C, ten times faster than a pattern over the text."""
+    return text.encode("ascii", "replace").translate(BASE64_CLASSES)
+
+
+def _has_base64_run(text: str) -> bool:
+    return len(text) >= BASE64_MIN and _RUN in _base64_classes(text)
+
+
+def _base64_run_spans(text: str) -> Iterator[tuple[int, int]]:
+    """What ``BASE64_RUN.finditer(text)`` finds: runs of BASE64_MIN to BASE64_MAX base64 characters and their
+    padding, with no base64, padding or URL-safe character on either side."""
+    classes = _base64_classes(text)
+    pos = classes.find(_RUN)
+    while pos != -1:
+        m = _NOT_BASE64.search(classes, pos)
+        end = len(classes) if m is None else m.start()
+        stop = end
+        while stop < len(classes) and stop - end < 2 and classes[stop] == 0x3D:
+            stop += 1
+        before_ok = pos == 0 or classes[pos - 1] == 0x20
+        if before_ok and end - pos <= BASE64_MAX and (stop == len(classes) or classes[stop] == 0x20):
+            yield pos, stop
+        pos = classes.find(_RUN, stop + 1)
+
+
+def _base64_runs(text: str) -> Iterator[tuple[int, int]]:
+    """Runs of base64; a run wrapped over lines (each a multiple of 4 long, the last one shorter) is one."""
+    start = end = line = -1
+    for a, b in _base64_run_spans(text):
+        gap = text[end:a] if end >= 0 else ""
+        if gap in ("\n", "\r\n") and (end - line) % 4 == 0 and text[end - 1] != "=" and b - start <= BASE64_MAX:
+            end, line = b, a
+            continue
+        if start >= 0:
+            yield start, _wrapped_tail(text, line, end)
+        start, end, line = a, b, a
+    if start >= 0:
+        yield start, _wrapped_tail(text, line, end)
+
+
+def _wrapped_tail(text: str, line: int, end: int) -> int:
+    """The end of a wrapped run, its last line included when shorter than BASE64_MIN (``base64`` prints 76
+    characters a line, GitHub 60)."""
+    if end - line < BASE64_WRAP_MIN or (end - line) % 4 or text[end - 1] == "=":
+        return end
+    tail = BASE64_LAST_LINE.match(text, end)
+    return end if tail is None else tail.end()
+
+
+def _find_base64_bodies(text: str) -> Iterator[Span]:
+    """A base64-encoded text (a ``.env``, a config file) up to BASE64_MAX characters that holds a secret:
+    the whole run is replaced, typed by the first secret inside it."""
+    for a, b in _base64_runs(text):
+        blob = text[a:b].replace("\r", "").replace("\n", "")
+        if b - a > BASE64_MAX or blob.isdigit() or blob.islower() or blob.isupper():
+            continue
+        try:
+            decoded = base64.b64decode(blob + "=" * (-len(blob) % 4), validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if NOT_TEXT.search(decoded) is not None:
+            continue
+        inner = _spans(decoded, _active_rules(decoded, nested=True))
+        if inner:
+            yield a, b, min(inner)[2], P_ENCODED
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -236,11 +268,21 @@ _RULES: tuple[_Rule, ...] = (
     *map(_regex_rule, CONTEXT_RULES),
     _Rule(
         "keyed",
-        _find_keyed,
+        find_keyed,
         itriggers=KEYED_TRIGGERS,
         scans=(KEYWORD, KEYWORD_I, KEY_RUN, ASSIGN, FLAG, XML),
     ),
+    _Rule("session_cookie", _find_cookies, itriggers=("cookie", " -b "), scans=(COOKIE_HEADER, COOKIE_PAIR)),
 )
+#: Decoding base64 bodies (one level: a body inside a body is not decoded).
+_BASE64_RULE = _Rule("base64_body", _find_base64_bodies, probe=_has_base64_run, scans=(BASE64_RUN,))
+_PII_RULES: tuple[_Rule, ...] = tuple(map(_regex_rule, PII_RULES))
+_RULE_SETS = {  # (pii, nested): the rules that may run
+    (False, False): (*_RULES, _BASE64_RULE),
+    (True, False): (*_RULES, _BASE64_RULE, *_PII_RULES),
+    (False, True): _RULES,
+    (True, True): (*_RULES, *_PII_RULES),
+}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -248,11 +290,11 @@ _RULES: tuple[_Rule, ...] = (
 # ---------------------------------------------------------------------------------------------------
 
 
-def _active_rules(text: str) -> list[_Rule]:
+def _active_rules(text: str, *, pii: bool = False, nested: bool = False) -> list[_Rule]:
     lowered: str | None = None
     active = []
     contains = text.__contains__
-    for rule in _RULES:
+    for rule in _RULE_SETS[pii, nested]:
         if any(map(contains, rule.triggers)):
             active.append(rule)
             continue
@@ -261,12 +303,47 @@ def _active_rules(text: str) -> list[_Rule]:
                 lowered = text.lower()
             if any(map(lowered.__contains__, rule.itriggers)):
                 active.append(rule)
+        elif rule.probe is not None and rule.probe(text):
+            active.append(rule)
     return active
 
 
-def has_candidate(text: str) -> bool:
+def has_candidate(text: str, *, pii: bool = False) -> bool:
     """Cheap pre-check: False means ``redact(text)`` cannot change ``text``."""
-    return bool(_active_rules(text))
+    if _active_rules(text, pii=pii):
+        return True
+    view = unescape(text)  # https:\\/\\/user:pw@host (PHP's JSON) shows its "://" only when decoded
+    return view is not None and has_candidate(view.text, pii=pii)
+
+
+def _spans(text: str, rules: list[_Rule]) -> list[Span]:
+    """Every span the rules find in ``text`` that does not hold an existing marker."""
+    return [s for rule in rules for s in rule.find(text) if "REDACTED:" not in text[s[0] : s[1]]]
+
+
+def _overlaps(chosen: list[Span], starts: list[int], a: int, b: int) -> bool:
+    i = bisect_right(starts, a)
+    return (i > 0 and chosen[i - 1][1] > a) or (i < len(chosen) and chosen[i][0] < b)
+
+
+def _find(text: str, pii: bool, depth: int = 0) -> list[Span]:
+    """The spans to replace in ``text``: those found in it, and those found in the view of its JSON string
+    escapes (two levels: JSON text inside a JSON string), mapped back. Where the two overlap the view's
+    span wins (it read ``\\"`` as a quote); no span splits an escape sequence or is nothing but escapes
+    (``\\\\`` before ``\\"``: the quoting of a string inside a string)."""
+    spans = _spans(text, _active_rules(text, pii=pii))
+    view = unescape(text) if depth < 2 and "\\" in text else None
+    if view is None:
+        return spans
+    decoded = [(view.original(a), view.original(b), k, p) for a, b, k, p in _find(view.text, pii, depth + 1)]
+    decoded.sort()
+    starts = [s[0] for s in decoded]
+    own = []
+    for a, b, k, p in spans:
+        a, b = align(text, a, b)
+        if b > a and not only_escapes(text[a:b]) and not _overlaps(decoded, starts, a, b):
+            own.append((a, b, k, p))
+    return decoded + own
 
 
 def _select(spans: list[Span]) -> list[Span]:
@@ -303,16 +380,10 @@ def _touches(marks: list[tuple[int, int]], starts: list[int], a: int, b: int) ->
     return i > 0 and marks[i - 1][1] >= a
 
 
-def redact(text: str) -> Redaction:
-    """Replace every recognised secret in ``text`` with ``[REDACTED:<type>]``."""
-    rules = _active_rules(text)
-    if not rules:
-        return Redaction(text, {})
-    spans: list[Span] = []
-    for rule in rules:
-        for s in rule.find(text):
-            if "REDACTED:" not in text[s[0] : s[1]]:
-                spans.append(s)
+def redact(text: str, *, pii: bool = False) -> Redaction:
+    """Replace every recognised secret in ``text`` with ``[REDACTED:<type>]``; with ``pii``, also e-mail
+    addresses, phone numbers, payment card numbers and national ids (:data:`PII_TYPES`)."""
+    spans = _find(text, pii)
     if spans and "[REDACTED:" in text:  # a span that touches an existing marker: idempotence
         marks = [(m.start(), m.end()) for m in MARKER_RX.finditer(text)]
         starts = [a for a, _ in marks]
@@ -336,7 +407,7 @@ def _merge(into: dict[str, int], more: dict[str, int]) -> None:
         into[k] = into.get(k, 0) + v
 
 
-def redact_obj(value: Any) -> tuple[Any, dict[str, int]]:
+def redact_obj(value: Any, *, pii: bool = False) -> tuple[Any, dict[str, int]]:
     """Redact every string in a JSON-like structure (dicts, lists, tuples, strings).
 
     A string value under a key that names a secret (``{"password": "hunter2"}``) is judged with the key as
@@ -347,7 +418,7 @@ def redact_obj(value: Any) -> tuple[Any, dict[str, int]]:
 
     def walk(v: Any) -> Any:
         if isinstance(v, str):
-            r = redact(v)
+            r = redact(v, pii=pii)
             _merge(counts, r.counts)
             return r.text
         if isinstance(v, dict):
@@ -356,7 +427,7 @@ def redact_obj(value: Any) -> tuple[Any, dict[str, int]]:
                 if isinstance(k, str) and isinstance(item, str) and "\n" not in item:
                     kind = classify(k, item, quoted=True, sep=":", line_start=True)
                     if kind is not None:
-                        inner = redact(item)  # a known format inside wins (github_token, ...)
+                        inner = redact(item, pii=pii)  # a known format inside wins (github_token, ...)
                         if inner.total:
                             _merge(counts, inner.counts)
                             out[k] = inner.text

@@ -57,10 +57,11 @@ SECRET_TYPES: tuple[str, ...] = (
     "url_password",
     "password_assignment",
     "generic_secret_assignment",
+    "session_cookie",
 )
 
 # A span is (start, end, type, priority); a lower priority number wins an overlap.
-P_KEY_BLOCK, P_FORMAT, P_CONTEXT, P_HEADER, P_KEYED = 0, 1, 2, 3, 4
+P_KEY_BLOCK, P_FORMAT, P_CONTEXT, P_HEADER, P_KEYED, P_ENCODED = 0, 1, 2, 3, 4, 5
 
 #: Keyed values whose key names a secret (not a password) must look random: this long, and this many bits
 #: of Shannon entropy per character (detect-secrets' hex limit; gitleaks' "generic-api-key" limit).
@@ -76,8 +77,9 @@ AUTH_MIN_LENGTH = 16
 class RegexRule:
     """A rule that is one pattern scanned over the text: the secret type it finds (``kind``), how it wins
     an overlap (``priority``), when it runs (``triggers``: case-sensitive substrings of the text,
-    ``itriggers``: substrings of the lower-cased text), the group that is the secret, and the name of the
-    check a match must pass (a key of ``redact_values.CHECKS``)."""
+    ``itriggers``: substrings of the lower-cased text, ``probe``: a pattern searched for), the group that is
+    the secret, and the name of the check a match must pass (a key of ``redact_values.CHECKS`` or
+    ``redact_pii.PII_CHECKS``)."""
 
     name: str
     kind: str
@@ -87,6 +89,7 @@ class RegexRule:
     itriggers: tuple[str, ...] = ()
     group: str | int = 0
     check: str | None = None
+    probe: str | None = None  # with no triggers: a pattern whose presence makes the rule run
 
 
 # Token formats. Each pattern starts with a negative look-behind on its own character class, so a
@@ -156,7 +159,7 @@ FORMAT_RULES: tuple[RegexRule, ...] = (
         r"(?<![A-Za-z0-9_])(?:(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,250}|whsec_[A-Za-z0-9+/=]{24,120})"
         + r"(?![A-Za-z0-9])",
         P_FORMAT,
-        triggers=("sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_", "whsec_"),
+        triggers=("k_live_", "k_test_", "k_prod_", "whsec_"),  # sk_live_ and rk_live_ both contain k_live_
     ),
     RegexRule(
         "google_api_key",
@@ -235,6 +238,15 @@ CONTEXT_RULES: tuple[RegexRule, ...] = (
         check="authorization",
     ),
     RegexRule(
+        "docker_auth",  # ~/.docker/config.json: {"auths": {"<registry>": {"auth": base64("user:password")}}}
+        "basic_auth",
+        r"""(?<![A-Za-z0-9_])["']auth["'][ \t]{0,4}:[ \t]{0,4}["'](?P<v>[A-Za-z0-9+/]{4,1024}={0,2})["']""",
+        P_CONTEXT,
+        itriggers=('"auth"', "'auth'"),
+        group="v",
+        check="basic",
+    ),
+    RegexRule(
         "mysql_password",
         "password_assignment",
         r"""(?<![\w-])-p(?P<v>[^\s'"-][^\s'"]{0,127})""",
@@ -257,7 +269,7 @@ CONTEXT_RULES: tuple[RegexRule, ...] = (
         "password_assignment",
         r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?(?P<v>[^\s:'"]{8,256}):(?=["']?(?:\s|$))""",
         P_HEADER,
-        triggers=("-u", "--user"),
+        triggers=("-u",),  # "--user" contains it
         group="v",
         check="authorization",
     ),
@@ -266,7 +278,7 @@ CONTEXT_RULES: tuple[RegexRule, ...] = (
         "password_assignment",
         r"""(?<![\w-])(?:-u|--user)(?:[ \t]{1,8}|=)["']?[^\s:'"]{0,128}["']?:["']?(?P<v>[^\s'"]{1,256})""",
         P_HEADER,
-        triggers=("-u", "--user"),
+        triggers=("-u",),  # "--user" contains it
         group="v",
         check="url_password",
     ),
@@ -325,6 +337,7 @@ PATH = re.compile(r"(?:~|\.{1,2})?/[\w.@+-]*+(?:/[\w.@+-]*+)++|[A-Za-z]:\\.*")
 VERSION = re.compile(r"v?[0-9]++\.[0-9]++(?:[-+.][0-9A-Za-z.-]*+)?")
 HEX = re.compile(r"[0-9a-fA-F]+")
 NUMBER = re.compile(r"[-+]?[0-9][0-9_,.]*")
+JSON_NUMBER = re.compile(r"-?[0-9]++(?:\.[0-9]++)?(?:[eE][-+]?[0-9]++)?")
 
 # ---------------------------------------------------------------------------------------------------
 # Keyed values: KEY=value, "key": "value", key: value, --key value
@@ -382,8 +395,56 @@ KEY_RUN = re.compile(r"[A-Za-z0-9_.\-]{0,100}")
 KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 KEY_MAX = 64
 #: Substrings of the lower-cased text without which the keyed rule cannot match.
-KEYED_TRIGGERS = ("pass", "pwd", "pw", "secret", "token", "key", "auth", "cred", "salt", "dsn", "connection")
+KEYED_TRIGGERS = ("pass", "pw", "secret", "token", "key", "auth", "cred", "salt", "dsn", "connection")  # "pw" in "pwd"
 REST_OF_LINE = re.compile(r"[^\n\x00]{0,80}")
+#: A bare (unquoted) value runs to the end of the line or a quote; these characters end it only where they
+#: end a value (see redact._bare_end): before a blank, a doubled operator or the next ``key=``.
+BARE_VALUE_MAX = 512
+BARE_STOP = frozenset(" \t\r\n\x0b\x0c\x00\"'`")
+BARE_MAYBE_STOP = frozenset("&;,|<>")
+NEXT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_. \-]{0,63}=")
+CLOSERS = {")": "(", "]": "[", "}": "{"}
+#: A value that starts with a call (``get_password()``, ``hash(pw)``, ``Piecewise((x, y > x)``): code, not a
+#: password. The name is words with at most three digits at the end (``sha256(``), so ``Xk9mQ2(w`` is a value.
+CALL = re.compile(r"(?:[A-Za-z_$][A-Za-z_$]*+[0-9]{0,3}\.)*+[A-Za-z_$][A-Za-z_$]*+[0-9]{0,3}\(")
+#: The end of a base64 string after a key candidate: ``pw9==`` of an integrity hash is not ``pw9 = "..."``.
+B64_TAIL = re.compile(r"[A-Za-z0-9+/]{0,100}={1,2}(?![A-Za-z0-9+/=])")
+INTEGRITY_PREFIX = re.compile(r"sha(?:1|224|256|384|512)-")
+
+# ---------------------------------------------------------------------------------------------------
+# Session cookies: Cookie / Set-Cookie headers, curl -b / --cookie, "cookie": "..." (pairs read one by one)
+# ---------------------------------------------------------------------------------------------------
+
+COOKIE_HEADER = re.compile(
+    r"""(?:(?<![A-Za-z0-9_-])(?i:(?:set-)?cookies?)["']?[ \t]{0,4}[:=][ \t]{0,4}|(?<![\w-])(?:--cookie|-b)[ \t=]{1,4})["']?"""
+)
+COOKIE_PAIR = re.compile(r"""[ \t]{0,4}(?P<name>[A-Za-z0-9!#$%&*+.^_|~-]{1,128})=(?P<v>[^;,\s"'\\]{0,4096})""")
+COOKIE_SESSION_NAME = re.compile(r"(?i)sess|sid|auth|token|jwt|remember|login|identity|credential|secret|key")
+COOKIE_ATTRIBUTES = frozenset(
+    ["path", "domain", "expires", "max-age", "samesite", "secure", "httponly", "priority", "version", "comment",
+     "partitioned"]
+)
+COOKIE_MIN_LENGTH = 8  # a session-named cookie's value; any other cookie needs a random value (GENERIC_MIN_LENGTH)
+
+# ---------------------------------------------------------------------------------------------------
+# Base64 bodies: a base64-encoded .env or config (``base64 .env``, a Kubernetes Secret, GitHub's contents API)
+# ---------------------------------------------------------------------------------------------------
+
+#: A run of standard base64; runs on consecutive lines (``base64`` wraps at 76, GitHub at 60) are joined.
+#: Runs of more than BASE64_MAX characters in all are not decoded (images and archives, not configuration).
+BASE64_MAX = 19_998
+BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{24,19998}={0,2}(?![A-Za-z0-9+/=_-])")
+BASE64_MIN = 24
+BASE64_WRAP_MIN = 60  # a line this long (and a multiple of 4) may be wrapped: the short line after it joins
+BASE64_LAST_LINE = re.compile(r"\r?\n[A-Za-z0-9+/]{2,76}={0,2}(?![A-Za-z0-9+/=_-])")
+#: Maps each ASCII byte to its class for finding runs in C: base64 "a", padding "=", URL-safe "-", other " ".
+BASE64_CLASSES = bytes(
+    0x61 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "+/") else 0x3D if chr(i) == "=" else
+    0x2D if chr(i) in "-_" else 0x20
+    for i in range(256)
+)
+#: Characters that are not in printable text: a decoded body with any of them is binary, not configuration.
+NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 
 # ---------------------------------------------------------------------------------------------------
 # PEM private keys (found by markers, not one regex: the BEGIN and END lines may be far apart)

@@ -22,6 +22,7 @@ from functools import lru_cache
 from .redact_rules import (
     AUTH_MIN_LENGTH,
     AUTH_SCHEMES,
+    CALL,
     CAMEL_SEG,
     CODE_SEGMENT,
     DOTTED_IDENT,
@@ -51,7 +52,10 @@ from .redact_rules import (
     WORDS_LOWER,
 )
 
-__all__ = ["CHECKS", "asks_to_fill_in", "classify", "is_placeholder", "key_kind", "looks_like_words", "shannon_entropy"]
+__all__ = [
+    "CHECKS", "asks_to_fill_in", "classify", "is_placeholder", "key_kind", "looks_like_words", "looks_random",
+    "shannon_entropy",
+]
 
 
 def shannon_entropy(value: str) -> float:
@@ -152,7 +156,7 @@ def classify(key: str, value: str, *, quoted: bool, sep: str, line_start: bool) 
             return None  # "pass: done", "pw: Piecewise": a short key needs a value that is not a word
         if quoted:
             return kind
-        if "(" in v or DOTTED_IDENT.fullmatch(v) or v.lower() in TYPE_WORDS:
+        if CALL.match(v) or _is_attribute_path(v) or v.lower() in TYPE_WORDS:
             return None  # code: password=get_password(), self.password, password: str
         if IDENT_NO_DIGIT.fullmatch(v):
             # A bare identifier is a variable in code (password=password) unless the key is an
@@ -162,19 +166,23 @@ def classify(key: str, value: str, *, quoted: bool, sep: str, line_start: bool) 
             if not (env_key or yaml_key) or v.lower() in key.lower():
                 return None
         return kind
-    # generic: the value must look random.
+    return kind if looks_random(v, quoted=quoted) else None
+
+
+def looks_random(v: str, *, quoted: bool) -> bool:
+    """A value that looks like a generated secret: long enough, no blank, not a number, version, path, URL,
+    code or words, and enough entropy (hex values: their own, lower limit)."""
     if len(v) < GENERIC_MIN_LENGTH or any(c.isspace() for c in v):
-        return None
+        return False
     if NUMBER.fullmatch(v) or VERSION.fullmatch(v) or PATH.fullmatch(v) or "://" in v:
-        return None
-    if not quoted and ("(" in v or _is_attribute_path(v)):
-        return None
+        return False
+    if not quoted and (CALL.match(v) or v.endswith("(") or _is_attribute_path(v)):
+        return False
     if looks_like_words(v) or (DOTTED_IDENT.fullmatch(v) and all(map(looks_like_words, v.split(".")))):
-        return None  # AUTH_USER_MODEL = "accounts.CustomUser"
-    limit = HEX_MIN_ENTROPY if HEX.fullmatch(v) else MIN_ENTROPY
-    if HEX.fullmatch(v) and len(v) < HEX_MIN_LENGTH:
-        return None
-    return kind if shannon_entropy(v) >= limit else None
+        return False  # AUTH_USER_MODEL = "accounts.CustomUser"
+    if HEX.fullmatch(v):
+        return len(v) >= HEX_MIN_LENGTH and shannon_entropy(v) >= HEX_MIN_ENTROPY
+    return shannon_entropy(v) >= MIN_ENTROPY
 
 
 def _is_attribute_path(v: str) -> bool:
