@@ -206,6 +206,14 @@ def test_every_cli_command_is_documented_with_help():
     assert result.exit_code == 0
 
 
+def test_the_readmes_links_into_the_docs_resolve():
+    """mkdocs checks the links between the docs pages; the README is outside the site, so its links are checked here."""
+    links = re.findall(r"\]\(((?:docs/)[^)#\s]+)(?:#[^)]*)?\)", README.read_text())
+    assert len(links) >= 20, links
+    for link in links:
+        assert (ROOT / link).is_file(), f"README links to {link}, which does not exist"
+
+
 def test_readme_keeps_the_two_commands_ci_runs():
     text = README.read_text()
     assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/windowsmith demo" in text
