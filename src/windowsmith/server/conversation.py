@@ -2,11 +2,11 @@
 
 An agent sends its whole conversation on every call. :func:`parse_conversation` turns the request
 body (OpenAI chat or Anthropic messages) into neutral form with the format's history reader
-(``windowsmith.formats``), so a request, a loaded history and a log file are read by the same code. :class:`Sync` remembers, per session, how many of the
-client's neutral messages are already in the log and a digest of each prefix; :func:`new_messages`
-returns only what is new, and raises :class:`ConversationDivergedError` if the client changed what it
-sent before (an edited or truncated history): the log is append-only, so such a client needs a new
-session id.
+(``windowsmith.formats``), so a request, a loaded history and a log file are read by the same code.
+:class:`Sync` remembers, per session, how many of the client's neutral messages are already in the log
+and a digest of each prefix; :func:`new_messages` returns only what is new, and raises
+:class:`ConversationDivergedError` if the client changed what it sent before (an edited or truncated
+history): the log is append-only, so such a client needs a new session id.
 
 The assistant message the proxy recorded from the upstream response comes back in the client's next
 request; it is recognised (``Sync.pending``) and skipped, never appended twice.
