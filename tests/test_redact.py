@@ -516,7 +516,8 @@ def test_a_redacted_span_never_splits_an_escape_sequence() -> None:
 
 
 @pytest.mark.parametrize("password", ["Xk9mQ2.wT7pLz", "Xk9;mQ2wT7pLz", "Xk9&mQ2(w)T7pLz", "Xk9]mQ2}wT7",
-                                      "Xk9,mQ2<w>T7|pLz", "Xk9mQ2wT7pLz.", "Xk9)mQ2", "a.b.Xk9mQ2"])
+                                      "Xk9,mQ2<w>T7|pLz", "Xk9mQ2wT7pLz.", "Xk9)mQ2", "a.b.Xk9mQ2", "Jb(0gQ6Ze5hZ",
+                                      "tUzH.aPyhMFL", "x3&&BOW;gyGKv", "Xx>&jT4", "WiD;cx,,89m96O", "tpp(1}1B3kC)on"])
 @pytest.mark.parametrize("template", ["DB_PASSWORD={S}", "export DB_PASSWORD={S}\n", "  password: {S}\n",
                                       "mysql --password {S} -h db", "psql --password={S}", '{{"stdout": "PGPASSWORD={S}"}}'])
 def test_an_unquoted_value_runs_to_the_end_of_line_or_quote_through_punctuation(template: str, password: str) -> None:
@@ -542,7 +543,8 @@ def test_a_bare_value_stops_where_the_next_key_operator_or_sentence_starts(text:
 
 
 @pytest.mark.parametrize("code", ["pw = Piecewise((x, y > x), (y, True))", "password=get_password(user).strip()",
-                                  "password=self.settings.db.password", "token=os.getenv(name)"])
+                                  "password=self.settings.db.password", "token=os.getenv(name)",
+                                  "self._session_key = self._get_new_session_key()", "pw_sub = pw.subs({y: 1.0})"])
 def test_a_bare_value_that_is_code_is_kept(code: str) -> None:
     assert redact(code).text == code
 

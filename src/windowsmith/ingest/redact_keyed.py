@@ -21,6 +21,7 @@ from .redact_rules import (
     BARE_MAYBE_STOP,
     BARE_STOP,
     BARE_VALUE_MAX,
+    CALL,
     CLOSERS,
     COMPARISONS,
     FLAG,
@@ -115,15 +116,15 @@ def find_keyed(text: str) -> Iterator[Span]:
 
 def _value_ends_at(text: str, i: int) -> bool:
     """Whether ``text[i]`` (one of ``& ; , | < >``) ends a bare value rather than belongs to it: before a
-    blank, a quote or the end, doubled (``&&``, ``||``), before the next ``key=`` (``&page=2``,
-    ``;Database=app``), or a closing tag or redirection (``</``, ``>/dev/null``)."""
+    blank, a quote or the end, before the next ``key=`` (``&page=2``, ``;Database=app``), or a closing tag
+    (``</``). Glued to more characters it is part of the value (``Xk9&&BOW``, ``Xk9>>cT``)."""
     c = text[i]
     nxt = text[i + 1] if i + 1 < len(text) else ""
-    if not nxt or nxt in BARE_STOP or nxt == c:
+    if not nxt or nxt in BARE_STOP:
         return True
     if c in "&;," and NEXT_KEY.match(text, i + 1):
         return True
-    return (c == "<" and nxt == "/") or (c == ">" and nxt in "/&")
+    return c == "<" and nxt == "/"
 
 
 def bare_end(text: str, start: int, end: int) -> int:
@@ -177,6 +178,10 @@ def _keyed_span(text: str, m: re.Match[str], is_flag: bool) -> Span | None:
     kind = classify(key, value, quoted=quoted, sep=sep, line_start=_line_start(text, m.start()))
     if kind is None:
         return None
+    if not quoted and CALL.match(value) and value.count("(") > value.count(")"):
+        rest = REST_OF_LINE.match(text, end)
+        if rest is not None and ")" in rest.group():
+            return None  # pw = Piecewise((x, y > x), ...): a call whose arguments go on past the value
     if not quoted and sep == ":" and IDENT_NO_DIGIT.fullmatch(value):
         rest = REST_OF_LINE.match(text, end)
         if rest is not None and rest.group().strip() and not rest.group().lstrip().startswith("#"):

@@ -156,7 +156,7 @@ def classify(key: str, value: str, *, quoted: bool, sep: str, line_start: bool) 
             return None  # "pass: done", "pw: Piecewise": a short key needs a value that is not a word
         if quoted:
             return kind
-        if CALL.match(v) or _is_attribute_path(v) or v.lower() in TYPE_WORDS:
+        if _is_call(v) or _is_attribute_path(v) or v.lower() in TYPE_WORDS:
             return None  # code: password=get_password(), self.password, password: str
         if IDENT_NO_DIGIT.fullmatch(v):
             # A bare identifier is a variable in code (password=password) unless the key is an
@@ -176,7 +176,7 @@ def looks_random(v: str, *, quoted: bool) -> bool:
         return False
     if NUMBER.fullmatch(v) or VERSION.fullmatch(v) or PATH.fullmatch(v) or "://" in v:
         return False
-    if not quoted and (CALL.match(v) or v.endswith("(") or _is_attribute_path(v)):
+    if not quoted and (_is_call(v) or v.endswith("(") or _is_attribute_path(v)):
         return False
     if looks_like_words(v) or (DOTTED_IDENT.fullmatch(v) and all(map(looks_like_words, v.split(".")))):
         return False  # AUTH_USER_MODEL = "accounts.CustomUser"
@@ -186,8 +186,25 @@ def looks_random(v: str, *, quoted: bool) -> bool:
 
 
 def _is_attribute_path(v: str) -> bool:
-    """``self.config.api_key``, ``settings.SECRET_KEY2``: code, not a value (random segments are a value)."""
-    return DOTTED_IDENT.fullmatch(v) is not None and all(CODE_SEGMENT.fullmatch(p) for p in v.split("."))
+    """``self.config.api_key``, ``settings.SECRET_KEY2``: code, not a value. Each segment reads as words
+    (and at most three digits); random segments (``tUzH.aPyhMFL``) are a value."""
+    if DOTTED_IDENT.fullmatch(v) is None:
+        return False
+    return all(CODE_SEGMENT.fullmatch(p) and _reads_as_words(p.rstrip("0123456789")) for p in v.split("."))
+
+
+def _reads_as_words(name: str) -> bool:
+    """An identifier made of words: ``api_key``, ``_get_new_session_key``, ``__init__``, ``Piecewise``."""
+    bare = name.strip("_")
+    return not bare or looks_like_words(bare)
+
+
+def _is_call(v: str) -> bool:
+    """``get_password()``, ``hash(pw)``, ``os.getenv(name).strip()``: a call whose name reads as words and whose
+    parentheses close at the end of the value (``Jb(0gQ6Ze`` and ``tpp(1}1B3kC)on`` are values)."""
+    m = CALL.match(v)
+    return m is not None and v.endswith(")") and v.count("(") == v.count(")") and \
+        all(_reads_as_words(p) for p in m.group().rstrip("(").split("."))
 
 
 def _check_bearer(m: re.Match[str]) -> bool:
