@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -210,13 +211,16 @@ def check_chain(record: SessionRecord, events: Sequence[Event]) -> None:
 
 C = TypeVar("C")
 
+#: The table recording the applied migrations (name, applied_at), in every engine.
+MIGRATIONS_TABLE = "_windowsmith_migrations"
+
 
 class Migrations(Generic[C]):
     """An ordered registry of named, forward-only migrations (``@migrations`` on ``def m001_x(conn)``).
 
-    A backend applies each unapplied migration in its own transaction together with the row that
-    records it, and refuses a database that records a migration this code does not know (it was
-    written by a newer windowsmith).
+    :meth:`apply` runs each unapplied migration in its own transaction together with the row that
+    records it in :data:`MIGRATIONS_TABLE`, and refuses a database that records a migration this code
+    does not know (it was written by a newer windowsmith).
     """
 
     def __init__(self) -> None:
@@ -245,6 +249,26 @@ class Migrations(Generic[C]):
                 f"{where} was written by a newer windowsmith (unknown migrations: {', '.join(unknown)}); "
                 "upgrade windowsmith (pip install -U windowsmith) to open it"
             )
+
+    def apply(self, applied: set[str], where: str, write: Callable[[], AbstractContextManager[Any]],
+              now: Callable[[], Any], lock: str | None = None) -> None:
+        """Apply the migrations not in ``applied`` (what the database recorded when the store opened), each
+        in a transaction of ``write()`` (a store's, yielding its :class:`~windowsmith.store.dialect.Tx`) that
+        first runs ``lock`` if given (writers starting together apply each once), with ``now()`` as the
+        recorded ``applied_at``. ``where`` names the database in the error for an unknown migration."""
+        self.check_known(applied, where)
+        for name, fn in self:
+            if name in applied:
+                continue
+            with write() as tx:
+                if lock:
+                    tx.run(lock, {})
+                # Another process may have applied it since we looked; re-check under the write lock.
+                if tx.one(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = :name", {"name": name}):
+                    continue
+                fn(tx.cursor)
+                tx.run(f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (:name, :now)",
+                       {"name": name, "now": now()})
 
 
 def blob_sha(data: Any) -> tuple[bytes, str]:

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, UsageError
 from ..model import Event
-from .base import PreparedEvent, event_from_row, moved_on, unknown_session
+from .base import MIGRATIONS_TABLE, PreparedEvent, event_from_row, moved_on, unknown_session
 from .chunks import tsquery
 from .dialect import Dialect, Params
-from .postgres_schema import ADVISORY_KEY, MIGRATIONS_TABLE, TENANT_SETTING, migration
+from .postgres_schema import ADVISORY_KEY, TENANT_SETTING, migration
 from .sql import Store
 
 if TYPE_CHECKING:
@@ -104,6 +104,9 @@ class PostgresDialect(Dialect):
 
         return isinstance(error, psycopg.errors.ForeignKeyViolation)
 
+
+#: held by the transaction that applies a migration: workers opening the same schema together apply it once
+_MIGRATIONS_LOCK = f"SELECT pg_advisory_xact_lock(hashtext('{ADVISORY_KEY}' || current_schema()))"
 
 _APPEND_SQL = """
 WITH h AS (
@@ -254,22 +257,14 @@ class PostgresStore(Store):
 
     def _migrate(self) -> None:
         with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || current_schema()))", (ADVISORY_KEY,))
+            cur.execute(_MIGRATIONS_LOCK)
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
                 "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
             )
             applied = {r[0] for r in cur.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
-        migration.check_known(applied, f"the PostgreSQL store at {self._location()}")
-        for name, fn in migration:
-            if name in applied:
-                continue
-            with self._transaction() as cur:
-                cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s || current_schema()))", (ADVISORY_KEY,))
-                if cur.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = %s", (name,)).fetchone():
-                    continue
-                fn(cur)
-                cur.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name) VALUES (%s)", (name,))
+        migration.apply(applied, f"the PostgreSQL store at {self._location()}", self._write, self.dialect.now,
+                        lock=_MIGRATIONS_LOCK)
 
     def applied_migrations(self) -> list[str]:
         """Names of the migrations recorded in this database, in the order they were applied."""

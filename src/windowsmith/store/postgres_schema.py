@@ -16,7 +16,6 @@ from .base import Migrations
 if TYPE_CHECKING:
     import psycopg
 
-MIGRATIONS_TABLE = "_windowsmith_migrations"
 ADVISORY_KEY = "windowsmith.migrations"
 
 migration: Migrations[psycopg.Cursor[Any]] = Migrations()

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError, UsageError
-from .base import check_tenant
+from .base import MIGRATIONS_TABLE, check_tenant
 from .sql import Store
-from .sqlite_schema import MIGRATIONS_TABLE, migration
+from .sqlite_schema import migration
 
 _WRITABLE_HINT = (
     "the store needs a writable folder: pass --store (or Engine(store=...)) with a path on a writable "
@@ -169,16 +169,7 @@ class SQLiteStore(Store):
         db = self._db
         db.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         applied = {r[0] for r in db.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
-        migration.check_known(applied, f"the SQLite store at {self.path}")
-        for name, fn in migration:
-            if name in applied:
-                continue
-            with self._transaction():
-                # Another process may have applied it since we looked; re-check under the write lock.
-                if db.execute(f"SELECT 1 FROM {MIGRATIONS_TABLE} WHERE name = ?", (name,)).fetchone():
-                    continue
-                fn(db)
-                db.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)", (name, self.dialect.now()))
+        migration.apply(applied, f"the SQLite store at {self.path}", self._write, self.dialect.now)
 
     def applied_migrations(self) -> list[str]:
         """Names of the migrations recorded in this file, in the order they were applied."""

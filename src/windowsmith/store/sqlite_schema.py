@@ -12,8 +12,6 @@ import sqlite3
 from . import codec, packs
 from .base import Migrations
 
-MIGRATIONS_TABLE = "_windowsmith_migrations"
-
 migration: Migrations[sqlite3.Connection] = Migrations()
 
 
