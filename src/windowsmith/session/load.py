@@ -17,7 +17,7 @@ from ..model import Message
 from ..ports import SessionEngine
 from ..state import SessionState
 from .inputs import Inputs
-from .writer import Writer
+from .writer import Writer, reused_call_id
 
 
 @dataclass(frozen=True)
@@ -53,13 +53,12 @@ class Loader:
             new = overlapping_new(self.state.messages, incoming)
         else:
             new = new_messages(self.state.messages, loaded.messages, format)
-        seen = set(self.state.call_names)
+        seen: set[str] = set()
         for m in new:
-            for c in m.tool_calls:
-                if c.id in seen:
-                    raise InvalidMessageError(f"tool call id {c.id!r} of the {format} history was already used in this "
-                                              "session; ids must be unique (load the history into a new session)")
-                seen.add(c.id)
+            reused = reused_call_id(m.tool_calls, self.state.call_names, seen)
+            if reused is not None:
+                raise InvalidMessageError(f"tool call id {reused!r} of the {format} history was already used in this "
+                                          "session; ids must be unique (load the history into a new session)")
         if loaded.system:
             self.inputs.system(loaded.system)
         if loaded.tools:

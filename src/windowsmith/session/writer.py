@@ -35,6 +35,18 @@ def without_blank_text(msg: Message) -> Message:
     return msg if len(blocks) == len(msg.content) else Message(msg.role, blocks)
 
 
+def reused_call_id(calls: Sequence[ToolCall], known: Mapping[str, str], also: set[str] | None = None) -> str | None:
+    """The first id of ``calls`` that ``known`` (the session's call ids), ``also`` (ids met earlier in a batch: ``calls``'
+    ids are added to it) or an earlier call of ``calls`` already holds, or None. Looks up each new id only, so an
+    add costs the same at any length of the session."""
+    seen = set() if also is None else also
+    for c in calls:
+        if c.id in known or c.id in seen:
+            return c.id
+        seen.add(c.id)
+    return None
+
+
 class Writer:
     """Appends a session's messages, tool results and recorded responses (see the module docstring)."""
 
@@ -82,12 +94,10 @@ class Writer:
                 msg, repairs = repair_message(msg, self.state.tools, self.redact_text)
                 extra.extend(("meta", r) for r in repairs)
             if msg.role == "assistant":
-                seen = set(self.state.call_names)
-                for c in msg.tool_calls:
-                    if c.id in seen:
-                        raise InvalidMessageError(
-                            f"tool call id {c.id!r} was already used in this session; ids must be unique")
-                    seen.add(c.id)
+                reused = reused_call_id(msg.tool_calls, self.state.call_names)
+                if reused is not None:
+                    raise InvalidMessageError(
+                        f"tool call id {reused!r} was already used in this session; ids must be unique")
             msg = redact_message(msg) if self.engine.ingest.redact else msg
         data: dict[str, Any] = {"message": msg.to_dict()}
         if ingest_meta:
@@ -166,4 +176,4 @@ class Writer:
         return msg
 
 
-__all__ = ["Writer", "without_blank_text"]
+__all__ = ["Writer", "reused_call_id", "without_blank_text"]
