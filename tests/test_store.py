@@ -508,6 +508,33 @@ def test_manifest_delta_round_trips_through_json(a: dict[str, Any], b: dict[str,
         assert apply_delta(json.loads(canonical_json(a)), d) == json.loads(canonical_json(target))
 
 
+_sorted_shas = st.sets(st.text("0123456789abcdef", min_size=4, max_size=8), max_size=30).map(sorted)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_sorted_shas, _sorted_shas, st.lists(st.text("ab", max_size=3), max_size=5))
+def test_a_sorted_list_changed_anywhere_round_trips_as_its_changes(a: list[str], b: list[str], other: list[str]) -> None:
+    import json
+
+    from windowsmith.store.packs import apply_delta, manifest_delta
+
+    for base, target in (({"artifacts": a}, {"artifacts": b}), ({"artifacts": a, "x": other}, {"artifacts": b, "x": a})):
+        d = json.loads(canonical_json(manifest_delta(base, target)))
+        assert apply_delta(json.loads(canonical_json(base)), d) == target
+
+
+def test_a_sha_added_in_the_middle_of_the_artifacts_stores_only_that_sha() -> None:
+    from windowsmith.store.packs import apply_delta, manifest_delta
+
+    base = {"artifacts": [f"{k * 7:064x}" for k in range(500)]}
+    new = {"artifacts": sorted([*base["artifacts"], f"{3:064x}", f"{1000:064x}"])}
+    d = manifest_delta(base, new)
+    assert d == {"put": {}, "sets": {"artifacts": {"add": [f"{3:064x}", f"{1000:064x}"], "del": []}}}
+    assert apply_delta(base, d) == new
+    unsorted = {"artifacts": [*new["artifacts"][1:], new["artifacts"][0]]}  # not sorted: stored as a list
+    assert apply_delta(base, manifest_delta(base, unsorted)) == unsorted
+
+
 @pytest.mark.slow
 def test_a_deleted_and_recreated_session_never_chains_onto_a_stale_base(store: Store, second: Store) -> None:
     # SQLite reuses the highest rowid once its row is deleted: the next pack another writer saves can get

@@ -3,9 +3,11 @@
 A build's manifest repeats most of the previous one (its part digests grow by a few entries per turn).
 A pack row holds either the full manifest (``base_ord`` NULL) or a delta against the session's previous
 pack (``base_ord`` = that row's ``ord``; ``snap_ord`` = the ``ord`` of the full manifest the chain
-starts from). A delta is ``{"put": {key: value}, "prefix": {key: n}, "sub": {key: delta}, "drop": [key]}``:
-keys whose value changed, keys whose string or list value keeps the base's first ``n`` characters or
-items (then ``put`` holds the rest), dicts changed in some of their keys (a nested delta), keys removed.
+starts from). A delta is ``{"put": {key: value}, "prefix": {key: n}, "sub": {key: delta}, "sets": {key: {"add":
+[item], "del": [item]}}, "drop": [key]}``: keys whose value changed, keys whose string or list value keeps the base's
+first ``n`` characters or items (then ``put`` holds the rest), dicts changed in some of their keys (a nested delta),
+sorted lists of distinct strings changed by the items added and removed (the manifest's artifacts: a new sha lands
+anywhere in the list, so its common prefix with the base is short), keys removed.
 A chain is cut with a new full manifest when its deltas add up to more than ``CHAIN_RATIO`` times the
 full manifest it starts from, so the full manifests take at most 1/``CHAIN_RATIO`` of the deltas' bytes
 and reading any pack reads at most ``CHAIN_RATIO + 1`` full manifests' worth.
@@ -93,6 +95,7 @@ def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any],
     put: dict[str, Any] = {}
     prefix: dict[str, int] = {}
     sub: dict[str, Any] = {}
+    sets: dict[str, dict[str, list[str]]] = {}
     for k, v in new.items():
         if k in base:
             b = base[k]
@@ -113,6 +116,10 @@ def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any],
                 continue
             if isinstance(v, str | list) and type(b) is type(v):
                 n = _common_prefix(b, v)
+                change = _set_change(b, v) if isinstance(v, list) else None
+                if change is not None and len(change["add"]) + len(change["del"]) < len(v) - n:
+                    sets[k] = change
+                    continue
                 if n >= MIN_PREFIX:
                     prefix[k] = n
                     put[k] = v[n:]
@@ -123,6 +130,8 @@ def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any],
         out["prefix"] = prefix
     if sub:
         out["sub"] = sub
+    if sets:
+        out["sets"] = sets
     drop = sorted(k for k in base if k not in new)
     if drop:
         out["drop"] = drop
@@ -139,7 +148,21 @@ def apply_delta(base: Mapping[str, Any], delta: Mapping[str, Any]) -> dict[str, 
         out[k] = v if n is None else base[k][:n] + v
     for k, d in delta.get("sub", {}).items():
         out[k] = apply_delta(base[k], d)
+    for k, c in delta.get("sets", {}).items():
+        out[k] = sorted(set(base[k]).difference(c["del"]).union(c["add"]))
     return out
+
+
+def _set_change(base: list[Any], new: list[Any]) -> dict[str, list[str]] | None:
+    """``{"add": [...], "del": [...]}`` when ``base`` and ``new`` are both sorted lists of distinct strings (then
+    ``sorted(set(base) - del | add) == new``), else None."""
+    if not new or not base or not all(isinstance(x, str) for x in (new[0], new[-1], base[0], base[-1])):
+        return None
+    old, now = set(base), set(new)
+    if len(old) != len(base) or len(now) != len(new) or new != sorted(new) or base != sorted(base) \
+            or not all(isinstance(x, str) for x in now):
+        return None
+    return {"add": sorted(now - old), "del": sorted(old - now)}
 
 
 @dataclass
