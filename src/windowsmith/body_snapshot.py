@@ -2,7 +2,7 @@
 (nor serialize and hash) every message of the session again.
 
 A renderer keeps the body of its last request (every message but a final one the tail is prepended to, rendered
-and merged; ``render/_common.py``) and extends it turn by turn. A fresh process has none: its first build renders
+and merged; ``formats/units.py``) and extends it turn by turn. A fresh process has none: its first build renders
 the whole view, one message at a time. So once a session's body holds :data:`MIN_MESSAGES` messages, each full
 segment of :data:`SEGMENT` body messages is stored as one key-value row ``body|<format>|<segment>`` in the scope
 ``counts:<session id>`` (removed with the session; no schema of its own):
