@@ -27,7 +27,7 @@ def test_demo_prints_a_per_turn_report_and_inspect_diff_work(tmp_path):
     assert turns[-1]["cache_read_tokens"] > 0  # later turns read the previous prefix from cache
 
     r = run("demo", "--store", db)  # the table form; a rerun goes to a new session, never over 'demo'
-    assert r.exit_code == 0 and "model calls" in r.output and "inspect demo-2" in r.output
+    assert r.exit_code == 0 and "vs the full history" in r.output and "inspect demo-2" in r.output
 
     r = run("inspect", "demo", "--store", db, "--json")
     packs = json.loads(r.output)
@@ -67,8 +67,10 @@ def test_diff_reports_where_the_prefix_broke(tmp_path):
 
 
 def test_verify_detects_tampering(tmp_path):
+    from windowsmith.traces import demo_trace_path
+
     db = str(tmp_path / "ws.db")
-    run("demo", "--store", db, "--json")
+    run("demo", "--trace", str(demo_trace_path()), "--store", db, "--json")  # (small events, stored inline)
     con = sqlite3.connect(db)
     cur = con.execute("UPDATE events SET data = replace(data, 'the', 'THE') WHERE rowid = "
                       "(SELECT rowid FROM events WHERE session_id = 'demo' AND data LIKE '%the%' ORDER BY seq LIMIT 1)")

@@ -94,13 +94,16 @@ def replay_trace(
     on_turn: Callable[[TurnReport], None] | None = None,
     replace: bool = False,
     calibrate: bool = False,
+    billed_output: bool = True,
 ) -> ReplayResult:
     """Replay ``trace`` (a :class:`windowsmith.traces.Trace`) into a new session of ``engine``.
 
     ``session_id``: the session to create; when it is taken, the replay goes to the first free
     ``<id>-2``, ``<id>-3``, … (the result's ``session_id`` says which), unless ``replace=True``,
     which deletes the existing session first. Default id: ``replay-<trace id>``. A replay never
-    appends to an existing session."""
+    appends to an existing session. ``billed_output``: price each call's output at the trace's billed
+    output tokens when it has them; ``False`` counts the trace's assistant message instead, as
+    ``windowsmith bench`` prices every strategy (so the figures compare with the bench's)."""
     if session_id is None:  # derived from the trace id: made a valid session id
         session_id = "".join(c if c.isprintable() else "_" for c in f"replay-{trace.id}")[:MAX_SESSION_ID].strip()
     sid = free_session_id(engine, session_id, replace=replace)
@@ -126,7 +129,8 @@ def replay_trace(
         build_ms = (time.perf_counter() - t0) * 1000
         counter = s.counter(fmt)
         usage = billed.get(i)
-        out_tokens = usage.output_tokens if usage is not None and usage.output_tokens else counter.message(m)
+        billed_out = usage.output_tokens if usage is not None and billed_output else None
+        out_tokens = billed_out or counter.message(m)
         cost, prev_cands = call_cost(spec, fmt, prev, pack.neutral, counter, prompt_tokens=pack.tokens,
                                      output_tokens=out_tokens, prev_candidates=prev_cands)
         prev = pack.neutral

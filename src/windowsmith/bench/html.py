@@ -248,8 +248,9 @@ def bench_html(result: dict[str, Any]) -> str:
     return _page("windowsmith bench", "".join(body))
 
 
-def replay_html(result: Any) -> str:
-    """The ``windowsmith replay --html`` report for a :class:`~windowsmith.replay.ReplayResult`."""
+def replay_html(result: Any, *, extra: str = "") -> str:
+    """The ``windowsmith replay --html`` report for a :class:`~windowsmith.replay.ReplayResult`; ``extra``: HTML
+    placed after the summary line (``windowsmith demo`` puts its comparison there)."""
     turns = result.turns
     keys = list(dict.fromkeys(k for t in turns for k, v in t.layers.items() if v))
     stacks = [{k: float(v) for k, v in t.layers.items()} for t in turns]
@@ -261,6 +262,7 @@ def replay_html(result: Any) -> str:
     body = [f"<p class=\"note\">{d['turns']} model calls, {d['input_tokens']:,} input tokens, peak {d['peak_tokens']:,}, "
             f"{d['cache_read_share']:.0%} read from cache, cost ${d['cost_usd']:.4f}; model {esc(result.model)} "
             f"({esc(result.format)}), window {result.window:,}.</p>",
+            extra,
             stacked_chart("Tokens sent per turn, by layer (bars) and cumulative cost (line)", stacks, keys, line=cum,
                           line_label="cumulative $"),
             stacked_chart("Cache per turn: read, written, uncached", [

@@ -1,13 +1,16 @@
-"""What every command module of the CLI shares: the common option help, the console, one-line errors, the
-store a read-only command opens, and tables fitted to the terminal's width."""
+"""What every command module of the CLI shares: the common option help, the console, one-line errors and
+warnings, progress, the store a read-only command opens, and tables fitted to the terminal's width."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import functools
+import re
 import shlex
 import sys
+import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -24,6 +27,10 @@ STORE_HELP = "Session store: a SQLite file path or a postgresql:// URL (default 
 TENANT_HELP = ("Work as this tenant of a shared store, as Engine(tenant=...) does: other tenants' sessions, packs "
                "and memory are invisible (default: the default tenant '').")
 
+#: what a user reads for a compaction record's kind, where its name on disk says less (the ``emergency`` record is
+#: the routine model-free cut of the oldest history, not an emergency)
+ACTION_NAMES = {"emergency": "cut"}
+
 #: a layer's name in a table header, where the full name is too wide
 SHORT = {"instructions": "instr", "history": "history", "evidence": "evid", "knowledge": "know"}
 
@@ -33,6 +40,44 @@ Column = tuple[str, str, list[str]]
 
 def console() -> Console:
     return Console(highlight=False)
+
+
+def action_name(kind: str) -> str:
+    """A compaction action's kind as the CLI shows it (:data:`ACTION_NAMES`)."""
+    return ACTION_NAMES.get(kind, kind)
+
+
+#: where a library message names the Python argument, the CLI option to pass instead
+_OPTIONS = (("Engine(model=...)", "--model"),)
+
+
+def warning_line(message: Warning | str, category: type[Warning] | None = None) -> str:
+    """One line for a Python warning shown to a CLI user: ``warning: <text>``, the Python argument it
+    advises (``Engine(model=...)``) replaced by the CLI option (``--model``), never a source line."""
+    text = " ".join(str(message).split())
+    for arg, option in _OPTIONS:
+        text = text.replace(f"({arg})", f"(pass {option})").replace(arg, option)
+    from ..errors import ModelRetiredWarning
+
+    if category is not None and issubclass(category, ModelRetiredWarning):
+        # "...; switch to 'claude-sonnet-5-5' (pass --model)" -> "...; pass --model claude-sonnet-5-5"
+        text = re.sub(r"switch to '([^']+)' \(pass --model\)", r"pass --model \1", text)
+        text = text.replace(" (pass --model)", "; pass --model NAME")
+    return f"warning: {text}"
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    click.echo(warning_line(message, category), err=True)
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Show every warning raised inside as one line on stderr (:func:`warning_line`), each text once."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = _show_warning
+        yield
 
 
 def fail(e: Exception) -> NoReturn:
@@ -51,7 +96,8 @@ def clean_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with one_line_warnings():
+                return fn(*args, **kwargs)
         except WindowsmithError as e:
             fail(e)
         except RecursionError:
@@ -64,6 +110,51 @@ def clean_errors(fn: F) -> F:
             fail(WindowsmithError(f"cannot access{where}: {e.strerror or e}{hint}"))
 
     return cast(F, wrapper)
+
+
+class PlainProgress:
+    """Progress for a stderr that is not a terminal (CI logs, files): ``<label>: <done>/<total> <unit>, <s> s``
+    every ``every`` items (and at the end), so a long run is never silent."""
+
+    def __init__(self, label: str, total: int | None, unit: str, every: int) -> None:
+        self.label, self.total, self.unit, self.every = label, total, unit, max(1, every)
+        self.done = 0
+        self.t0 = time.monotonic()
+
+    def advance(self, n: int = 1) -> None:
+        before, self.done = self.done, self.done + n
+        if self.done // self.every > before // self.every or (self.total is not None and self.done == self.total):
+            of = f"/{self.total:,}" if self.total is not None else ""
+            click.echo(f"{self.label}: {self.done:,}{of} {self.unit}, {time.monotonic() - self.t0:.0f} s", err=True)
+
+
+def _no_progress(n: int = 1) -> None:
+    """The ``advance`` of a quiet run."""
+
+
+@contextlib.contextmanager
+def progress(label: str, total: int | None, *, unit: str = "items", every: int = 100,
+             quiet: bool = False) -> Iterator[Callable[[int], None]]:
+    """An ``advance(n)`` callable for a long loop: a rich progress bar on a terminal (stderr), one plain line
+    every ``every`` items otherwise (:class:`PlainProgress`); nothing when ``quiet`` (``--json``)."""
+    if quiet:
+        yield _no_progress
+        return
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        yield PlainProgress(label, total, unit, every).advance
+        return
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+                  TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(escape(label), total=total)  # (a label holds data: a run id, a path)
+
+        def advance(n: int = 1) -> None:
+            bar.advance(task, n)
+
+        yield advance
 
 
 def open_engine(model: str, store: Any, window: int | None = None, fmt: str | None = None) -> Any:
@@ -132,5 +223,6 @@ def table(title: str, cols: list[Column], console: Console, *, drop: Sequence[st
     return t
 
 
-__all__ = ["DEFAULT_MODEL", "SHORT", "STORE_HELP", "TENANT_HELP", "Column", "clean_errors", "console", "open_engine",
-           "existing_store", "fail", "fits", "no_session", "table"]
+__all__ = ["ACTION_NAMES", "DEFAULT_MODEL", "SHORT", "STORE_HELP", "TENANT_HELP", "Column", "PlainProgress",
+           "action_name", "clean_errors", "console", "existing_store", "fail", "fits", "no_session", "one_line_warnings",
+           "open_engine", "progress", "table", "warning_line"]

@@ -1,4 +1,4 @@
-"""``windowsmith demo`` and ``windowsmith replay``: a recorded trace fed turn by turn through the engine, with a
+"""``windowsmith replay``: a recorded trace fed turn by turn through the engine, with a
 per-turn report."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .helpers import DEFAULT_MODEL, SHORT, STORE_HELP, clean_errors, console, open_engine, table
+from .helpers import DEFAULT_MODEL, SHORT, STORE_HELP, action_name, clean_errors, console, open_engine, progress, table
 
 #: What each column of the per-turn report means (printed under the demo's and replay's table).
 TURN_LEGEND = (
@@ -36,9 +35,15 @@ def _turn_table(title: str, turns: list[Any], layer_names: list[str], console: C
         ("$", "right", [f"{r.cost_usd:.4f}" for r in turns]),
     ]
     if any(r.actions for r in turns):
-        cols.append(("actions", "left", [", ".join(r.actions) for r in turns]))
+        cols.append(("actions", "left", [", ".join(_action(a) for a in r.actions) for r in turns]))
     optional = ["shared", "msgs", *[SHORT.get(n, n) for n in reversed(layer_names) if n != "history"], "write"]
     return table(title, cols, console, drop=optional, fold="actions")
+
+
+def _action(label: str) -> str:
+    """``kind layer`` with the kind as the CLI names it (``cut history``, not the record's ``emergency``)."""
+    kind, _, layer = label.partition(" ")
+    return f"{action_name(kind)} {layer}".strip()
 
 
 def _layer_names(turns: list[Any]) -> list[str]:
@@ -57,13 +62,9 @@ def _run_replay(trace: Any, model: str, store: str | None, window: int | None, f
 
     with open_engine(model, store, window, fmt) as engine:
         n_calls = sum(1 for m in trace.messages if m.role == "assistant")
-        if as_json:
-            return replay_trace(trace, engine, session_id=session_id, replace=replace)
-        with Progress(TextColumn("[bold]replaying[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
-            task = progress.add_task(escape(trace.id), total=n_calls)  # (a run id is data, not markup)
+        with progress(f"replaying {trace.id}", n_calls, unit="calls", every=10, quiet=as_json) as advance:
             return replay_trace(trace, engine, session_id=session_id, replace=replace,
-                                on_turn=lambda r: progress.advance(task))
+                                on_turn=lambda _r: advance(1))
 
 
 def _print_replay(result: Any, console: Console) -> None:
@@ -80,28 +81,6 @@ def _print_replay(result: Any, console: Console) -> None:
     if result.repairs:
         console.print(f"[yellow]{len(result.repairs)} repair(s) on import:[/] " + escape("; ".join(result.repairs[:5])))
 
-
-
-@click.command()
-@click.option("--model", default=DEFAULT_MODEL, show_default=True, help="Model whose window and prices to use.")
-@click.option("--store", default=None, help=STORE_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print the per-turn report as JSON.")
-@click.option("--replace", is_flag=True, help="Replace an existing 'demo' session instead of writing to demo-2, demo-3, ...")
-@clean_errors
-def demo(model: str, store: str | None, as_json: bool, replace: bool) -> None:
-    """Replay the bundled real tau-bench trace through the engine and print a per-turn report.
-
-    Writes to a new session ('demo', or the first free 'demo-N'); --replace overwrites 'demo'."""
-    from ..traces import demo_trace_path, load_traces
-
-    trace = load_traces(demo_trace_path())[0]
-    result = _run_replay(trace, model, store, None, None, as_json, session_id="demo", replace=replace)
-    if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
-        return
-    con = console()
-    _print_replay(result, con)
-    con.print(f"inspect it with: windowsmith inspect {result.session_id}", markup=False)
 
 
 @click.command()
@@ -142,6 +121,6 @@ def replay(trace_path: Path, trace_format: str | None, index: int, model: str, w
         click.echo(f"wrote {html_out}", err=True)
 
 
-COMMANDS: tuple[click.Command, ...] = (demo, replay)
+COMMANDS: tuple[click.Command, ...] = (replay,)
 
-__all__ = ["COMMANDS", "TURN_LEGEND", "demo", "replay"]
+__all__ = ["COMMANDS", "TURN_LEGEND", "replay"]
