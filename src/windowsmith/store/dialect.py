@@ -38,8 +38,6 @@ class Dialect:
     """The SQLite spelling (the default) of everything the shared SQL leaves open; an engine whose
     SQL differs subclasses it and overrides what differs (see :class:`~windowsmith.store.postgres.PostgresDialect`)."""
 
-    #: the engine's name, for messages
-    name = "SQLite"
     #: compress event JSON and pack manifests where zlib pays (``store/codec.py``); False: store them as text
     compress_text = True
     #: run before deleting unreferenced blobs, in the same transaction, so no reference is added meanwhile

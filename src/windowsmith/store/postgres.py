@@ -67,10 +67,9 @@ class PostgresDialect(Dialect):
     """PostgreSQL's spelling of the shared SQL: psycopg's ``%(name)s`` placeholders, the server's clock,
     tenants checked by row-level security, arrays for lists, an English ``tsvector`` for search."""
 
-    name = "PostgreSQL"
     compress_text = False  # TOAST compresses rows over about 2 KB by itself
-    # EXCLUSIVE blocks put_blob (whose first statement inserts into blobs) but not readers, so no
-    # reference can be added to a blob between the delete's snapshot and the delete.
+    # EXCLUSIVE blocks put_blobs (which inserts into blobs before it adds references) but not readers,
+    # so no reference can be added to a blob between the delete's snapshot and the delete.
     lock_blobs = "LOCK TABLE blobs IN EXCLUSIVE MODE"
     search_sql = (
         "SELECT {cols}, ts_rank_cd(c.tsv, q) AS r FROM chunks c, to_tsquery('english', :match) q "
