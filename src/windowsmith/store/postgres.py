@@ -255,6 +255,8 @@ class PostgresStore(Store):
             return self._db.execute(query, params).fetchall()
 
     def _migrate(self) -> None:
+        """Apply the PostgreSQL store's migrations (``postgres_schema.py``) this schema has not recorded yet,
+        each in a transaction under an advisory lock, so workers opening a new schema together apply each once."""
         with self._transaction() as cur:
             cur.execute(_MIGRATIONS_LOCK)
             cur.execute(

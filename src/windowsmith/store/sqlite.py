@@ -166,6 +166,8 @@ class SQLiteStore(Store):
             return self._db.execute(sql, params).fetchall()
 
     def _migrate(self) -> None:
+        """Apply the SQLite store's migrations (``sqlite_schema.py``) this file has not recorded yet, each in a
+        write transaction (``BEGIN IMMEDIATE``), so processes opening a new file together apply each once."""
         db = self._db
         db.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         applied = {r[0] for r in db.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
