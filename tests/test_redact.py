@@ -332,6 +332,7 @@ _ADVERSARIAL_UNITS = {
     "quotes": "password = '", "flags": "--password ", "sk": "sk-", "authorization": "Authorization: ",
     "xml": "<password>", "curl-user": "-u :", "mysql-p": "mysql -pa ", "sshpass": "sshpass -p ", "commas": '"token", ', "hex": "0123456789abcdef",
     "mixed-levels": "ghp_" + "a1B2" * 9 + " password=x1y2z3 ",  # spans of two priorities, interleaved
+    "cookies": "cookie=1;", "escaped": '\\"password=x1\\" ', "base64": "QUJD" * 8 + " ",
 }
 
 
@@ -340,7 +341,7 @@ def _counted_steps(monkeypatch: pytest.MonkeyPatch, text: str) -> int:
     with monkeypatch.context() as mp:
         for name in ("KEYWORD", "KEYWORD_I", "KEY_RUN", "ASSIGN", "FLAG", "XML"):
             mp.setattr(KEYED, name, _Counted(getattr(KEYED, name), steps))
-        for name in ("PEM_BEGIN", "PEM_END", "PEM_BODY"):
+        for name in ("PEM_BEGIN", "PEM_END", "PEM_BODY", "COOKIE_HEADER", "COOKIE_PAIR"):
             mp.setattr(R, name, _Counted(getattr(R, name), steps))
 
         def counting(find: Any) -> Any:

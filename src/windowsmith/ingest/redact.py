@@ -149,7 +149,10 @@ def _find_cookies(text: str) -> Iterator[Span]:
     """The values of session cookies in a ``Cookie`` / ``Set-Cookie`` header, ``curl -b`` or a
     ``"cookie": "..."`` field: a cookie whose name says session (``sessionid``, ``connect.sid``,
     ``remember_token``) of at least COOKIE_MIN_LENGTH characters, or any cookie with a random value."""
+    done = -1  # the end of the pairs read so far: a header inside them ("cookie=1;cookie=1;...") is not reread
     for h in COOKIE_HEADER.finditer(text):
+        if h.start() < done:
+            continue
         pos = h.end()
         while (m := COOKIE_PAIR.match(text, pos)) is not None:
             name, value = m.group("name"), m.group("v")
@@ -161,6 +164,7 @@ def _find_cookies(text: str) -> Iterator[Span]:
             if not text.startswith(";", pos):
                 break
             pos += 1
+        done = pos
 
 
 _RUN = b"a" * BASE64_MIN

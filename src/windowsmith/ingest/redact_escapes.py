@@ -17,6 +17,7 @@ position).
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -32,9 +33,9 @@ class View:
     there (``\\n``: 2, ``\\u00e9``: 6)."""
 
     text: str
-    at_view: list[int]
-    at_text: list[int]
-    length: list[int]
+    at_view: array[int]
+    at_text: array[int]
+    length: array[int]
 
     def original(self, pos: int) -> int:
         """The position in the text of the character at ``pos`` in the view (or of the end, at its end)."""
@@ -51,9 +52,7 @@ def unescape(text: str) -> View | None:
     if "\\" not in text:
         return None
     parts: list[str] = []
-    at_view: list[int] = []
-    at_text: list[int] = []
-    length: list[int] = []
+    at_view, at_text, length = array("q"), array("q"), array("q")  # 8 bytes an escape, not an int object
     pos = 0
     size = 0  # length of the view so far
     for m in ESCAPE.finditer(text):
