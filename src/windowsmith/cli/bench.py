@@ -5,13 +5,17 @@ the command runs, so that ``windowsmith`` and its other commands never load it."
 
 from __future__ import annotations
 
+import contextlib
+import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import click
 
-from ..errors import UsageError
-from .helpers import fail
+from ..errors import ModelRetiredWarning, UsageError
+from .helpers import DEFAULT_MODEL, fail, one_line_warnings
 
 
 def bench_cli() -> ModuleType:
@@ -30,7 +34,8 @@ def bench_cli() -> ModuleType:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--windows", default="8000,16000,32000", show_default=True,
               help="Comma-separated windows (tokens); the model's own window is always added.")
-@click.option("--model", default="claude-sonnet-4-5", show_default=True, help="Model whose tokenizer, window and prices to use.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              help="Model whose tokenizer, window and prices to use (the published results pass --model claude-sonnet-4-5).")
 @click.option("--strategies", default=None, help="Comma-separated subset of: full, sticky, sliding, sliding-per-turn, "
               "masking, clear, summarize-langchain, summarize-openhands, windowsmith; or the opt-in variant windowsmith-recall (recall over history).")
 @click.option("--split", type=click.Choice(["all", "dev", "validation"]), default="all", show_default=True,
@@ -47,10 +52,42 @@ def bench(paths: tuple[Path, ...], windows: str, model: str, strategies: str | N
           limit_runs: int | None, workers: int | None, json_out: Path | None, html_out: Path | None,
           md_out: Path | None, misses_out: Path | None) -> None:
     """Compare context strategies on every run of the trace files under PATHS."""
-    bench_cli().run(paths, windows, model, strategies, limit_runs, workers, json_out, html_out, md_out, split=split,
-                    misses_out=misses_out)
+    with one_line_warnings(), retired_once(model):
+        bench_cli().run(paths, windows, model, strategies, limit_runs, workers, json_out, html_out, md_out, split=split,
+                        misses_out=misses_out)
+
+
+@contextlib.contextmanager
+def retired_once(model: str) -> Iterator[None]:
+    """Say once that ``model`` is retired (a bench of a retired model's prices is still a fair comparison), then
+    silence that warning: in this process, and in the worker processes the bench spawns (``PYTHONWARNINGS``)."""
+    from ..registry import load_registry
+
+    try:
+        spec = load_registry().get(model)
+    except Exception:  # an unknown model: the bench says so, with the fix
+        yield
+        return
+    if not spec.retired():
+        yield
+        return
+    successor = f"; pass --model {spec.successor}" if spec.successor else ""
+    warnings.warn(ModelRetiredWarning(f"model {model!r} was retired by its provider on {spec.retires}: its prices "
+                                      f"and window still compare strategies, but requests for it are refused{successor}"),
+                  stacklevel=2)
+    before = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [before, f"ignore:model {model!r}:UserWarning"]))
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=ModelRetiredWarning)
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = before
 
 
 COMMANDS: tuple[click.Command, ...] = (bench,)
 
-__all__ = ["COMMANDS", "bench", "bench_cli"]
+__all__ = ["COMMANDS", "bench", "bench_cli", "retired_once"]

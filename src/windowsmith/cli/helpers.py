@@ -47,36 +47,35 @@ def action_name(kind: str) -> str:
     return ACTION_NAMES.get(kind, kind)
 
 
-#: where a library message names the Python argument, the CLI option to pass instead
-_OPTIONS = (("Engine(model=...)", "--model"),)
+#: how a library warning's advice reads in a command that takes ``--model`` (and in ``serve``, where the model is
+#: the one each client asks for)
+MODEL_OPTION = "--model"
+CLIENT_MODEL = "the model the client asks for"
+_SWITCH = re.compile(r";? ?switch to '([^']+)' \(Engine\(model=\.\.\.\)\)")
 
 
-def warning_line(message: Warning | str, category: type[Warning] | None = None) -> str:
-    """One line for a Python warning shown to a CLI user: ``warning: <text>``, the Python argument it
-    advises (``Engine(model=...)``) replaced by the CLI option (``--model``), never a source line."""
+def warning_line(message: Warning | str, *, model: str = MODEL_OPTION) -> str:
+    """One line for a Python warning shown to a CLI user: ``warning: <text>``, never a source line, with the
+    Python argument it advises (``Engine(model=...)``) replaced by what the user of the command sets: ``model``
+    (the ``--model`` option, or :data:`CLIENT_MODEL` in ``serve``)."""
     text = " ".join(str(message).split())
-    for arg, option in _OPTIONS:
-        text = text.replace(f"({arg})", f"(pass {option})").replace(arg, option)
-    from ..errors import ModelRetiredWarning
-
-    if category is not None and issubclass(category, ModelRetiredWarning):
-        # "...; switch to 'claude-sonnet-5-5' (pass --model)" -> "...; pass --model claude-sonnet-5-5"
-        text = re.sub(r"switch to '([^']+)' \(pass --model\)", r"pass --model \1", text)
-        text = text.replace(" (pass --model)", "; pass --model NAME")
-    return f"warning: {text}"
-
-
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: Any = None, line: str | None = None) -> None:
-    click.echo(warning_line(message, category), err=True)
+    if model == MODEL_OPTION:
+        text = _SWITCH.sub(r"; pass --model \1", text)
+    else:
+        text = _SWITCH.sub(r"; have the client ask for '\1'", text)
+    return "warning: " + text.replace("(Engine(model=...))", f"({model})").replace("Engine(model=...)", model)
 
 
 @contextlib.contextmanager
-def one_line_warnings() -> Iterator[None]:
-    """Show every warning raised inside as one line on stderr (:func:`warning_line`), each text once."""
+def one_line_warnings(*, model: str = MODEL_OPTION) -> Iterator[None]:
+    """Show every warning raised inside (each text once) as one line on stderr (:func:`warning_line`)."""
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        click.echo(warning_line(message, model=model), err=True)
+
     with warnings.catch_warnings():
         warnings.simplefilter("default")
-        warnings.showwarning = _show_warning
+        warnings.showwarning = show
         yield
 
 
@@ -187,9 +186,10 @@ def no_session(session_id: str, st: Any) -> NoReturn:
 def fits(cols: list[Column], width: int, *, drop: Sequence[str] = (),
          fold: str | None = None) -> tuple[list[Column], list[str]]:
     """The columns (header, justify, cells) that fit in ``width`` characters, dropping those named in
-    ``drop`` (in that order) until they do; ``fold`` is a text column that may wrap (counted at 12)."""
+    ``drop`` (in that order) until they do; ``fold`` is a text column that may wrap between words (counted at
+    its longest word, at least 12)."""
     def need(cs: list[Column]) -> int:
-        return 1 + sum(3 + (min(12, _natural(c)) if c[0] == fold else _natural(c)) for c in cs)
+        return 1 + sum(3 + (_fold_width(c) if c[0] == fold else _natural(c)) for c in cs)
 
     hidden: list[str] = []
     for name in drop:
@@ -205,17 +205,25 @@ def _natural(col: Column) -> int:
     return max([len(col[0]), *(len(v) for v in col[2])])
 
 
+def _fold_width(col: Column) -> int:
+    """The narrowest a wrapping column gets: its longest word (an identifier is never broken), at least 12."""
+    longest = max([0, *(len(w) for v in col[2] for w in v.split())])
+    return min(_natural(col), max(12, longest, len(col[0])))
+
+
 def table(title: str, cols: list[Column], console: Console, *, drop: Sequence[str] = (),
           fold: str | None = None) -> Table:
     """A table readable at the console's width: numbers never truncated ("8,…"); optional columns
     dropped (named in the caption) when the terminal is too narrow; ``fold`` wraps instead."""
     cols, hidden = fits(cols, console.width, drop=drop, fold=fold)
+    room = console.width - 1 - sum(3 + _natural(c) for c in cols if c[0] != fold) - 3  # what the fold column has
     caption = f"hidden at {console.width} columns: {', '.join(hidden)} (widen the terminal or use --json)" if hidden else None
     t = Table(title=title, caption=caption, pad_edge=True)
     for name, just, cells in cols:
         justify: JustifyMethod = "left" if just == "left" else "right"
-        if name == fold:
-            t.add_column(name, justify=justify, overflow="fold", min_width=min(12, _natural((name, justify, cells))))
+        if name == fold:  # wraps between words; a word (an identifier, a path) is broken only if wider than the screen
+            width = _fold_width((name, justify, cells))
+            t.add_column(name, justify=justify, overflow="fold", min_width=max(min(12, width), min(width, room)))
         else:
             t.add_column(name, justify=justify, no_wrap=True, min_width=_natural((name, justify, cells)))
     for row in zip(*(c[2] for c in cols), strict=True):
@@ -224,5 +232,5 @@ def table(title: str, cols: list[Column], console: Console, *, drop: Sequence[st
 
 
 __all__ = ["ACTION_NAMES", "DEFAULT_MODEL", "SHORT", "STORE_HELP", "TENANT_HELP", "Column", "PlainProgress",
-           "action_name", "clean_errors", "console", "existing_store", "fail", "fits", "no_session", "one_line_warnings",
+           "CLIENT_MODEL", "MODEL_OPTION", "action_name", "clean_errors", "console", "existing_store", "fail", "fits", "no_session", "one_line_warnings",
            "open_engine", "progress", "table", "warning_line"]

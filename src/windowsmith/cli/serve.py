@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .helpers import STORE_HELP, clean_errors
+from .helpers import CLIENT_MODEL, STORE_HELP, clean_errors, one_line_warnings
 
 if TYPE_CHECKING:
     from ..server import ServerConfig
@@ -31,9 +31,7 @@ def serve(host: str, port: int, store: str | None, openai_base_url: str | None, 
     """Run the proxy (POST /v1/chat/completions, /v1/messages), the JSON API (/api/...) and the dashboard (/)."""
     import os
 
-    import uvicorn
-
-    from ..server import ServerConfig, create_app
+    from ..server import ServerConfig
 
     pairs = list(tokens) + [t for t in os.environ.get("WINDOWSMITH_TOKENS", "").split(",") if t.strip()]
     token_map: dict[str, str | None] = {}
@@ -42,6 +40,15 @@ def serve(host: str, port: int, store: str | None, openai_base_url: str | None, 
         token_map[tok] = tenant or None
     config = ServerConfig(store=store, openai_base_url=openai_base_url, anthropic_base_url=anthropic_base_url,
                           model_window=model_window, tokens=token_map)
+    with one_line_warnings(model=CLIENT_MODEL):  # a retired model is the one a client asked for, not an option
+        _serve(config, host, port, workers)
+
+
+def _serve(config: ServerConfig, host: str, port: int, workers: int) -> None:
+    import uvicorn
+
+    from ..server import create_app
+
     if workers == 1:
         app = create_app(config)
         click.echo(f"windowsmith serving on http://{host}:{port} (dashboard at /, proxy at /v1)", err=True)
