@@ -9,7 +9,10 @@ import click
 
 from ..codemap import CodeMap
 from ..errors import WindowsmithError
-from .helpers import fail
+from .helpers import fail, progress
+
+#: off a terminal, ``map`` says how far it got every this many files (a large tree takes minutes to parse)
+PROGRESS_EVERY = 1000
 
 
 @click.command("map")
@@ -25,7 +28,8 @@ def map_cmd(path: Path, budget: int, focus: tuple[str, ...], names: tuple[str, .
     """Print a budgeted map of the code under PATH (needs windowsmith[codemap]): files with their key
     definitions (line: signature), ranked by PageRank over references and imports, personalized to --focus."""
     try:
-        cm = CodeMap(path, cache=cache)
+        with progress(f"mapping {path}", None, unit="files", every=PROGRESS_EVERY, quiet=as_json) as advance:
+            cm = CodeMap(path, cache=cache, on_file=lambda: advance(1))
         text = cm.render(budget, focus, names)
     except WindowsmithError as e:
         fail(e)
@@ -43,4 +47,4 @@ def map_cmd(path: Path, budget: int, focus: tuple[str, ...], names: tuple[str, .
 
 COMMANDS: tuple[click.Command, ...] = (map_cmd,)
 
-__all__ = ["COMMANDS", "map_cmd"]
+__all__ = ["COMMANDS", "PROGRESS_EVERY", "map_cmd"]

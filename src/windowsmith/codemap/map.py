@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,8 @@ class _Entry:
 class CodeMap:
     """An incrementally updated map of the source files under ``root``."""
 
-    def __init__(self, root: str | Path, *, cache: str | Path | None = None) -> None:
+    def __init__(self, root: str | Path, *, cache: str | Path | None = None,
+                 on_file: Callable[[], None] | None = None) -> None:
         self.root = Path(root)
         if not self.root.is_dir():
             raise ConfigError(f"code map root {str(root)!r} is not a directory")
@@ -65,7 +66,7 @@ class CodeMap:
         self._graph_key: tuple[str, ...] | None = None
         if self.cache_path is not None and self.cache_path.is_file():
             self._load()
-        self.last_update = self.update()
+        self.last_update = self.update(on_file)
 
     # ------------------------------------------------------------------ scanning
 
@@ -79,11 +80,14 @@ class CodeMap:
                     out.append(fn if rel_dir == "." else f"{rel_dir}/{fn}".replace(os.sep, "/"))
         return out
 
-    def update(self) -> UpdateStats:
-        """Re-scan: parse new files and files whose content hash changed; drop deleted files."""
+    def update(self, on_file: Callable[[], None] | None = None) -> UpdateStats:
+        """Re-scan: parse new files and files whose content hash changed; drop deleted files. ``on_file`` is
+        called once per source file looked at (a command's progress)."""
         parsed = touched = 0
         seen = set()
         for rel in self.source_files():
+            if on_file is not None:
+                on_file()
             p = self.root / rel
             try:
                 st = p.stat()
