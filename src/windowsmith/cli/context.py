@@ -27,19 +27,29 @@ def instructions(path: Path, user_dir: Path | None, as_json: bool) -> None:
         click.echo(json.dumps([{**f.to_dict(), "duplicate_of": f.duplicate_of} for f in files], indent=2))
         return
     loaded = [f for f in files if f.duplicate_of is None]
+    number = {f.path: i for i, f in enumerate(files, 1)}
     cols: list[tuple[str, str, list[str]]] = [
         ("#", "right", [str(i) for i in range(1, len(files) + 1)]),
         ("file", "left", [f.path for f in files]),
-        ("applies", "left", ["always" if not f.scope else f"under {f.scope}/" for f in files]),
         ("chars", "right", [f"{f.chars:,}" for f in files]),
         ("loaded", "right", [f"{len(f.text):,}" if f.duplicate_of is None else "0" for f in files]),
-        ("note", "left", [f"duplicate of {f.duplicate_of}" if f.duplicate_of else ("[truncated]" if f.truncated else "")
-                          for f in files]),
+        ("note", "left", [_note(f, number) for f in files]),
+        ("applies", "left", ["always" if not f.scope else f"under {f.scope}/" for f in files]),
     ]
     con = console()
     total = sum(len(f.text) for f in loaded)
+    # the file is the key: it stays whole; where the screen is narrow "applies" goes first (a file applies under
+    # its own folder), the note (short: "dup of #1") stays
     con.print(table(f"{len(loaded)} instruction file(s), {total:,} of {TOTAL_CHARS:,} chars", cols, con,
-                         drop=["#", "note"]))
+                    drop=["applies"], fold="note"))
+
+
+def _note(f: Any, number: dict[str, int]) -> str:
+    """What to know about a file in one short cell: ``dup of #1`` (not loaded twice), ``truncated``."""
+    if f.duplicate_of:
+        n = number.get(f.duplicate_of)
+        return f"dup of #{n}" if n is not None else f"duplicate of {f.duplicate_of}"
+    return "truncated" if f.truncated else ""
 
 
 @click.group()

@@ -16,6 +16,7 @@ from .helpers import (
     SHORT,
     STORE_HELP,
     TENANT_HELP,
+    action_name,
     clean_errors,
     console,
     existing_store,
@@ -25,18 +26,24 @@ from .helpers import (
     table,
 )
 
+#: identifiers longer than this are counted, not shown, in the head of a cut's index (``inspect``'s actions)
+INDEX_HEAD_CHARS = 24
+
 
 def _action_label(a: dict[str, Any]) -> str:
-    """``kind layer``, for a shrink the messages it shrank: ``shrink history (seq 1 6,812→1,190)``, for an
-    emergency cut the size and head of its identifier index: ``emergency history (index 42: HAT170, a/b.py, KeyError +39)``."""
-    label = f"{a['kind']} {a['layer']}"
+    """``kind layer``, for a shrink the messages it shrank: ``shrink history (seq 1 6,812→1,190)``, for the
+    model-free cut (an ``emergency`` record) the size and head of its identifier index:
+    ``cut history (index 42: HAT170, a/b.py, KeyError +39)``."""
+    label = f"{action_name(a['kind'])} {a['layer']}"
     detail = a.get("detail") or {}
     shrunk = detail.get("shrunk") if a["kind"] == "shrink" else None
     if shrunk:
         label += " (" + "; ".join(f"seq {x['seq']} {x['tokens_before']:,}→{x['tokens_after']:,}" for x in shrunk) + ")"
     index = detail.get("index") if a["kind"] == "emergency" else None
-    if index:
-        label += f" (index {len(index)}: " + ", ".join(index[:3]) + (f" +{len(index) - 3}" if len(index) > 3 else "") + ")"
+    if index:  # the head of the index: its first short identifiers, whole (a long path is only counted)
+        head = [x for x in index if len(x) <= INDEX_HEAD_CHARS][:3]
+        more = len(index) - len(head)
+        label += f" (index {len(index)}: " + ", ".join(head) + (f" +{more}" if more else "") + ")"
     return label
 
 
@@ -132,7 +139,7 @@ def diff(pack_a: str, pack_b: str, store: str | None, tenant: str | None, as_jso
     else:
         c.print(f"  [red]cache prefix broke[/] at part {cp['broke_at_part']} ({escape(str(cp['broke_in']))})")
     for a in d["actions_b"]:
-        c.print(f"  B: {a['kind']} {a['layer']}: {a['reason']}", markup=False)
+        c.print(f"  B: {action_name(a['kind'])} {a['layer']}: {a['reason']}", markup=False)
 
 
 @click.command()
