@@ -173,7 +173,9 @@ class CompactionResult:
         if not self.actions:
             return f"nothing to compact (the request is {self.tokens_before:,} tokens)"
         lines = [f"compacted the context: {self.tokens_before:,} → {self.tokens_after:,} tokens"]
-        lines += [f"- {a.kind}: {a.reason} ({a.tokens_before:,} → {a.tokens_after:,})" for a in self.actions]
+        # (an "emergency" record is the routine model-free cut: named so for the reader, the kind on disk unchanged)
+        lines += [f"- {'cut' if a.kind == 'emergency' else a.kind}: {a.reason} ({a.tokens_before:,} → {a.tokens_after:,})"
+                  for a in self.actions]
         return "\n".join(lines)
 
 

@@ -178,7 +178,7 @@ def emergency(p: Pass, turns: TurnNumbers, why: str, keep_raw: float | None = No
         work_log=tuple(lines),
         transcript=transcript,
         artifacts=tuple(s for s, _ in blobs),
-        reason=f"{why}; emergency truncation without a model: kept the first request, the summary, a work log"
+        reason=f"{why}; model-free cut of the oldest history: kept the first request, the summary, a work log"
                f"{f', an index of {len(index)} identifier(s) the cut lost' if index else ''}"
                f"{f', the user message at seq {units[ask].first_seq} (the newest the cut took)' if ask is not None else ''}"
                f" and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
@@ -221,7 +221,7 @@ def _deferred_cut(p: Pass, lo: int, cut: int, why: str) -> tuple[int, EmergencyR
     rec = EmergencyRecord(
         first_seq=units[lo].first_seq, last_seq=units[cut - 1].last_seq, keep_from_seq=units[cut].first_seq,
         work_log=(), transcript=transcript, artifacts=(),
-        reason=f"{why}; emergency truncation without a model: kept the first request, the summary message as it "
+        reason=f"{why}; model-free cut of the oldest history: kept the first request, the summary message as it "
                f"was (the next cut that rewrites it takes this span into its work log), a pending message"
                f"{f' of {len(index)} identifier(s) the cut lost' if index else ''} with the span's transcript "
                f"and the last {sum(len(u.messages) for u in units[cut:])} message(s)",
