@@ -36,7 +36,7 @@ def bench_figures(trace, model: str, window: int) -> dict[str, object]:
 
 
 def test_the_default_demo_offloads_compacts_and_prints_the_benchs_comparison(tmp_path):
-    r = run("demo", "--store", str(tmp_path / "ws.db"), terminal_width=80)
+    r = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["demo", "--store", str(tmp_path / "ws.db")], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     out = r.output
     assert f"window {DEMO_WINDOW:,}" in out
