@@ -208,3 +208,83 @@ def test_rebuild_after_failed_summary_and_emergency_appends_nothing(tmp_path: Pa
             assert again.manifest.checksum == pack.manifest.checksum
             emergencies = sum(c["type"] == "emergency" for c in s.state.compactions)
         assert emergencies >= 2  # the case exercises what it is about
+
+
+# ---------------------------------------------------------------------------------------------------
+# 56.8: input nested 50,000 deep is a typed error on every door, checked before anything recurses
+# ---------------------------------------------------------------------------------------------------
+
+DEEP = 50_000
+
+
+def _nested_dict(depth: int) -> object:
+    v: object = "x"
+    for _ in range(depth):
+        v = {"a": v}
+    return v
+
+
+def _nested_list(depth: int) -> object:
+    v: object = "x"
+    for _ in range(depth):
+        v = [v]
+    return v
+
+
+@pytest.mark.parametrize("nest", [_nested_dict, _nested_list])
+def test_deep_tools_are_a_typed_error(engine, nest):
+    s = engine.session("deep-tools")
+    deep = nest(DEEP)
+    with pytest.raises(ws.InvalidToolSchemaError, match="nested more than"):
+        s.tools([{"name": "t", "description": "d", "parameters": {"type": "object", "properties": {"p": deep}}}])
+    with pytest.raises(ws.InvalidToolSchemaError, match="nested more than"):
+        s.tools([deep])
+    with pytest.raises(ws.InvalidToolSchemaError, match="nested more than"):
+        s.load([{"role": "user", "content": "hi"}], "openai-chat",
+               tools=[{"type": "function", "function": {"name": "t", "parameters": deep}}])
+    assert s.state.seq == -1  # nothing was written
+
+
+@pytest.mark.parametrize("fmt,messages", [
+    ("openai-chat", lambda d: [{"role": "user", "content": d}]),
+    ("openai-chat", lambda d: [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "t", "arguments": d}}]}]),
+    ("anthropic", lambda d: [{"role": "user", "content": [{"type": "text", "text": "a", "extra": d}]}]),
+    ("anthropic", lambda d: [{"role": "user", "content": "q"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "c", "name": "t", "input": d}]}]),
+    ("gemini", lambda d: [{"role": "user", "parts": [{"text": "hi", "x": d}]}]),
+    ("openai-chat", lambda d: d),
+])
+@pytest.mark.parametrize("nest", [_nested_dict, _nested_list])
+def test_deep_history_is_a_typed_error(engine, fmt, messages, nest):
+    s = engine.session("deep-load")
+    with pytest.raises(ws.InvalidMessageError, match="nested"):
+        s.load(messages(nest(DEEP)), fmt)
+    assert s.state.seq == -1
+
+
+def test_ordinary_nesting_still_loads(engine):
+    s = engine.session("ok-load")
+    args = _nested_dict(150)  # deep, but within MAX_JSON_DEPTH
+    s.load([{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "t", "arguments": json.dumps(args)}}]}], "openai-chat")
+    s.tools([{"name": "t", "description": "d", "parameters": {"type": "object", "properties": {"p": _nested_dict(150)}}}])
+    assert len(s.state.messages) == 2
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_deep_trace_files_are_a_typed_cli_error(tmp_path: Path, suffix: str):
+    from click.testing import CliRunner
+
+    from windowsmith.cli import main
+
+    deep = "[" * DEEP + '"x"' + "]" * DEEP
+    path = tmp_path / f"deep{suffix}"
+    if suffix == ".json":
+        path.write_text('{"messages": [{"role": "user", "content": ' + deep + "}]}")
+    else:
+        path.write_text('{"role": "user", "content": "hi"}\n' + deep + "\n")
+    for args in (["replay", str(path)], ["demo", "--trace", str(path)]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code != 0 and not isinstance(r.exception, RecursionError), (args, r.exception)
+        assert "nested too deeply" in r.output, r.output

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import InvalidMessageError
+from .errors import InvalidMessageError, UsageError
 
 #: The deepest nesting of lists and objects accepted in tool arguments, tool output and trace files.
 #: Deeper values would overflow Python's recursion limit in JSON encoding and redaction; real tool
@@ -20,9 +20,11 @@ MAX_JSON_DEPTH = 200
 MAX_INT_BITS = 14_000  # ~4,214 decimal digits, under the 4,300-digit default
 
 
-def check_json_value(value: Any, where: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
-    """Raise :class:`InvalidMessageError` if ``value`` nests lists/dicts deeper than ``max_depth`` or
-    holds an integer too long to write as JSON text. Iterative, so it cannot overflow the stack itself."""
+def check_json_value(value: Any, where: str, *, max_depth: int = MAX_JSON_DEPTH,
+                     error: type[UsageError] = InvalidMessageError) -> None:
+    """Raise ``error`` (:class:`InvalidMessageError` by default) if ``value`` nests lists/dicts deeper than
+    ``max_depth`` or holds an integer too long to write as JSON text. Iterative, so it cannot overflow the
+    stack itself: the check every door runs before any code that recurses over the value."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         v, depth = stack.pop()
@@ -32,7 +34,7 @@ def check_json_value(value: Any, where: str, *, max_depth: int = MAX_JSON_DEPTH)
             children = v
         elif isinstance(v, int) and not isinstance(v, bool):
             if v.bit_length() > MAX_INT_BITS:
-                raise InvalidMessageError(
+                raise error(
                     f"{where} holds an integer of about {int(v.bit_length() * 0.30103):,} digits, more than "
                     "JSON text can carry here (4,300); pass it as a string"
                 )
@@ -40,11 +42,24 @@ def check_json_value(value: Any, where: str, *, max_depth: int = MAX_JSON_DEPTH)
         else:
             continue
         if depth > max_depth:
-            raise InvalidMessageError(
+            raise error(
                 f"{where} is nested more than {max_depth} levels deep (lists/objects inside each other); "
                 "flatten it or pass it as text (json.dumps) instead"
             )
         stack.extend((c, depth + 1) for c in children)
+
+
+def check_nesting(value: Any, where: str, *, envelope: int,
+                  error: type[UsageError] = InvalidMessageError) -> None:
+    """:func:`check_json_value` for a whole input (a message list, tool definitions) whose own structure adds
+    up to ``envelope`` levels around the JSON values inside it (tool arguments, schemas): those get
+    :data:`MAX_JSON_DEPTH` each, so a value the finer checks would take is never refused here."""
+    check_json_value(value, where, max_depth=MAX_JSON_DEPTH + envelope, error=error)
+
+
+#: levels a provider history or a trace file wraps around a message's JSON values (list, message,
+#: content list, block, tool call, function); the values themselves get :data:`MAX_JSON_DEPTH`
+LOAD_ENVELOPE = 16
 
 
 def clean_text(value: Any, where: str) -> tuple[str, bool]:
@@ -90,4 +105,5 @@ def _only_escapes(value: str) -> bool:
     return all(not (0xD800 <= ord(c) <= 0xDFFF) or 0xDC80 <= ord(c) <= 0xDCFF for c in value)
 
 
-__all__ = ["MAX_INT_BITS", "MAX_JSON_DEPTH", "check_json_value", "clean_strings", "clean_text"]
+__all__ = ["LOAD_ENVELOPE", "MAX_INT_BITS", "MAX_JSON_DEPTH", "check_json_value", "check_nesting", "clean_strings",
+           "clean_text"]

@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidMessageError, UsageError
+from ..errors import InvalidMessageError, InvalidToolSchemaError, UsageError
 from ..ingest.messages import redact_spec
 from ..instructions import InstructionFile, discover
-from ..jsonvalues import clean_text
+from ..jsonvalues import LOAD_ENVELOPE, check_nesting, clean_text
 from ..log import SessionLog
 from ..memory import Memory, MemoryItem
 from ..model import ToolSpec
@@ -50,6 +50,9 @@ class Inputs:
     def tools(self, tools: Iterable[Mapping[str, Any] | ToolSpec]) -> None:
         if isinstance(tools, Mapping | str):
             raise InvalidMessageError("tools(...) takes a list of tool definitions")
+        if not isinstance(tools, list | tuple):
+            tools = list(tools)
+        check_nesting(tools, "the tool list", envelope=LOAD_ENVELOPE, error=InvalidToolSchemaError)  # before anything recurses
         specs = [t if isinstance(t, ToolSpec) else ToolSpec.from_dict(t, f"tools[{i}]") for i, t in enumerate(tools)]
         names = [t.name for t in specs]
         dup = sorted({n for n in names if names.count(n) > 1})

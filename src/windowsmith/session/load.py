@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidMessageError, UsageError
+from ..errors import InvalidMessageError, InvalidToolSchemaError, UsageError
 from ..ingest.messages import redact_message
+from ..jsonvalues import LOAD_ENVELOPE, check_nesting
 from ..loading import LOAD_FORMATS, convert, new_messages, overlapping_new
 from ..log import SessionLog
 from ..model import Message
@@ -46,6 +47,9 @@ class Loader:
              system: str | None = None, overlap: bool = False, repairs: Sequence[str] = ()) -> LoadResult:
         if format not in LOAD_FORMATS:
             raise UsageError(f"unknown message format {format!r}; use one of {', '.join(LOAD_FORMATS)}")
+        check_nesting(messages, f"the {format} history", envelope=LOAD_ENVELOPE)  # before anything recurses
+        if tools is not None:
+            check_nesting(tools, "the tool list", envelope=LOAD_ENVELOPE, error=InvalidToolSchemaError)
         loaded = convert(messages, format, tools=tools, system=system)
         if overlap:
             incoming = [redact_message(m) if self.engine.ingest.redact and m.role != "tool" else m
