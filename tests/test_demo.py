@@ -105,3 +105,29 @@ def test_progress_is_a_plain_line_when_stderr_is_not_a_terminal(tmp_path):
     r = run("demo", "--trace", str(demo_trace_path()), "--store", str(tmp_path / "ws.db"))
     n = sum(1 for m in load_traces(demo_trace_path())[0].messages if m.role == "assistant")
     assert any(line.startswith("replaying ") and f"/{n} calls" in line for line in r.output.splitlines())
+
+
+def test_the_demo_runs_on_a_core_install(tmp_path):
+    """CI runs ``windowsmith demo`` right after ``pip install -e .``: no extra (no langchain-core, no server, no
+    tree-sitter) may be imported, the comparison's benchmark code included."""
+    import subprocess
+    import sys
+
+    core = ["tiktoken", "tiktoken_ext", "click", "rich", "pydantic", "pydantic_core", "jsonschema", "regex",
+            "json_repair", "windowsmith", "markdown_it", "mdurl", "pygments", "annotated_types", "typing_extensions",
+            "typing_inspection", "attrs", "attr", "referencing", "rpds", "jsonschema_specifications"]
+    code = f"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        top = name.split(".")[0]
+        if top in sys.stdlib_module_names or top in {core!r} or top.startswith("_"):
+            return None
+        raise ModuleNotFoundError(f"not in a core install: {{name}}", name=name)
+sys.meta_path.insert(0, Block())
+from windowsmith.cli import main
+main(["demo", "--store", {str(tmp_path / "ws.db")!r}, "--html", {str(tmp_path / "r.html")!r}])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "vs the full history" in out.stdout and (tmp_path / "r.html").is_file()

@@ -165,8 +165,9 @@ def verdict(peers: list[Peer]) -> list[str]:
     window (cost, and the identifiers the next step used that each request lacked)."""
     ws, full, sliding = peers
     cost = _change(ws.cost_usd, full.cost_usd, "cost", "lower", "higher")
-    out = [f"vs the full history: {_change(ws.tokens, full.tokens, 'tokens')}, {cost} "
-           f"(${full.cost_usd - ws.cost_usd:.4f}), {_change(ws.cache_read_tokens, full.cache_read_tokens, 'cache reads')}"]
+    saved = f" (${full.cost_usd - ws.cost_usd:.4f} saved)" if full.cost_usd > ws.cost_usd else ""
+    out = [f"vs the full history: {_change(ws.tokens, full.tokens, 'tokens')}, {cost}{saved}, "
+           f"{_change(ws.cache_read_tokens, full.cache_read_tokens, 'cache reads')}"]
     cost = _change(ws.cost_usd, sliding.cost_usd, "cost", "lower", "higher")
     out.append(f"vs a sliding window: {cost}; the next step lost {sliding.lost} identifier(s) with the sliding "
                f"window, {ws.lost} with windowsmith")
@@ -246,6 +247,9 @@ def demo(trace_path: Path | None, window: int, model: str, store: str | None, as
         click.echo(json.dumps(out, indent=2))
     else:
         con = console()
+        con.print(f"Replaying {result.trace_id} ({len(result.turns)} model calls) on a {window:,}-token window with "
+                  f"{result.model}: large tool results are offloaded and the oldest history is cut so that every "
+                  "request fits; then the same run with the full history and with a sliding window.", markup=False)
         con.print(demo_table(result, offloads, con))
         con.print(DEMO_LEGEND, style="dim", markup=False)
         print_summary(peers, con)
