@@ -131,3 +131,10 @@ main(["demo", "--store", {str(tmp_path / "ws.db")!r}, "--html", {str(tmp_path / 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "vs the full history" in out.stdout and (tmp_path / "r.html").is_file()
+
+
+def test_a_window_too_small_says_which_option_to_change(tmp_path):
+    r = run("demo", "--window", "4000", "--store", str(tmp_path / "ws.db"))
+    assert r.exit_code == 2
+    assert r.output.startswith("error: a 4,000-token window is too small for this trace")
+    assert r.output.rstrip().endswith("pass a larger --window") and "BudgetConfig" not in r.output

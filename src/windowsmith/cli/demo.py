@@ -23,7 +23,17 @@ import click
 from rich.console import Console
 
 from ..errors import WindowsmithError
-from .helpers import DEFAULT_MODEL, STORE_HELP, action_name, clean_errors, console, open_engine, progress, table
+from .helpers import (
+    DEFAULT_MODEL,
+    STORE_HELP,
+    action_name,
+    clean_errors,
+    console,
+    open_engine,
+    progress,
+    table,
+    window_hint,
+)
 
 #: the window the demo replays on: small enough that offloading and compaction happen on the bundled trace
 DEMO_WINDOW = 16_000
@@ -201,7 +211,7 @@ def _replay(trace: Any, model: str, store: str | None, window: int, replace: boo
     """Replay ``trace`` into a new session ('demo', else 'demo-N'): the result, the offloads per call, where."""
     from ..replay import replay_trace
 
-    with open_engine(model, store, window) as engine:
+    with open_engine(model, store, window) as engine, window_hint(window):
         n_calls = sum(1 for m in trace.messages if m.role == "assistant")
         with progress(f"replaying {trace.id}", n_calls, unit="calls", every=10, quiet=quiet) as advance:
             result = replay_trace(trace, engine, session_id="demo", replace=replace, billed_output=False,

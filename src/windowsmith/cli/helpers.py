@@ -156,6 +156,21 @@ def progress(label: str, total: int | None, *, unit: str = "items", every: int =
         yield advance
 
 
+@contextlib.contextmanager
+def window_hint(window: int | None) -> Iterator[None]:
+    """A window too small for a trace's fixed part, said in the command's terms (``--window``), not the library's."""
+    from ..errors import BudgetExceededError, UsageError
+
+    try:
+        yield
+    except BudgetExceededError as e:
+        if window is None or type(e) is not BudgetExceededError:
+            raise
+        raise UsageError(f"a {window:,}-token window is too small for this trace: its required part ({e.layer!r} "
+                         f"the largest) needs {e.needed:,} tokens and {e.available:,} are left after the reserved "
+                         "output; pass a larger --window") from None
+
+
 def open_engine(model: str, store: Any, window: int | None = None, fmt: str | None = None) -> Any:
     from ..engine import Engine
 
@@ -233,4 +248,4 @@ def table(title: str, cols: list[Column], console: Console, *, drop: Sequence[st
 
 __all__ = ["ACTION_NAMES", "DEFAULT_MODEL", "SHORT", "STORE_HELP", "TENANT_HELP", "Column", "PlainProgress",
            "CLIENT_MODEL", "MODEL_OPTION", "action_name", "clean_errors", "console", "existing_store", "fail", "fits", "no_session", "one_line_warnings",
-           "open_engine", "progress", "table", "warning_line"]
+           "open_engine", "progress", "table", "warning_line", "window_hint"]

@@ -12,7 +12,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .helpers import DEFAULT_MODEL, SHORT, STORE_HELP, action_name, clean_errors, console, open_engine, progress, table
+from .helpers import (
+    DEFAULT_MODEL,
+    SHORT,
+    STORE_HELP,
+    action_name,
+    clean_errors,
+    console,
+    open_engine,
+    progress,
+    table,
+    window_hint,
+)
 
 #: What each column of the per-turn report means (printed under the demo's and replay's table).
 TURN_LEGEND = (
@@ -60,7 +71,7 @@ def _run_replay(trace: Any, model: str, store: str | None, window: int | None, f
                 as_json: bool, session_id: str | None = None, replace: bool = False) -> Any:
     from ..replay import replay_trace
 
-    with open_engine(model, store, window, fmt) as engine:
+    with open_engine(model, store, window, fmt) as engine, window_hint(window):
         n_calls = sum(1 for m in trace.messages if m.role == "assistant")
         with progress(f"replaying {trace.id}", n_calls, unit="calls", every=10, quiet=as_json) as advance:
             return replay_trace(trace, engine, session_id=session_id, replace=replace,
