@@ -116,7 +116,7 @@ def manifest_delta(base: Mapping[str, Any], new: Mapping[str, Any],
                 continue
             if isinstance(v, str | list) and type(b) is type(v):
                 n = _common_prefix(b, v)
-                change = _set_change(b, v) if isinstance(v, list) else None
+                change = _set_change(b, v) if isinstance(v, list) and isinstance(b, list) else None
                 if change is not None and len(change["add"]) + len(change["del"]) < len(v) - n:
                     sets[k] = change
                     continue
