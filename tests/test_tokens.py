@@ -91,3 +91,30 @@ def test_counts_are_additive_over_messages(texts):
     c = TokenCounter()
     msgs = [Message.user(t or "x") for t in texts]
     assert sum(c.message(m) for m in msgs) == sum(3 + count_text(t or "x") for t in texts)
+
+
+def test_parsed_ranks_are_cached_across_processes_and_checked_before_use(tmp_path):
+    from tiktoken.load import load_tiktoken_bpe
+
+    from windowsmith import bpe_cache
+    from windowsmith.tokens import _SPECS
+
+    name = "cl100k_base"
+    path = str(resources.files("windowsmith") / "data" / "tokenizers" / f"{name}.tiktoken")
+    expected = _SPECS[name]["expected_hash"]
+    parsed = load_tiktoken_bpe(path, expected_hash=expected)
+    assert bpe_cache.load_ranks(path, name, expected, tmp_path) == parsed  # parsed, then written
+    (entry,) = tmp_path.iterdir()
+    assert entry.name == f"{name}-{expected}.bpe"
+    assert bpe_cache._read(entry) == parsed  # what a later process reads
+    raw = bytearray(entry.read_bytes())
+    raw[-5] ^= 1  # a changed byte: the entry's own digest no longer matches, so it is parsed again and rewritten
+    entry.write_bytes(bytes(raw))
+    assert bpe_cache._read(entry) is None
+    assert bpe_cache.load_ranks(path, name, expected, tmp_path) == parsed
+    assert bpe_cache._read(entry) == parsed
+    with pytest.raises(ValueError, match="hash mismatch"):  # the shipped file is checked even with an entry
+        bpe_cache.load_ranks(path, name, "0" * 64, tmp_path)
+    unwritable = tmp_path / "file"
+    unwritable.write_text("")
+    assert bpe_cache.load_ranks(path, name, expected, unwritable / "sub") == parsed  # no cache: parsed each time

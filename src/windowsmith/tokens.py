@@ -23,8 +23,8 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import tiktoken
-from tiktoken.load import load_tiktoken_bpe
 
+from .bpe_cache import load_ranks
 from .errors import TokenizerError
 from .hashing import text_digest
 from .model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpec
@@ -89,7 +89,7 @@ def get_encoding(name: str) -> tiktoken.Encoding:
             ref = resources.files("windowsmith") / "data" / "tokenizers" / f"{name}.tiktoken"
             try:
                 with resources.as_file(ref) as path:
-                    ranks = load_tiktoken_bpe(str(path), expected_hash=spec["expected_hash"])
+                    ranks = load_ranks(str(path), name, spec["expected_hash"])
             except FileNotFoundError:
                 raise TokenizerError(
                     f"the tokenizer file {name}.tiktoken is missing from the windowsmith package; reinstall windowsmith"
