@@ -6,7 +6,8 @@ concatenated), so two manifests can say exactly where a cache prefix broke witho
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
 PART_LEN = 12
@@ -42,7 +43,10 @@ class Manifest:
     tokens_counted: int | None = None  # the request's count before calibration (tokenizer x factor)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The manifest as JSON-ready values: ``dataclasses.asdict`` (a deep copy), without its per-value dataclass
+        checks (the fields hold JSON values, copied here by their exact type; anything else goes through
+        ``asdict``'s rules), since a manifest is turned into a dict on every build."""
+        return {name: _copy(getattr(self, name)) for name in _FIELDS}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Manifest:
@@ -125,6 +129,26 @@ def _locate(m: Manifest, part: int) -> str:
     if part < tools + system:
         return f"system (block {part - tools})"
     return f"messages (message {part - tools - system})"
+
+
+_FIELDS = tuple(f.name for f in fields(Manifest))
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _copy(v: Any) -> Any:
+    """``v`` deep-copied as ``dataclasses.asdict`` copies a field's value."""
+    t = type(v)
+    if t in _ATOMS:
+        return v
+    if t is dict:
+        return {_copy(k): _copy(x) for k, x in v.items()}
+    if t is list:
+        return [_copy(x) for x in v]
+    if t is tuple:
+        return tuple([_copy(x) for x in v])
+    if is_dataclass(v) and not isinstance(v, type):
+        return asdict(v)
+    return copy.deepcopy(v)
 
 
 __all__ = ["Manifest", "diff"]
