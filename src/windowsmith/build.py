@@ -246,10 +246,12 @@ class Builder:
         rendered = renderer.render(req)
         window = eng.window or spec.context_window
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)
-        if not eng.store.has_pack(manifest.pack_id):
-            # the part digests extend the last manifest's: the delta encoder need not compare the shared prefix
+        if self.last_pack is None or self.last_pack.manifest.pack_id != manifest.pack_id:
+            # the part digests extend the last manifest's: the delta encoder need not compare the shared prefix.
+            # (A pack saved already, by this build's twin in another process, is left as it is: its id is
+            # derived from the log head and the request, so it is this pack.)
             eng.store.save_pack(manifest.pack_id, self.session_id, state.seq,
-                                Hinted(manifest.to_dict(), {"parts": self._parts_hint}))
+                                Hinted(manifest.to_dict(), {"parts": self._parts_hint}), exist_ok=True)
         self.counts.save(state, counter, self._compactor.planner if self._compactor is not None else None, renderer)
         self.bodies.save(renderer, req, state.seq)
         pack = Pack(rendered.request, manifest, rendered, req, fmt)

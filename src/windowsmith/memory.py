@@ -169,8 +169,11 @@ class Memory:
     def search(self, query: str | Sequence[str], *, limit: int = 8, now: datetime | None = None) -> builtins.list[MemoryItem]:
         """Items relevant to ``query`` (text, or a list of texts for multi-query), decayed by disuse."""
         texts = [query] if isinstance(query, str) else list(query)
+        scopes = self.scopes
+        if not scopes or not self.store.has_chunks("memory", scopes):  # (no terms to find when there is nothing)
+            return []
         queries = [q for q in (query_terms(t) for t in texts) if q]
-        if not queries or not self.scopes:
+        if not queries:
             return []
         hits = self.retriever.search("memory", self.scopes, queries, limit=limit * 2, texts=texts)
         now = now or datetime.now(UTC)

@@ -3,6 +3,7 @@ and, for prose, its content words. Regular expressions only, no model."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 # A path, with or without a scheme: ``(?:[A-Za-z][A-Za-z0-9+.-]*://)?[\w.~-]*(?:/[\w.~-]+)+``, written so
@@ -55,12 +56,18 @@ def words(text: str, limit: int = 32) -> list[str]:
 
 
 def query_terms(text: str, *, limit: int = 32, with_words: bool = True) -> list[str]:
-    """Identifiers first, then content words, up to ``limit`` terms."""
+    """Identifiers first, then content words, up to ``limit`` terms. (Every build asks for the terms of the task
+    and of the newest turn, which change only when they do: the last texts' terms are kept.)"""
+    return list(_query_terms(text, limit, with_words))
+
+
+@functools.lru_cache(maxsize=64)
+def _query_terms(text: str, limit: int, with_words: bool) -> tuple[str, ...]:
     out = identifiers(text, limit)
     if with_words and len(out) < limit:
         seen = {t.lower() for t in out}
         out += [w for w in words(text, limit) if w not in seen][: limit - len(out)]
-    return out
+    return tuple(out)
 
 
 __all__ = ["STOPWORDS", "identifiers", "query_terms", "words"]

@@ -263,17 +263,24 @@ class Store(ABC):
 
     # -- packs ------------------------------------------------------------------------------------
 
-    def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
+    def save_pack(self, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any], *,
+                  exist_ok: bool = False) -> None:
         """Record a pack built from the session's log up to ``seq``. Saving the same id with an
-        equal manifest again is a no-op (rebuilds are deterministic); a different one raises."""
+        equal manifest again is a no-op (rebuilds are deterministic); a different one raises, unless
+        ``exist_ok`` (the builder's: its pack ids derive from the log head and the request, so an id saved
+        already is this pack), which makes any second save a no-op without reading the first back."""
         check_pack_args(pack_id, session_id, seq, manifest, serialize=False)
         p = self._params(id=pack_id, sid=session_id, seq=seq, now=self.dialect.now())
         try:
             with self._write() as tx:
-                self._require_session(session_id, tx.rows)
+                # the session (of this tenant) and its newest pack, in one statement
+                found = tx.rows("SELECT p.ord, p.id FROM (SELECT 1 AS one FROM sessions WHERE id = :sid AND tenant = "
+                                ":tenant) s LEFT JOIN (SELECT ord, id FROM packs WHERE session_id = :sid AND tenant = "
+                                ":tenant ORDER BY ord DESC LIMIT 1) p ON 1 = 1", p)
+                if not found:
+                    raise unknown_session(session_id)
                 head = self._pack_heads.get(session_id)
-                last = tx.one("SELECT ord, id FROM packs WHERE session_id = :sid AND tenant = :tenant "
-                              "ORDER BY ord DESC LIMIT 1", p)
+                last = None if found[0][0] is None else found[0]
                 if head is not None and (last is None or tuple(last) != (head.ord, head.pack_id)):
                     head = None  # another writer saved a pack since, or the session was deleted: a new chain
                 text, delta, n = packs.encode(head, manifest, lambda: check_pack_args(pack_id, session_id, seq, manifest))
@@ -285,7 +292,8 @@ class Store(ABC):
                     "VALUES (:id, :sid, :seq, :manifest, :now, :base, :snap, :tenant) ON CONFLICT (id) DO NOTHING "
                     "RETURNING ord", p)
                 if not got:
-                    self._check_same_pack(tx, pack_id, session_id, seq, manifest)
+                    if not exist_ok:
+                        self._check_same_pack(tx, pack_id, session_id, seq, manifest)
                     return
                 o = got[0][0]
                 if chained is None:
@@ -517,6 +525,16 @@ class Store(ABC):
         p = self._params(match=match, namespace=namespace, limit=int(limit))
         sql = self.dialect.search_sql.format(cols=_CHUNK_COLS, scopes=self.dialect.in_list("c.scope", "scope", scopes, p))
         return [self._chunk(r, self.dialect.score(r[12])) for r in self._rows(sql, p)]
+
+    def has_chunks(self, namespace: str, scopes: Sequence[str]) -> bool:
+        """Whether ``scopes`` hold any chunk (an index lookup): a search of scopes that hold none finds nothing,
+        and a build asks before it searches."""
+        check_namespace(namespace)
+        scopes = check_scopes(scopes)
+        p = self._params(namespace=namespace)
+        sql = (f"SELECT 1 FROM chunks c WHERE c.tenant = :tenant AND c.namespace = :namespace "
+               f"AND {self.dialect.in_list('c.scope', 'scope', scopes, p)} LIMIT 1")
+        return bool(self._rows(sql, p))
 
     def list_chunks(self, namespace: str, scopes: Sequence[str], *, doc: str | None = None,
                     limit: int | None = None) -> list[Chunk]:
