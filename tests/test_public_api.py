@@ -46,3 +46,30 @@ def test_the_test_doubles_are_a_public_module():
     assert testing.__all__ == sorted(testing.__all__) == ["BackgroundServer", "FakeUpstream"]
     for name in testing.__all__:
         assert getattr(testing, name).__module__ == "windowsmith.testing", name
+
+
+#: The stable modules (docs/architecture.md, "Public surface"); every other module is internal.
+STABLE_MODULES = (
+    "windowsmith", "windowsmith.errors", "windowsmith.formats", "windowsmith.formats.anthropic",
+    "windowsmith.formats.openai_chat", "windowsmith.formats.openai_responses", "windowsmith.formats.gemini",
+    "windowsmith.testing", "windowsmith.integrations.langchain", "windowsmith.integrations.pydantic_ai",
+    "windowsmith.integrations.openai_agents", "windowsmith.integrations.adk", "windowsmith.server",
+    "windowsmith.store", "windowsmith.layers.base", "windowsmith.compaction", "windowsmith.traces",
+)
+
+
+def test_every_stable_module_declares_what_it_exports_and_the_map_names_it():
+    """A stable module says what it exports (``__all__``, every name present), and the architecture map's
+    public-surface paragraph names it, so what users may import is written down in one place."""
+    import importlib
+    from pathlib import Path
+
+    surface = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text().split("## Public surface")[1]
+    surface = surface.split("\n## ")[0]
+    for name in STABLE_MODULES:
+        module = importlib.import_module(name)
+        assert isinstance(getattr(module, "__all__", None), list), f"{name} has no __all__"
+        missing = [n for n in module.__all__ if not hasattr(module, n)]
+        assert not missing, f"{name}.__all__ names what it does not have: {missing}"
+        short = name.rsplit(".", 1)[0] + ".*" if name.startswith("windowsmith.integrations.") else name
+        assert f"`{short}`" in surface or f"`{name}`" in surface or name.startswith("windowsmith.formats."), name

@@ -3,9 +3,11 @@
 Builds the exact provider request for every model call from an append-only session log: within a
 token budget, ordered so the provider's prompt cache hits, with a manifest of what went in and why.
 
-This module is the public API: what a user types. Internals (the assembler's ``Action``/``Assembly``,
-the neutral request's ``Segment``/``CachePlan``, token counting, records) stay importable from their
-own modules (``windowsmith.assemble``, ``windowsmith.request``, ``windowsmith.tokens``, ...).
+This module is the public API: what a user types. The other stable modules are listed in
+docs/architecture.md ("Public surface"): ``windowsmith.errors``, ``windowsmith.formats``, ``windowsmith.testing``,
+the adapters in ``windowsmith.integrations``, ``windowsmith.server``, ``windowsmith.store`` and a few more.
+Every other module (the assembler's ``Action``/``Assembly``, the neutral request's ``Segment``/``CachePlan``,
+token counting, records, ...) is internal: importable, but it may change in any release.
 """
 
 from .artifacts import ArtifactStore, EmbeddedArtifacts, FileArtifacts, ObjectArtifacts
