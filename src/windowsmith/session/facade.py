@@ -63,7 +63,7 @@ class Session:
         self._inputs = Inputs(engine, self.log, self.memory, self._writer.redact_text)
         self._loader = Loader(engine, self.log, self._inputs, self._writer)
         self._calls = Calls(self._builder, self._writer)
-        self._tools = ToolHandlers(engine, session_id, self.log, self._builder)
+        self._tools = ToolHandlers(engine, session_id, self.log, self._builder, self._calls)
 
     def _append(self, kind: str, data: Mapping[str, Any]) -> None:
         """Append one event to the log as it is (no validation: for tests that write records by hand)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..build import Builder
-from ..compaction.config import Breaker
 from ..errors import UsageError
 from ..guidance.tools import DeferredToolsLayer, ToolPolicy, describe_found, load_event, select
 from ..log import SessionLog
@@ -16,17 +15,19 @@ from ..ports import SessionEngine
 from ..result_tools import ResultTools, page_chars
 from ..retrieval.recall import search_history
 from ..state import SessionState
+from .calls import Calls
 
 
 class ToolHandlers:
     """What ``Session.search_history``, ``tool_search``, ``scope_tools``, ``result_tools`` and
     ``compact_context`` do (see the module docstring)."""
 
-    def __init__(self, engine: SessionEngine, session_id: str, log: SessionLog, builder: Builder) -> None:
+    def __init__(self, engine: SessionEngine, session_id: str, log: SessionLog, builder: Builder, calls: Calls) -> None:
         self.engine = engine
         self.id = session_id
         self.log = log
         self.builder = builder
+        self.calls = calls
         self._result_tools: ResultTools | None = None
 
     @property
@@ -70,7 +71,7 @@ class ToolHandlers:
 
     def compact_context(self, reason: str | None) -> str:
         why = f"the agent called compact_context{': ' + reason if reason else ''}"
-        return self.builder.compact(self.builder.format(None), Breaker(), harder=False, reason=why).describe()
+        return self.calls.compact(None, why, False).describe()
 
 
 __all__ = ["ToolHandlers"]
