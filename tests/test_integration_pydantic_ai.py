@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 
 pytest.importorskip("pydantic_ai", reason="needs the pydantic-ai extra: pip install 'windowsmith[pydantic-ai]'")
@@ -22,13 +23,22 @@ import windowsmith as ws
 from sdk_mock import MockModel, anthropic_reply, assert_cache_prefix_kept
 from windowsmith.integrations.pydantic_ai import WindowsmithCapability
 
-N_TURNS = 8
+N_TURNS = 16
 FILE_BODY = "\n".join(f"def f{i}(x):\n    return x + {i}  # helper {i} of the module" for i in range(120))
+BIG_BODY = "\n".join(f"2026-12-01T00:{i % 60:02d}:00 INFO worker-{i % 7} handled request {i} in {i % 97} ms"
+                     for i in range(1_600))  # ~117 KB: one large tool result
 
 
 def read_file(path: str) -> str:
     """Read a file of the repository."""
-    return f"# {path}\n{FILE_BODY}"
+    return f"# {path}\n{BIG_BODY if path == 'm5.py' else FILE_BODY}"
+
+
+def marked(messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Where a request's message breakpoints are: (message, block), a tool result's inner marker counted on it."""
+    return [(i, j) for i, m in enumerate(messages) for j, b in enumerate(m["content"]) if isinstance(b, dict)
+            and ("cache_control" in b or any("cache_control" in x for x in b.get("content") or []
+                                             if isinstance(x, dict)))]
 
 
 def _script() -> list[dict[str, Any]]:
@@ -57,8 +67,15 @@ def _check(mock: MockModel, session: ws.Session, cap: WindowsmithCapability) -> 
                for m in body["messages"]]
         assert ids == [[b.get("id") or b.get("tool_use_id") for b in m["content"]
                         if b["type"] in ("tool_use", "tool_result")] for m in req["messages"]]
-        assert body["system"][-1].get("cache_control") and body["tools"][-1].get("cache_control")
+        # every breakpoint the pack planned reached the wire, the one after the newest tool result included
+        assert bool(body["system"][-1].get("cache_control")) == bool(req["system"][-1].get("cache_control"))
+        assert bool(body["tools"][-1].get("cache_control")) == bool(req["tools"][-1].get("cache_control"))
+        assert marked(body["messages"]) == marked(req["messages"])
         assert pack.tokens <= pack.manifest.available
+    tool_marks = [b for body in mock.bodies for b in body["messages"][-1]["content"]
+                  if b["type"] == "tool_result" and "cache_control" in b]
+    assert len(tool_marks) >= N_TURNS // 2  # the tool loop's newest result is a breakpoint
+    assert any("artifact://" in str(b["messages"]) for b in mock.bodies)  # the large result offloaded
     assert assert_cache_prefix_kept(cap.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in cap.packs for a in p.manifest.actions}
     assert kinds & {"mask", "summary", "emergency", "truncate"}, kinds
@@ -126,3 +143,65 @@ def test_pydantic_ai_run_stream(make_engine: Callable[..., ws.Engine]) -> None:
 def test_capability_checks_its_argument() -> None:
     with pytest.raises(ws.UsageError, match="takes a windowsmith Session"):
         WindowsmithCapability("s")  # type: ignore[arg-type]
+
+
+def test_pydantic_ai_openai_model_gets_the_session_cache_key(make_engine: Callable[..., ws.Engine]) -> None:
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from sdk_mock import chat_reply
+
+    mock = MockModel("openai-chat", [chat_reply("", [("call_1", "read_file", {"path": "a.py"})]), chat_reply("Done.", [])])
+    session = make_engine("gpt-4.1").session("pai-openai")
+    cap = WindowsmithCapability(session)
+    client = openai.AsyncOpenAI(api_key="test", http_client=mock.async_client(), max_retries=0)
+    agent = Agent(OpenAIChatModel("gpt-4.1", provider=OpenAIProvider(openai_client=client)), tools=[read_file],
+                  instructions="Be brief.", capabilities=[cap])
+    assert asyncio.run(agent.run("read a.py")).output == "Done."
+    keys = {b.get("prompt_cache_key") for b in mock.bodies}
+    assert keys == {cap.packs[0].neutral.cache_key} and len(mock.bodies) == 2
+    assert not any("cache_control" in str(b) for b in mock.bodies)  # no Anthropic marker on an OpenAI wire
+
+
+def test_estimated_usage_is_recorded_but_never_calibrates(make_engine: Callable[..., ws.Engine]) -> None:
+    from pydantic_ai.models.test import TestModel
+
+    engine = make_engine("claude-sonnet-5-5")
+    session = engine.session("pai-test-model")
+    cap = WindowsmithCapability(session)
+    agent = Agent(TestModel(), tools=[read_file], instructions="Be brief.", capabilities=[cap])
+    asyncio.run(agent.run("read a file"))
+    events = [e for e in engine.store.events(session.id) if e.kind == "usage"]
+    assert len(events) == len(session.state.usages) == len(cap.packs) >= 2
+    assert all(e.data.get("estimated") is True for e in events)
+    assert session.counter("anthropic").calibration.observations == 0  # nothing was fitted
+    # a new session of the model starts from the registry's factor, not from the test model's made-up usage
+    fresh = engine.session("pai-after-test-model")
+    assert fresh.counter("anthropic").calibration.slope == 1.0
+    assert fresh.counter("anthropic").calibration.observations == 0
+
+
+def test_stacked_after_process_history_is_a_replacement(make_engine: Callable[..., ws.Engine]) -> None:
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    def keep_recent(messages: list[Any]) -> list[Any]:  # a summary in place of all but the newest turns
+        if len(messages) <= 4:
+            return messages
+        return [ModelRequest(parts=[UserPromptPart("Summary: earlier files were read.")]), *messages[-3:]]
+
+    replies = [anthropic_reply("", [(f"toolu_{i}", "read_file", {"path": f"m{i}.py"})], thinking=False)
+               for i in range(4)]
+    replies.append(anthropic_reply("The bug is in m1.py.", [], thinking=False))
+    mock = MockModel("anthropic", replies)
+    session = make_engine("claude-sonnet-5-5").session("pai-stacked")
+    cap = WindowsmithCapability(session)
+    client = anthropic.AsyncAnthropic(api_key="test", http_client=mock.async_client(), max_retries=0)
+    model = AnthropicModel("claude-sonnet-5-5", provider=AnthropicProvider(anthropic_client=client),
+                           settings=AnthropicModelSettings(max_tokens=1000))
+    agent = Agent(model, tools=[read_file], instructions="Review.", capabilities=[ProcessHistory(keep_recent), cap])
+    assert asyncio.run(agent.run("Read m0..m3.")).output == "The bug is in m1.py."
+    # the log keeps every turn once, the framework's summary is not in it, and the manifest says what happened
+    assert [c.id for m in session.messages for c in m.tool_calls] == [f"toolu_{i}" for i in range(4)]
+    assert not any("Summary:" in m.text for m in session.messages if m.role == "user")
+    assert any("history rewritten" in r.what for r in session.state.repairs)

@@ -195,6 +195,12 @@ class Calibration:
       almost all their content, so the newest billed count is the best anchor, and only what changed
       since is estimated with the slope.
 
+    How far one bad run can skew what persists: only billed usage is observed (``Session.record`` skips
+    usage marked ``estimated``); a session's slope joins the stored ``history`` only when its last fit fell
+    inside ``[low, high]`` before clamping (a fit at the clamp is used in that session and then dropped);
+    and the prior is the median of up to ``history_size`` sessions' slopes, so one session moves it by at
+    most one rank of that median, and never outside the band.
+
     The prior is what the engine's earlier sessions of this model learnt: the calibration is stored
     per model and format (``Session.record``) and a new session starts from it (:meth:`from_dict`):
     ``history`` holds the slopes the last ``history_size`` sessions fitted from their own calls, and
@@ -264,8 +270,10 @@ class Calibration:
                   if abs(c2 - c1) >= self.min_span]
         if slopes:
             slopes += [self.prior] * self.prior_weight
-            self.slope = min(self.high, max(self.low, statistics.median(slopes)))
-            self.fitted = True
+            raw = statistics.median(slopes)
+            self.slope = min(self.high, max(self.low, raw))
+            # a fit outside the band is bad billed data: it is used clamped in this session, never persisted
+            self.fitted = self.low <= raw <= self.high
         c, b = pts[-1]
         self.offset = b - self.slope * c
 

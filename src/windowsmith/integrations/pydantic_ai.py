@@ -11,9 +11,18 @@ processor runs as the ``ProcessHistory`` capability). Before every model request
 (``before_model_request``) the run's messages are mapped to windowsmith's and the new ones appended to
 the session's log; the request then carries the session's pack, mapped back to pydantic-ai messages
 (request-only: the run's own history is untouched): instructions become the pack's system prompt, thinking
-parts are passed back, and the pack's message breakpoint becomes a ``CachePoint`` (Anthropic models also
-get ``anthropic_cache_instructions`` / ``anthropic_cache_tool_definitions``). ``after_model_request``
-records the ``ModelResponse`` and its usage. The hooks are async; ``run_sync`` drives them the same way.
+parts are passed back, and each of the pack's message breakpoints becomes a ``CachePoint`` (after the
+newest tool result too: a ``CachePoint`` alone in a user part marks the ``ToolReturnPart`` before it);
+Anthropic models get ``anthropic_cache_instructions`` / ``anthropic_cache_tool_definitions`` when the pack
+marks its system and tools, OpenAI models the session's ``openai_prompt_cache_key``. ``after_model_request``
+records the ``ModelResponse`` and its usage: billed usage calibrates windowsmith's counts, usage a
+``FunctionModel``/``TestModel`` made up is recorded as estimated and does not. The hooks are async;
+``run_sync`` drives them the same way.
+
+Stacking: put ``WindowsmithCapability`` last among the capabilities that rewrite history. A history that a
+``ProcessHistory`` capability rewrote before it (a summary in place of older turns) is treated as a
+replacement: the log keeps the full conversation, the new turns are appended and a repair in the manifest
+says so; a rewritten history that shares no turn with the log is refused with what to do.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from ..errors import UsageError
 from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
 from ..session import Session
-from . import require
+from . import aload_history, provider_of, require
 
 _caps = require("pydantic_ai.capabilities", "pydantic-ai", "windowsmith.integrations.pydantic_ai")
 _m = require("pydantic_ai.messages", "pydantic-ai", "windowsmith.integrations.pydantic_ai")
@@ -139,6 +148,9 @@ def from_pack(request: dict[str, Any]) -> list[Any]:
                 req_parts.append(_m.ToolReturnPart(tool_name=names.get(b["tool_use_id"], "unknown"), content=text,
                                                    tool_call_id=b["tool_use_id"],
                                                    outcome="failed" if b.get("is_error") else "success"))
+                if "cache_control" in b or any("cache_control" in x for x in b["content"]):
+                    # a CachePoint alone in a user part lands on the block before it: this tool result
+                    req_parts.append(_m.UserPromptPart(content=[_m.CachePoint()]))
             else:
                 user.append(_block_content(b))
                 if "cache_control" in b:
@@ -147,6 +159,23 @@ def from_pack(request: dict[str, Any]) -> list[Any]:
             req_parts.append(_m.UserPromptPart(content=user))
         out.append(_m.ModelRequest(parts=req_parts))
     return out
+
+
+def estimates_usage(model: Any) -> bool:
+    """Whether ``model`` makes its usage up instead of reporting a provider's bill: pydantic-ai's
+    ``FunctionModel`` and ``TestModel`` (also inside a wrapper model)."""
+    for _ in range(8):
+        if type(model).__module__.startswith(("pydantic_ai.models.function", "pydantic_ai.models.test")):
+            return True
+        inner = getattr(model, "wrapped", None)
+        if inner is None or inner is model:
+            return False
+        model = inner
+    return False
+
+
+def _marks(blocks: Any) -> bool:
+    return bool(blocks) and isinstance(blocks[-1], dict) and "cache_control" in blocks[-1]
 
 
 def usage_of(usage: Any) -> Usage:
@@ -178,24 +207,35 @@ class WindowsmithCapability(_caps.AbstractCapability):  # type: ignore[misc, nam
         system = "\n\n".join(t for t in (instructions, found) if t) or None
         tools = [{"name": t.name, "description": t.description or "", "parameters": t.parameters_json_schema}
                  for t in params.function_tools]
-        await self.session.aload(msgs, "neutral", tools=tools or None, system=system, repairs=repairs)
+        await aload_history(self.session, msgs, what="WindowsmithCapability", tools=tools or None, system=system,
+                            repairs=repairs)
         # the anthropic pack only carries the messages; pydantic-ai sends them with its own model
         pack = await self.session.abuild(FORMAT, model="pydantic-ai")
         self.packs.append(pack)
-        request_context.messages = from_pack(pack.request)
+        req = pack.request
+        request_context.messages = from_pack(req)
         request_context.model_request_parameters = dataclasses.replace(params, instruction_parts=None)
-        if "anthropic" in type(request_context.model).__module__:
-            request_context.model_settings = {**(request_context.model_settings or {}),
-                                              "anthropic_cache_instructions": True,
-                                              "anthropic_cache_tool_definitions": True}
+        settings = dict(request_context.model_settings or {})
+        provider = provider_of(request_context.model)
+        if provider == "anthropic":  # the pack's system and tool breakpoints, as the pack planned them
+            settings.pop("anthropic_cache_instructions", None)
+            settings.pop("anthropic_cache_tool_definitions", None)
+            if _marks(req.get("system")):
+                settings["anthropic_cache_instructions"] = True
+            if _marks(req.get("tools")):
+                settings["anthropic_cache_tool_definitions"] = True
+        elif provider == "openai":  # OpenAI caches the prefix by itself; the key routes the session's calls together
+            settings.setdefault("openai_prompt_cache_key", pack.neutral.cache_key)
+        request_context.model_settings = settings
         return request_context
 
     async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
         msgs, _, _ = to_neutral([response])
         message = msgs[0] if msgs else None
         await self.session.arecord(message=message, usage=usage_of(response.usage),
-                                   pack=self.packs[-1] if self.packs else None)
+                                   pack=self.packs[-1] if self.packs else None,
+                                   estimated=estimates_usage(request_context.model))
         return response
 
 
-__all__ = ["WindowsmithCapability", "from_pack", "to_neutral", "usage_of"]
+__all__ = ["WindowsmithCapability", "estimates_usage", "from_pack", "to_neutral", "usage_of"]

@@ -114,11 +114,13 @@ class Calls:
                 await self._arecord(response, None, None, pack)
             return response
 
-    async def arecord(self, response: Any, message: Message | None, usage: Any, pack: Pack | None) -> Message | None:
+    async def arecord(self, response: Any, message: Message | None, usage: Any, pack: Pack | None,
+                      estimated: bool = False) -> Message | None:
         async with self.lock():
-            return await self._arecord(response, message, usage, pack)
+            return await self._arecord(response, message, usage, pack, estimated)
 
-    async def _arecord(self, response: Any, message: Message | None, usage: Any, pack: Pack | None) -> Message | None:
+    async def _arecord(self, response: Any, message: Message | None, usage: Any, pack: Pack | None,
+                       estimated: bool = False) -> Message | None:
         if response is not None:
             answered = pack or self.builder.last_pack
             if answered is None:
@@ -126,7 +128,7 @@ class Calls:
                     response.close()
                 raise UsageError("arecord(response) needs the pack it answers; call abuild() first or pass pack=")
             response = await aresolve(answered.format, response)
-        return await self.offload(self.writer.record, response, message, usage, pack)
+        return await self.offload(self.writer.record, response, message, usage, pack, estimated)
 
 
 def is_async_callable(fn: Any) -> bool:

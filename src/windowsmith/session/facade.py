@@ -251,14 +251,15 @@ class Session:
     # ------------------------------------------------------------------ recording responses
 
     def record(self, response: Any = None, *, message: Message | None = None, usage: Usage | Mapping[str, int] | None = None,
-               pack: Pack | None = None) -> Message | None:
+               pack: Pack | None = None, estimated: bool = False) -> Message | None:
         """Record a provider response (parsed with the format of the pack it answers), or a neutral
-        ``message`` and/or ``usage``. Billed usage calibrates later token counts.
+        ``message`` and/or ``usage``. Billed usage calibrates later token counts; ``estimated=True`` marks
+        usage no provider billed (a framework's test model, a local estimate): logged, never calibrating.
 
         ``response``: the SDK's response object or dict, its stream (not yet iterated), the stream's final
         message, or the list of events/chunks collected while iterating (see ``windowsmith.render.stream``);
         a streamed response records the same message and usage as the non-streamed one."""
-        return self._writer.record(response, message, usage, pack)
+        return self._writer.record(response, message, usage, pack, estimated)
 
     # ------------------------------------------------------------------ reading
 
@@ -313,10 +314,11 @@ class Session:
         return await self._calls.acall(send, provider, record, model)
 
     async def arecord(self, response: Any = None, *, message: Message | None = None,
-                      usage: Usage | Mapping[str, int] | None = None, pack: Pack | None = None) -> Message | None:
+                      usage: Usage | Mapping[str, int] | None = None, pack: Pack | None = None,
+                      estimated: bool = False) -> Message | None:
         """:meth:`record` for async SDKs: also takes an ``AsyncStream``, an async iterator of events, an
         async stream (its final message is awaited) or a coroutine returning a response."""
-        return await self._calls.arecord(response, message, usage, pack)
+        return await self._calls.arecord(response, message, usage, pack, estimated)
 
     async def aload(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
                     system: str | None = None, overlap: bool = False, repairs: Sequence[str] = ()) -> LoadResult:

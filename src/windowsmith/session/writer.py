@@ -153,8 +153,9 @@ class Writer:
         return self.add(Message("tool", (ToolResult(call_id, ing.blocks, bool(is_error), name),)), {call_id: ing})
 
     def record(self, response: Any, message: Message | None, usage: Usage | Mapping[str, int] | None,
-               pack: Pack | None) -> Message | None:
-        """``Session.record``: the response parsed with the format of the pack it answers (default: the last)."""
+               pack: Pack | None, estimated: bool = False) -> Message | None:
+        """``Session.record``: the response parsed with the format of the pack it answers (default: the last).
+        ``estimated`` usage (not billed by a provider) is logged as such and never calibrates."""
         pack = pack or self.builder.last_pack
         if response is not None:
             if pack is None:
@@ -167,8 +168,11 @@ class Writer:
             msg = self.add(message)
         if usage is not None:
             u = usage if isinstance(usage, Usage) else Usage.from_dict(usage)
-            self.log.append_event("usage", {"usage": u.to_dict(), "pack_id": pack.id if pack else None})
-            if pack is not None and u.prompt_tokens > 0:
+            event: dict[str, Any] = {"usage": u.to_dict(), "pack_id": pack.id if pack else None}
+            if estimated:
+                event["estimated"] = True
+            self.log.append_event("usage", event)
+            if pack is not None and u.prompt_tokens > 0 and not estimated:
                 cal = self.builder.calibration(pack.format)
                 counted = pack.manifest.tokens_counted
                 cal.observe(pack.tokens if counted is None else counted, u.prompt_tokens)
