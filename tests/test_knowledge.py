@@ -128,3 +128,12 @@ def test_openai_embedder_through_the_real_sdk(tmp_path: Path) -> None:
         e.knowledge.add("# A\nalpha beta\n", name="a.md")
         [c] = e.store.list_chunks("knowledge", [e.knowledge.scope])
         assert c.vector is not None and len(c.vector) == 3 * 4
+
+
+def test_long_single_line_text_is_indexed_as_text(store: Store) -> None:
+    # a one-line text longer than a file name may be is text, not a path (it raised ENAMETOOLONG)
+    line = "The staging deploy uses the blue cluster and rotates its credentials weekly; " * 5
+    assert len(line) > 255 and "\n" not in line
+    with ws.Engine("gpt-4o", store=store) as e:
+        assert e.knowledge.add(line) >= 1
+        assert any("blue cluster" in h.chunk.text for h in e.knowledge.search("staging deploy blue cluster"))

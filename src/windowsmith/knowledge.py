@@ -46,6 +46,17 @@ _TOP_SYMBOL = re.compile(r"^(?:export\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?
                          r"(?:def|class|function|fn|func|interface|struct|enum|impl|trait|type|module)\b")
 
 
+def _is_path(text: str) -> bool:
+    """Whether a string names an existing file or folder (a text that cannot be a path, e.g. a line longer
+    than the file system allows, is not one: it is indexed as text)."""
+    if "\n" in text or "\x00" in text or len(text) >= 4096:
+        return False
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):  # ENAMETOOLONG and the like: not a path
+        return False
+
+
 @dataclass(frozen=True)
 class Section:
     first: int  # 1-based first line
@@ -176,8 +187,7 @@ class Knowledge:
     def add(self, path_or_text: str | os.PathLike[str], *, name: str | None = None) -> int:
         """Index a file, a folder or a text (``name`` names a text; default: its digest). Returns the number
         of chunks added."""
-        if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and "\n" not in path_or_text
-                                                     and len(path_or_text) < 4096 and Path(path_or_text).exists()):
+        if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and _is_path(path_or_text)):
             p = Path(path_or_text)
             if p.is_dir():
                 return sum(self._add_doc(f.relative_to(p).as_posix(), f) for f in _files(p))
