@@ -104,10 +104,11 @@ class ServerState:
 
     def engine(self, tenant: str | None, model: str) -> Engine:
         key = (tenant, model)
+        store = self.store_for(tenant)  # (before taking the guard, which store_for takes itself)
         with self._guard:
             eng = self._engines.get(key)
             if eng is None:
-                eng = Engine(model, store=self.store_for(tenant), window=self.config.model_window)
+                eng = Engine(model, store=store, window=self.config.model_window)
                 self._engines[key] = eng
             return eng
 
