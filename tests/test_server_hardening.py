@@ -3,12 +3,9 @@ leave, hung upstreams, malformed and oversized bodies, broken upstream streams, 
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +43,7 @@ class Rig:
         return httpx.post(self.url + path, timeout=kw.pop("timeout", 30), **kw)
 
 
+@contextmanager
 def rig(tmp_path: Path, upstream: Any = None, **config: Any) -> Iterator[Rig]:
     up = upstream if upstream is not None else FakeUpstream()
     with BackgroundServer(up) as u:
@@ -65,7 +63,7 @@ def hi(text: str = "hi") -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_tenant_tokens_drive_the_proxy_concurrently(tmp_path: Path) -> None:
     """A tenant-scoped token's first proxy call used to deadlock the server (the engine's lock taken twice)."""
-    for r in rig(tmp_path, tokens={TOKEN_A: "tenant-a", TOKEN_B: "tenant-b"}):
+    with rig(tmp_path, tokens={TOKEN_A: "tenant-a", TOKEN_B: "tenant-b"}) as r:
         def turn(job: tuple[str, int]) -> str:
             token, n = job
             with r.openai(timeout=30) as c:
