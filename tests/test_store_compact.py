@@ -50,7 +50,8 @@ def test_m010_upgrades_a_store_written_by_the_previous_release(tmp_path: Path) -
     assert "sqlite_autoindex_events_2" in before["names"]  # the old UNIQUE (session_id, hash)
     size_before = path.stat().st_size
     with SQLiteStore(path) as st:
-        assert st.applied_migrations()[-1] == "m010_compact_rows"
+        # m010, then m011 (session keys per tenant) rebuild the tables in place: every row kept
+        assert st.applied_migrations()[-2:] == ["m010_compact_rows", "m011_session_keys_per_tenant"]
         events = {(sid, e.seq): (e.kind, e.data, e.hash, e.parent) for sid in ("agent", "other") for e in st.events(sid)}
         assert events == before["events"]
         for sid in ("agent", "other"):

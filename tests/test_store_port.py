@@ -112,9 +112,9 @@ def test_postgres_dialect_translates_the_shared_sql() -> None:
     assert d.sql("INSERT INTO kv (tenant, v, at) VALUES (:tenant, :v, :now)") == (
         "INSERT INTO kv (tenant, v, at) VALUES (%(tenant)s, %(v)s, clock_timestamp())"
     )
-    # row-level security checks the tenant: the query's own check becomes true
+    # the query's own tenant check stays (row-level security is a second wall behind it, not a replacement)
     assert d.sql("SELECT 1 FROM chunks c WHERE c.tenant = :tenant AND tenant = :tenant AND r.tenant = b.tenant") == (
-        "SELECT 1 FROM chunks c WHERE true AND true AND r.tenant = b.tenant"
+        "SELECT 1 FROM chunks c WHERE c.tenant = %(tenant)s AND tenant = %(tenant)s AND r.tenant = b.tenant"
     )
     assert d.sql("SELECT %(a)s::text[], x::int") == "SELECT %(a)s::text[], x::int"  # casts are left alone
     params: dict[str, Any] = {}

@@ -20,14 +20,32 @@ from windowsmith.compaction import CompactionConfig
 from windowsmith.errors import UsageError
 from windowsmith.store import Store, open_store
 
-APP_ROLE = "windowsmith_tenant_test"  # an ordinary role: superusers and BYPASSRLS roles skip the policies
 
 def big(tag: str) -> str:
     return "\n".join(f"tests/{tag}/test_mod_{i}.py::test_case_{i} FAILED AssertionError: expected {i} got {i + 1}"
                      for i in range(600))
 
 
-def _pg_store() -> Iterator[Callable[[], Store]]:
+def _roles(admin: Any, *names: str) -> None:
+    from psycopg import sql
+
+    for name in names:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOBYPASSRLS").format(sql.Identifier(name)))
+
+
+def _drop_roles(admin: Any, *names: str) -> None:
+    from psycopg import sql
+
+    for name in names:
+        admin.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def _pg_store(owner_split: bool = True) -> Iterator[Callable[[], Store]]:
+    """``make()`` opens the store of a fresh schema as an ordinary application role created for the test
+    (dropped after it). ``owner_split``: the tables belong to a second role that applied the migrations
+    (``owner_url``), so the application role only reads and writes rows (the documented deployment);
+    otherwise the application role owns the schema and migrates it itself."""
     psycopg = pytest.importorskip("psycopg")
     from psycopg import sql
 
@@ -35,13 +53,13 @@ def _pg_store() -> Iterator[Callable[[], Store]]:
         admin = psycopg.connect(PG_DSN, autocommit=True)
     except psycopg.OperationalError as e:
         pytest.skip(f"PostgreSQL is not reachable at {PG_DSN!r} ({' '.join(str(e).split())[:100]})")
-    schema = f"ws_tenant_{uuid.uuid4().hex[:10]}"
-    admin.execute(sql.SQL(
-        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = {r}) THEN "
-        "CREATE ROLE {i} LOGIN NOSUPERUSER NOBYPASSRLS; END IF; END $$").format(
-            r=sql.Literal(APP_ROLE), i=sql.Identifier(APP_ROLE)))
-    admin.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(sql.Identifier(schema), sql.Identifier(APP_ROLE)))
-    url = f"postgresql://{APP_ROLE}@127.0.0.1:5432/test?schema={schema}"
+    tag = uuid.uuid4().hex[:10]
+    schema, app, owner = f"ws_tenant_{tag}", f"ws_app_{tag}", f"ws_owner_{tag}"
+    _roles(admin, app, owner)
+    admin.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(sql.Identifier(schema),
+                                                                      sql.Identifier(owner if owner_split else app)))
+    url = f"postgresql://{app}@127.0.0.1:5432/test?schema={schema}"
+    owner_url = f"postgresql://{owner}@127.0.0.1:5432/test?schema={schema}"
     opened: list[Store] = []
 
     def make() -> Store:
@@ -50,12 +68,19 @@ def _pg_store() -> Iterator[Callable[[], Store]]:
         return st
 
     make.url = url  # type: ignore[attr-defined]
+    make.owner_url = owner_url  # type: ignore[attr-defined]
+    make.app, make.owner, make.schema = app, owner, schema  # type: ignore[attr-defined]
     try:
+        if owner_split:
+            from windowsmith.store.postgres import PostgresStore
+
+            PostgresStore(url, owner_url=owner_url).close()  # migrates as the owner, grants the app its rows
         yield make
     finally:
         for st in opened:
             st.close()
         admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        _drop_roles(admin, app, owner)
         admin.close()
 
 
@@ -134,9 +159,9 @@ def test_two_tenants_never_read_each_other(store: Store) -> None:
             # key-value: calibration is per tenant
             cal_key = f"{me.spec.name}|anthropic"
             assert st.get_kv("calibration", cal_key) is not None
-            # opening the other tenant's session id is refused, not joined
-            with pytest.raises(UsageError, match="in use"):
-                me.session(other["session"].id)
+            # the other tenant's session id is free in mine: a new, empty session of my own, never theirs
+            same = me.session(other["session"].id)
+            assert same.state.messages == [] and same.state.seq == -1 and not same.packs()
             # gc of one tenant leaves the other's blobs alone
             me.gc(grace_seconds=0)
         assert reads == 0
@@ -321,9 +346,11 @@ def test_retrieval_never_crosses_tenants(store: Store) -> None:
             e.close()
 
 
-def _store_before_m009(kind: str, tmp_path: Path) -> Iterator[tuple[Callable[[str, tuple[Any, ...]], None], Callable[[], Store]]]:
-    """A store as the retrieval branch left it (migrations up to m007_retrieval, no tenants): yields a
-    function running SQL on it and one opening it with this windowsmith (which applies m008, m009)."""
+def _store_before_m009(kind: str, tmp_path: Path, last: str = "m007_retrieval",
+                       ) -> Iterator[tuple[Callable[[str, tuple[Any, ...]], None], Callable[[], Store]]]:
+    """A store as the retrieval branch left it (migrations up to ``last``, by default m007_retrieval: no
+    tenants): yields a function running SQL on it and one opening it with this windowsmith (which applies
+    the migrations after ``last``)."""
     if kind == "sqlite":
         import sqlite3
 
@@ -333,7 +360,7 @@ def _store_before_m009(kind: str, tmp_path: Path) -> Iterator[tuple[Callable[[st
         conn = sqlite3.connect(path, isolation_level=None)
         conn.execute(f"CREATE TABLE {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
         for name, fn in migration:
-            if name > "m007_retrieval":
+            if name > last:
                 break
             conn.execute("BEGIN")
             fn(conn)
@@ -358,14 +385,14 @@ def _store_before_m009(kind: str, tmp_path: Path) -> Iterator[tuple[Callable[[st
     from windowsmith.store.postgres import MIGRATIONS_TABLE as PG_TABLE
     from windowsmith.store.postgres import migration as pg_migration
 
-    gen = _pg_store()
+    gen = _pg_store(owner_split=False)
     make = next(gen)
-    schema = make.url.rsplit("schema=", 1)[1]  # type: ignore[attr-defined]
-    conn = psycopg.connect(f"host=127.0.0.1 port=5432 user={APP_ROLE} dbname=test", autocommit=True)
+    schema = make.schema  # type: ignore[attr-defined]
+    conn = psycopg.connect(f"host=127.0.0.1 port=5432 user={make.app} dbname=test", autocommit=True)  # type: ignore[attr-defined]
     conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
     conn.execute(f"CREATE TABLE {PG_TABLE} (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
     for name, fn in pg_migration:
-        if name > "m007_retrieval":
+        if name > last:
             break
         with conn.transaction(), conn.cursor() as cur:
             fn(cur)
@@ -421,6 +448,186 @@ def test_m009_keeps_existing_chunks_and_makes_keys_unique_per_tenant(kind: str, 
         assert st.search_chunks("memory", ["project:p"], ["db-staging-02"]) == []
         assert [c.id for c in st.search_chunks("memory", ["project:p"], ["db-staging-03"])] == [m1.id]
         st.close()
+    finally:
+        with contextlib.suppress(StopIteration):
+            next(gen)
+
+
+# -- issue 56: tenants as a boundary on PostgreSQL, session ids per tenant ---------------------------------
+
+
+@pytest.mark.postgres
+def test_roles_that_skip_row_level_security_are_refused_tenants_unless_opted_in(pg_schema: str) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from psycopg import sql
+
+    from windowsmith.store.postgres import PostgresStore
+
+    with PostgresStore(PG_DSN, schema=pg_schema) as base:  # a superuser without a tenant: allowed (no boundary asked)
+        base.create_session("s", {})
+        with pytest.raises(UsageError, match="allow_bypass_rls=True") as e:
+            base.for_tenant("team-a")
+        assert "superuser or has BYPASSRLS" in str(e.value)
+    with pytest.raises(UsageError, match="allow_bypass_rls"):
+        PostgresStore(PG_DSN, schema=pg_schema, tenant="team-a")
+    # the CLI says the same (the store URL is what --store takes)
+    from click.testing import CliRunner
+
+    from windowsmith.cli import main
+
+    url = f"postgresql://postgres@127.0.0.1:5432/test?schema={pg_schema}"
+    r = CliRunner().invoke(main, ["sessions", "--store", url, "--tenant", "team-a"])
+    assert r.exit_code != 0 and "allow_bypass_rls" in r.output, r.output
+    # the explicit opt-in: the keyword, or the URL parameter; the store's own filter still applies
+    with PostgresStore(PG_DSN, schema=pg_schema, tenant="team-a", allow_bypass_rls=True) as a:
+        assert a.list_sessions() == []
+        a.create_session("s", {"t": "a"})
+        assert [r.meta for r in a.list_sessions()] == [{"t": "a"}]
+    with open_store(url + "&allow_bypass_rls=true") as base, base.for_tenant("team-a") as a:  # views inherit it
+        assert [r.meta for r in a.list_sessions()] == [{"t": "a"}]
+    # a role with BYPASSRLS (not a superuser) is refused too
+    admin = psycopg.connect(PG_DSN, autocommit=True)
+    role = f"ws_bypass_{uuid.uuid4().hex[:8]}"
+    try:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER BYPASSRLS").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(pg_schema), sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(sql.Identifier(pg_schema),
+                                                                                   sql.Identifier(role)))
+        with pytest.raises(UsageError, match="BYPASSRLS"):
+            PostgresStore(f"postgresql://{role}@127.0.0.1:5432/test?schema={pg_schema}", tenant="team-a", create=False)
+    finally:
+        _drop_roles(admin, role)
+        admin.close()
+
+
+@pytest.mark.postgres
+def test_the_application_role_cannot_turn_security_off_or_move_its_tenant() -> None:
+    gen = _pg_store()
+    make = next(gen)
+    try:
+        from windowsmith.store.postgres import PostgresStore
+
+        owner = PostgresStore(make.owner_url)  # type: ignore[attr-defined]
+        app = make()
+        with owner.for_tenant("team-a") as oa, owner.for_tenant("team-b") as ob:
+            oa.create_session("a-1", {"t": "a"})
+            ob.create_session("b-1", {"t": "b"})
+            ob.put_blob(b"team-b secret", session_id="b-1")
+        # the application role owns nothing: it cannot switch row-level security off, drop or replace a policy,
+        # take the tables over, or change the pinning
+        for attempt in ("ALTER TABLE sessions DISABLE ROW LEVEL SECURITY",
+                        "ALTER TABLE blobs NO FORCE ROW LEVEL SECURITY",
+                        "DROP POLICY tenant_isolation ON events",
+                        "CREATE POLICY everything ON sessions USING (true)",
+                        f"ALTER TABLE sessions OWNER TO {make.app}",  # type: ignore[attr-defined]
+                        "CREATE OR REPLACE FUNCTION windowsmith_tenant_allowed() RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+                        "INSERT INTO _windowsmith_tenant_roles (role, tenant) VALUES (session_user, 'team-b')",
+                        "DELETE FROM _windowsmith_tenant_roles",
+                        "SELECT * FROM _windowsmith_tenant_roles"):
+            with pytest.raises(ws.StoreError):
+                app._read(attempt)  # type: ignore[attr-defined]
+        # unpinned, the role's own SQL can still name another tenant (the store never does: its queries
+        # carry its tenant): the owner pins the application role to team-a
+        owner.pin_role(make.app, ["team-a"])  # type: ignore[attr-defined]
+        with pytest.raises(UsageError, match="pinned"):
+            app.for_tenant("team-b")
+        a = app.for_tenant("team-a")
+        try:
+            assert [r.id for r in a.list_sessions()] == ["a-1"]
+            # the caller's SQL sets the tenant to team-b on the store's own connection: still nothing of team-b
+            a._read("SELECT set_config('windowsmith.tenant', 'team-b', false)")  # type: ignore[attr-defined]
+            for table in ("sessions", "blobs", "blob_refs"):
+                assert a._read(f"SELECT count(*) FROM {table}") == [(0,)], table  # type: ignore[attr-defined]
+            assert a.list_sessions() == [] and a.get_session("b-1") is None
+            with pytest.raises(ws.StoreError):  # nor can it write rows as team-b
+                a._read("INSERT INTO kv (tenant, scope, key, value) VALUES ('team-b', 's', 'k', '1') RETURNING 1")  # type: ignore[attr-defined]
+            a._read("SELECT set_config('windowsmith.tenant', 'team-a', false)")  # type: ignore[attr-defined]
+            assert [r.id for r in a.list_sessions()] == ["a-1"]
+        finally:
+            a.close()
+            owner.close()
+    finally:
+        with contextlib.suppress(StopIteration):
+            next(gen)
+
+
+def _error(fn: Callable[[], Any]) -> str:
+    try:
+        fn()
+    except ws.WindowsmithError as e:
+        return str(e)
+    return "no error"
+
+
+def test_the_same_session_id_in_two_tenants_and_refusals_reveal_nothing(store: Store) -> None:
+    a, b = store.for_tenant("team-a"), store.for_tenant("team-b")
+    try:
+        a.create_session("shared", {"t": "a"})
+        a.create_session("only-a", {"t": "a"})
+        ea = a.append("shared", "message", {"text": "a's"}, expected_parent=None)
+        b.create_session("shared", {"t": "b"})  # the same id: another session, never a refusal
+        eb = b.append("shared", "message", {"text": "b's"}, expected_parent=None)
+        assert [e.data for e in a.events("shared")] == [{"text": "a's"}]
+        assert [e.data for e in b.events("shared")] == [{"text": "b's"}]
+        assert a.get_session("shared").meta == {"t": "a"} and b.get_session("shared").meta == {"t": "b"}  # type: ignore[union-attr]
+        # the same pack id in both tenants, and blobs per tenant
+        manifest = {"pack_id": "p" * 16, "seq": 0}
+        a.save_pack("p" * 16, "shared", ea.seq, manifest)
+        b.save_pack("p" * 16, "shared", eb.seq, manifest)
+        assert a.get_pack("p" * 16) == b.get_pack("p" * 16) == manifest
+        # every answer about an id only team-a uses reads, for team-b, exactly as for an id nobody uses
+        for probe in (lambda sid: b.events(sid), lambda sid: b.head(sid), lambda sid: b.verify(sid),
+                      lambda sid: b.append(sid, "message", {"x": 1}, expected_parent=None),
+                      lambda sid: b.put_blob(b"x", session_id=sid), lambda sid: b.save_pack("q" * 16, sid, 0, {}),
+                      lambda sid: b.get_session(sid), lambda sid: b.list_packs(sid), lambda sid: b.delete_session(sid)):
+            assert _error(lambda p=probe: p("only-a")).replace("only-a", "ID") == \
+                _error(lambda p=probe: p("nobody-x")).replace("nobody-x", "ID")
+        # creating it in team-b works (it is free there) and changes nothing of team-a's
+        b.create_session("only-a", {"t": "b"})
+        assert a.get_session("only-a").meta == {"t": "a"}  # type: ignore[union-attr]
+        assert b.delete_session("shared") and [e.data for e in a.events("shared")] == [{"text": "a's"}]
+        assert a.get_pack("p" * 16) == manifest
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_m011_keys_sessions_per_tenant_in_place(kind: str, tmp_path: Path) -> None:
+    gen = _store_before_m009(kind, tmp_path, last="m010_compact_rows")
+    run, open_it = next(gen)
+    try:
+        if kind == "postgres":  # the rows are team-a's: row-level security wants the connection to say so
+            run("SELECT set_config('windowsmith.tenant', 'team-a', false)", ())
+        run("INSERT INTO sessions (id, meta, created_at, tenant) VALUES ('s1', '{}', '2026-11-01T00:00:00', 'team-a')", ())
+        run("INSERT INTO events (session_id, seq, kind, data, hash, parent, created_at, tenant) VALUES "
+            "('s1', 0, 'meta', '{}', 'h0', NULL, '2026-11-01T00:00:00', 'team-a')", ())
+        run("UPDATE sessions SET head_hash = 'h0', head_seq = 0 WHERE id = 's1'", ())
+        run("INSERT INTO packs (id, session_id, seq, manifest, created_at, tenant) VALUES "
+            "('pk1', 's1', 0, '{\"a\": 1}', '2026-11-01T00:00:00', 'team-a')", ())
+        run("INSERT INTO chunks (tenant, namespace, scope, key, doc, source, text, meta, session_id, created_at) VALUES "
+            "('team-a', 'history', 'session:s1', 'h1', 'd', 'transcript', 'IntegrityError in models.py', '{}', 's1', "
+            "'2026-11-01T00:00:00')", ())
+        st = open_it()
+        try:
+            assert "m011_session_keys_per_tenant" in st.applied_migrations()
+            a, b = st.for_tenant("team-a"), st.for_tenant("team-b")
+            try:
+                assert [r.id for r in a.list_sessions()] == ["s1"] and a.get_session("s1").head == "h0"  # type: ignore[union-attr]
+                assert [e.seq for e in a.events("s1")] == [0] and a.get_pack("pk1") == {"a": 1}
+                assert [c.key for c in a.search_chunks("history", ["session:s1"], ["IntegrityError"])] == ["h1"]
+                b.create_session("s1", {"t": "b"})  # the id is free in another tenant now
+                b.save_pack("pk1", "s1", 0, {"b": 2})
+                assert a.get_pack("pk1") == {"a": 1} and b.get_pack("pk1") == {"b": 2}
+                assert a.delete_session("s1")  # cascades within team-a only
+                assert a.search_chunks("history", ["session:s1"], ["IntegrityError"]) == [] and a.get_pack("pk1") is None
+                assert b.get_session("s1") is not None and b.get_pack("pk1") == {"b": 2}
+            finally:
+                a.close()
+                b.close()
+        finally:
+            st.close()
     finally:
         with contextlib.suppress(StopIteration):
             next(gen)

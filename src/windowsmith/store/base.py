@@ -100,13 +100,6 @@ def check_tenant(tenant: Any) -> str:
     return tenant
 
 
-def taken_session_id(session_id: str) -> UsageError:
-    return UsageError(
-        f"cannot create session {session_id!r}: the id is in use in this store (by another tenant); "
-        "session ids are unique per store, so choose another one (prefix it with your tenant, for example)"
-    )
-
-
 def to_json(value: Any, what: str, error: type[UsageError] = UsageError) -> str:
     """``canonical_json(value)``, turning every way it can fail into ``error`` naming ``what``."""
     try:

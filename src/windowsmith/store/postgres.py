@@ -14,8 +14,9 @@ Migrations (``postgres_schema.py``) are the same named, forward-only steps recor
 its own transaction under an advisory lock so workers starting together apply them once.
 
 The other queries are :class:`~windowsmith.store.Store`'s (``sql.py``), translated by :class:`PostgresDialect`:
-``%(name)s`` placeholders, the server's clock, tenants left to the row-level security policies, arrays
-for lists and an English ``tsvector`` for search.
+``%(name)s`` placeholders, the server's clock, arrays for lists and an English ``tsvector`` for search.
+Tenants: every query filters by the store's tenant, and row-level security checks it again (see
+:class:`PostgresStore` and ``docs/guides/tenants-security.md``).
 """
 
 from __future__ import annotations
@@ -29,16 +30,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, UsageError
 from ..model import Event
-from .base import MIGRATIONS_TABLE, PreparedEvent, event_from_row, moved_on, unknown_session
+from .base import MIGRATIONS_TABLE, PreparedEvent, check_tenant, event_from_row, moved_on, unknown_session
 from .chunks import tsquery
 from .dialect import Dialect, Params
-from .postgres_schema import ADVISORY_KEY, TENANT_SETTING, migration
+from .postgres_schema import ADVISORY_KEY, TENANT_ROLES, TENANT_SETTING, TENANT_TABLES, migration
 from .sql import Store
 
 if TYPE_CHECKING:
     import psycopg
 
-_TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv", "chunks")
 
 
 def _psycopg() -> Any:
@@ -52,20 +52,18 @@ def _psycopg() -> Any:
     return psycopg
 
 
-#: ``tenant = :tenant`` in the shared SQL: row-level security already keeps other tenants' rows out
-_TENANT_CHECK = re.compile(r"\b(?:\w+\.)?tenant = :tenant\b")
 _PARAM = re.compile(r"(?<![:\w]):(\w+)")
 
 
 @lru_cache(maxsize=1024)
 def _translate(text: str) -> str:
-    text = _TENANT_CHECK.sub("true", text)
     return _PARAM.sub(lambda m: "clock_timestamp()" if m[1] == "now" else f"%({m[1]})s", text)
 
 
 class PostgresDialect(Dialect):
     """PostgreSQL's spelling of the shared SQL: psycopg's ``%(name)s`` placeholders, the server's clock,
-    tenants checked by row-level security, arrays for lists, an English ``tsvector`` for search."""
+    arrays for lists, an English ``tsvector`` for search. The shared SQL's tenant checks stay as written:
+    row-level security is a second wall behind them, not a replacement."""
 
     compress_text = False  # TOAST compresses rows over about 2 KB by itself
     # EXCLUSIVE blocks put_blobs (which inserts into blobs before it adds references) but not readers,
@@ -110,11 +108,11 @@ _MIGRATIONS_LOCK = f"SELECT pg_advisory_xact_lock(hashtext('{ADVISORY_KEY}' || c
 _APPEND_SQL = """
 WITH h AS (
     UPDATE sessions SET head_hash = %(new_head)s, head_seq = head_seq + %(n)s
-    WHERE id = %(sid)s AND head_hash IS NOT DISTINCT FROM %(expected)s
+    WHERE id = %(sid)s AND tenant = %(tenant)s AND head_hash IS NOT DISTINCT FROM %(expected)s
     RETURNING head_seq - %(n)s AS base
 )
-INSERT INTO events (session_id, seq, kind, data, hash, parent)
-SELECT %(sid)s, h.base + t.ord, t.kind, t.data, t.hash, t.parent
+INSERT INTO events (tenant, session_id, seq, kind, data, hash, parent)
+SELECT %(tenant)s, %(sid)s, h.base + t.ord, t.kind, t.data, t.hash, t.parent
 FROM h, unnest(%(kinds)s::text[], %(datas)s::text[], %(hashes)s::text[], %(parents)s::text[])
      WITH ORDINALITY AS t(kind, data, hash, parent, ord)
 RETURNING seq
@@ -125,19 +123,45 @@ def split_schema(dsn: str) -> tuple[str, str | None]:
     """``(dsn without it, schema)`` for a ``postgresql://`` URL with a ``schema=`` query parameter
     (``postgresql://host/db?schema=agents``); libpq does not know the parameter, so it is removed.
     Other DSNs come back unchanged with None."""
+    dsn, found = _split_params(dsn, "schema")
+    return dsn, found.get("schema")
+
+
+def _split_params(dsn: str, *names: str) -> tuple[str, dict[str, str]]:
+    """``(dsn without them, {name: value})`` for the windowsmith parameters ``names`` of a ``postgresql://``
+    URL's query (libpq does not know them, so they are removed); other DSNs come back unchanged."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     if not isinstance(dsn, str) or not dsn.startswith(("postgresql://", "postgres://")):
-        return dsn, None
+        return dsn, {}
     parts = urlsplit(dsn)
     params = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [v for k, v in params if k == "schema"]
-    if not schemas:
-        return dsn, None
-    if len(schemas) > 1 or not schemas[0]:
-        raise UsageError(f"give one non-empty schema= in the store URL, got {schemas!r}")
-    rest = urlencode([(k, v) for k, v in params if k != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schemas[0]
+    found: dict[str, str] = {}
+    for name in names:
+        values = [v for k, v in params if k == name]
+        if not values:
+            continue
+        if len(values) > 1 or not values[0]:
+            raise UsageError(f"give one non-empty {name}= in the store URL, got {values!r}")
+        found[name] = values[0]
+    if not found:
+        return dsn, {}
+    rest = urlencode([(k, v) for k, v in params if k not in found])
+    return urlunsplit(parts._replace(query=rest)), found
+
+
+def _flag(value: str | None, name: str) -> bool:
+    if value is None:
+        return False
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{name}= in the store URL takes true or false, got {value!r}")
+
+
+#: whether the connection's role skips row-level security (a superuser, or a role with BYPASSRLS)
+_BYPASSES_RLS = "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
 
 
 class PostgresStore(Store):
@@ -147,17 +171,33 @@ class PostgresStore(Store):
     this schema (created if missing) instead of the connection's default ``search_path``; a URL can
     name it too, as ``postgresql://host/db?schema=agents`` (what ``--store`` takes on the command line).
     ``create=False``: open an existing store only (no schema or tables are created; ``UsageError``).
+
+    **Tenants** (``tenant=``, :meth:`for_tenant`). Every query of the store names the tenant it reads or
+    writes (the filter the shared SQL writes), and the tables' row-level security policies check the same
+    tenant again, so a query without its filter (a bug) still returns no other tenant's rows. Neither wall
+    holds for a role that skips row-level security (a superuser, or a role with BYPASSRLS), so such a role
+    is refused ``tenant=`` (``UsageError``) unless ``allow_bypass_rls=True`` (or ``?allow_bypass_rls=true``
+    in the URL) says the store's own filter is enough.
+
+    ``owner_url``: apply the migrations as this role (the owner of the tables) instead of the connection's
+    role, and grant the connection's role only what the store needs (read and write rows), so the
+    application role cannot ``ALTER TABLE ... DISABLE ROW LEVEL SECURITY``, drop a policy or change the
+    tenant pinning (``_windowsmith_tenant_roles``). See ``docs/guides/tenants-security.md``.
     """
 
     dialect = PostgresDialect()
 
     def __init__(self, dsn: str, *, schema: str | None = None, connect_timeout: int = 10, create: bool = True,
-                 tenant: str = "") -> None:
+                 tenant: str = "", allow_bypass_rls: bool | None = None, owner_url: str | None = None) -> None:
         pg = _psycopg()
         super().__init__(tenant)
         self._connect_timeout = connect_timeout
         self._pg = pg
-        dsn, url_schema = split_schema(dsn)
+        dsn, params = _split_params(dsn, "schema", "allow_bypass_rls")
+        url_schema = params.get("schema")
+        if allow_bypass_rls is None:
+            allow_bypass_rls = _flag(params.get("allow_bypass_rls"), "allow_bypass_rls")
+        self.allow_bypass_rls = bool(allow_bypass_rls)
         if schema is not None and url_schema is not None and schema != url_schema:
             raise UsageError(f"schema={schema!r} and the URL's schema={url_schema!r} disagree; give one of them")
         schema = schema if schema is not None else url_schema
@@ -175,7 +215,10 @@ class PostgresStore(Store):
             ) from None
         self._conn = conn
         try:
+            self._refuse_bypass()
             conn.execute("SELECT set_config(%s, %s, false)", (TENANT_SETTING, self.tenant))
+            if owner_url is not None:
+                self._migrate_as_owner(owner_url, create=create)
             if schema is not None:
                 self._use_schema(schema, create=create)
             if not create and not self._read("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,))[0][0]:
@@ -184,12 +227,67 @@ class PostgresStore(Store):
                     "windowsmith tables; check --store for a typo (a URL names its schema with ?schema=NAME)"
                 )
             self._migrate()
+            self._check_pinning()
         except BaseException as e:
             conn.close()
             self._conn = None
             if isinstance(e, pg.Error):
                 raise StoreError(f"cannot open the PostgreSQL store at {self._location()}: {str(e).strip()}") from None
             raise
+
+    def _refuse_bypass(self) -> None:
+        """UsageError if this store serves a tenant through a role that skips row-level security, unless
+        the caller allowed it."""
+        if not self.tenant or self.allow_bypass_rls or not self._read(_BYPASSES_RLS)[0][0]:
+            return
+        (role,) = self._read("SELECT current_user")[0]
+        raise UsageError(
+            f"the PostgreSQL role {role!r} is a superuser or has BYPASSRLS, so row-level security does not apply "
+            f"to it: tenant {self.tenant!r} would be kept apart by the store's own query filter only. Connect as "
+            "an ordinary role (CREATE ROLE app LOGIN NOSUPERUSER NOBYPASSRLS; see docs/guides/tenants-security.md), "
+            "or pass allow_bypass_rls=True (?allow_bypass_rls=true in the URL) to accept the filter alone"
+        )
+
+    def _check_pinning(self) -> None:
+        """UsageError if the tables' owner pinned this login role to tenants and this store's is not one of
+        them (its every query would find nothing and every write be refused)."""
+        if self.tenant and not self._read("SELECT windowsmith_tenant_allowed()")[0][0]:
+            (role,) = self._read("SELECT session_user")[0]
+            raise UsageError(
+                f"the PostgreSQL role {role!r} is pinned to other tenants than {self.tenant!r} (the owner's "
+                f"{TENANT_ROLES} table); connect as the role of that tenant, or ask the owner to add "
+                f"({role!r}, {self.tenant!r}) there"
+            )
+
+    def pin_role(self, role: str, tenants: Sequence[str]) -> None:
+        """Pin the login ``role`` to ``tenants``: from now on its connections see and write only those
+        tenants' rows, whatever they set ``windowsmith.tenant`` to. Only the owner of the tables can (this
+        store must be connected as the owner); to undo, delete the role's rows of ``_windowsmith_tenant_roles``."""
+        if not isinstance(role, str) or not role or isinstance(tenants, str) or not tenants:
+            raise UsageError("pin_role takes a role name and a non-empty list of tenants")
+        for t in tenants:
+            check_tenant(t)
+        with self._transaction() as cur:
+            cur.executemany(f"INSERT INTO {TENANT_ROLES} (role, tenant) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                            [(role, t) for t in tenants])
+
+    def _migrate_as_owner(self, owner_url: str, *, create: bool) -> None:
+        """Apply the migrations through ``owner_url`` (the role that owns the tables) and grant this
+        connection's role what the store needs: rows, not the tables."""
+        from psycopg import sql
+
+        with PostgresStore(owner_url, schema=self.schema, connect_timeout=self._connect_timeout, create=create) as owner:
+            (me,) = self._read("SELECT current_user")[0]
+            (them, schema) = owner._read("SELECT current_user, current_schema()")[0]
+            if me == them:
+                return
+            with owner._transaction() as cur:
+                role, where = sql.Identifier(me), sql.Identifier(schema)
+                cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(where, role))
+                tables = sql.SQL(", ").join(sql.Identifier(schema, t) for t in TENANT_TABLES)
+                cur.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(tables, role))
+                cur.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(sql.Identifier(schema, MIGRATIONS_TABLE), role))
+                cur.execute(sql.SQL("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {} TO {}").format(where, role))
 
     def _use_schema(self, schema: str, *, create: bool = True) -> None:
         """Create ``schema`` if missing (once, however many workers open it at the same moment: ``CREATE
@@ -226,7 +324,7 @@ class PostgresStore(Store):
         """This store as ``tenant`` sees it: a new connection whose ``windowsmith.tenant`` setting the
         row-level security policies of every table check."""
         return PostgresStore(self.dsn, schema=self.schema, connect_timeout=self._connect_timeout, create=False,
-                             tenant=tenant)
+                             tenant=tenant, allow_bypass_rls=self.allow_bypass_rls)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -259,10 +357,12 @@ class PostgresStore(Store):
         each in a transaction under an advisory lock, so workers opening a new schema together apply each once."""
         with self._transaction() as cur:
             cur.execute(_MIGRATIONS_LOCK)
-            cur.execute(
-                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} "
-                "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
-            )
+            (exists,) = cur.execute("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,)).fetchone() or (None,)
+            if not exists:  # (CREATE TABLE IF NOT EXISTS would need the privilege to create, even when it exists)
+                cur.execute(
+                    f"CREATE TABLE {MIGRATIONS_TABLE} "
+                    "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
+                )
             applied = {r[0] for r in cur.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
         migration.apply(applied, f"the PostgreSQL store at {self._location()}", self._write, self.dialect.now,
                         lock=_MIGRATIONS_LOCK)
@@ -282,6 +382,7 @@ class PostgresStore(Store):
     def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None) -> list[Event]:
         params = {
             "sid": session_id,
+            "tenant": self.tenant,
             "expected": expected_parent,
             "new_head": prepared[-1].hash,
             "n": len(prepared),
@@ -293,7 +394,8 @@ class PostgresStore(Store):
         with self._lock, self._errors():
             seqs = [r[0] for r in self._db.execute(_APPEND_SQL, params).fetchall()]
             if not seqs:
-                row = self._db.execute("SELECT head_hash FROM sessions WHERE id = %s", (session_id,)).fetchone()
+                row = self._db.execute("SELECT head_hash FROM sessions WHERE id = %s AND tenant = %s",
+                                       (session_id, self.tenant)).fetchone()
                 if row is None:
                     raise unknown_session(session_id)
                 raise moved_on(session_id, row[0], expected_parent)
@@ -306,13 +408,13 @@ class PostgresStore(Store):
         # plain VACUUM (no exclusive lock, workers keep running): dead rows become reusable space and are
         # no longer visible; VACUUM FULL, which also returns the space to the OS, is left to the operator
         with self._lock, self._errors():
-            self._db.execute("VACUUM " + ", ".join(_TABLES))
+            self._db.execute("VACUUM " + ", ".join(TENANT_TABLES))
 
     def size_bytes(self) -> int:
         rows = self._read(
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
             "AND c.relname = ANY(%s)",
-            (list(_TABLES),),
+            (list(TENANT_TABLES),),
         )
         return int(rows[0][0])

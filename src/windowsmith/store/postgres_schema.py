@@ -210,3 +210,67 @@ def m010_compact_rows(cur: psycopg.Cursor[Any]) -> None:
     packed = [(z, t, sha) for t, sha, data in cur.fetchall() if len(z := pack_blob(bytes(data))) < len(data)]
     cur.executemany("UPDATE blobs SET data = %s WHERE tenant = %s AND sha = %s", packed)
     cur.execute("ALTER TABLE blobs FORCE ROW LEVEL SECURITY")
+
+
+@migration
+def m011_session_keys_per_tenant(cur: psycopg.Cursor[Any]) -> None:
+    # As the SQLite store's m011: session and pack ids unique per tenant, not per store. The keys become
+    # (tenant, id) and every table naming a session refers to it by (tenant, session_id), so two tenants
+    # may use the same id and no refusal tells one tenant which ids another uses. Rows are kept in place.
+    from psycopg import sql
+
+    def drop(table: str, contype: str, referencing: bool = False) -> None:
+        on = "confrelid = 'sessions'::regclass" if referencing else f"conrelid = '{table}'::regclass"
+        cur.execute(f"SELECT c.relname, k.conname FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid "
+                    f"WHERE {on} AND k.contype = %s", (contype,))
+        for rel, name in cur.fetchall():
+            cur.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(sql.Identifier(rel), sql.Identifier(name)))
+
+    drop("sessions", "f", referencing=True)  # events, packs, blob_refs and chunks name sessions(id)
+    drop("sessions", "p")
+    cur.execute("ALTER TABLE sessions ADD PRIMARY KEY (tenant, id)")
+    drop("events", "p")
+    cur.execute("ALTER TABLE events ADD PRIMARY KEY (tenant, session_id, seq)")
+    drop("packs", "u")
+    cur.execute("ALTER TABLE packs ADD CONSTRAINT packs_tenant_id_key UNIQUE (tenant, id)")
+    for table in ("events", "packs", "blob_refs", "chunks"):
+        cur.execute(f"ALTER TABLE {table} ADD FOREIGN KEY (tenant, session_id) REFERENCES sessions (tenant, id) "
+                    "ON DELETE CASCADE")
+    cur.execute("DROP INDEX packs_by_session")
+    cur.execute("CREATE INDEX packs_by_session ON packs (tenant, session_id, ord)")
+    cur.execute("DROP INDEX blob_refs_by_session")
+    cur.execute("CREATE INDEX blob_refs_by_session ON blob_refs (tenant, session_id)")
+    cur.execute("DROP INDEX chunks_by_session")
+    cur.execute("CREATE INDEX chunks_by_session ON chunks (tenant, session_id)")
+
+
+#: login roles pinned to tenants (written by the owner of the tables only; see :func:`m012_tenant_roles`)
+TENANT_ROLES = "_windowsmith_tenant_roles"
+#: the tables whose rows belong to a tenant (each has a ``tenant`` column and the ``tenant_isolation`` policy)
+TENANT_TABLES = ("sessions", "events", "packs", "blobs", "blob_refs", "kv", "chunks")
+
+
+@migration
+def m012_tenant_roles(cur: psycopg.Cursor[Any]) -> None:
+    # Row-level security as a wall the application's own SQL cannot move. The policies now also ask
+    # windowsmith_tenant_allowed(): a login role (session_user, which SET ROLE does not change) listed in
+    # _windowsmith_tenant_roles sees only the tenants listed for it, whatever it sets windowsmith.tenant to;
+    # a role not listed keeps the setting's tenant (as before). The mapping is written by the tables' owner
+    # only (no privilege on it is granted) and read by a SECURITY DEFINER function with a fixed search_path.
+    from psycopg import sql
+
+    cur.execute("SELECT current_schema()")
+    (schema,) = cur.fetchone() or ("public",)
+    roles = sql.Identifier(schema, TENANT_ROLES)
+    cur.execute(sql.SQL('CREATE TABLE {} (role TEXT COLLATE "C" NOT NULL, tenant TEXT COLLATE "C" NOT NULL, '
+                        "PRIMARY KEY (role, tenant))").format(roles))
+    cur.execute(sql.SQL("REVOKE ALL ON {} FROM PUBLIC").format(roles))
+    cur.execute(sql.SQL(
+        "CREATE FUNCTION {fn}() RETURNS boolean LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog "
+        "AS $$ SELECT NOT EXISTS (SELECT 1 FROM {roles} WHERE role = session_user::text) OR EXISTS "
+        "(SELECT 1 FROM {roles} WHERE role = session_user::text AND tenant = " + _CURRENT_TENANT + ") $$"
+    ).format(fn=sql.Identifier(schema, "windowsmith_tenant_allowed"), roles=roles))
+    for table in TENANT_TABLES:
+        cur.execute(f"DROP POLICY tenant_isolation ON {table}")
+        check = f"tenant = {_CURRENT_TENANT} AND (SELECT windowsmith_tenant_allowed())"
+        cur.execute(f"CREATE POLICY tenant_isolation ON {table} USING ({check}) WITH CHECK ({check})")

@@ -38,7 +38,6 @@ from .base import (
     pack_prefix_upper,
     prepare_events,
     session_kv_scopes,
-    taken_session_id,
     to_json,
     unknown_session,
 )
@@ -58,9 +57,11 @@ class Store(ABC):
 
     **Tenants.** Every row belongs to a tenant (``''`` by default). :meth:`for_tenant` returns the
     store as one tenant sees it: sessions, events, packs, blobs, key-value rows and retrieval chunks
-    (memory, knowledge, history index) of other tenants are invisible to it (SQLite: every query checks
-    the tenant column; PostgreSQL: row-level security policies keyed by a per-connection setting).
-    Session ids stay unique per store.
+    (memory, knowledge, history index) of other tenants are invisible to it (every query of the store checks
+    the tenant column, on every engine; PostgreSQL adds row-level security policies as a second wall, see
+    :class:`~windowsmith.store.postgres.PostgresStore`).
+    Session and pack ids are unique per tenant: two tenants may use the same id, and nothing a store
+    answers tells one tenant which ids another uses.
     """
 
     dialect: ClassVar[Dialect] = Dialect()
@@ -142,11 +143,11 @@ class Store(ABC):
         p = self._params(sid=session_id, meta=meta_json, now=self.dialect.now())
         with self._write() as tx:
             if tx.run("INSERT INTO sessions (id, meta, created_at, tenant) VALUES (:sid, :meta, :now, :tenant) "
-                      "ON CONFLICT (id) DO NOTHING", p):
+                      "ON CONFLICT (tenant, id) DO NOTHING", p):
                 return
             row = tx.one("SELECT meta FROM sessions WHERE id = :sid AND tenant = :tenant", p)
-            if row is None:  # the id belongs to a session of another tenant
-                raise taken_session_id(session_id)
+            if row is None:  # deleted between the insert and this read (ids are per tenant: never another's)
+                raise StoreError(f"session {session_id!r} was deleted while it was being created; create it again")
             (existing,) = row
             if existing != meta_json:
                 raise UsageError(
@@ -218,8 +219,8 @@ class Store(ABC):
                 [{"sid": session_id, "seq": head_seq + 1 + i, "kind": p.kind, "data": store_text(p.data_json, EVENT_MIN_BYTES),
                   "hash": p.hash, "parent": p.parent, "now": now, "tenant": tenant} for i, p in enumerate(prepared)],
             )
-            tx.run("UPDATE sessions SET head_hash = :head, head_seq = :seq WHERE id = :sid",
-                   {"head": prepared[-1].hash, "seq": head_seq + len(prepared), "sid": session_id})
+            tx.run("UPDATE sessions SET head_hash = :head, head_seq = :seq WHERE id = :sid AND tenant = :tenant",
+                   {"head": prepared[-1].hash, "seq": head_seq + len(prepared), "sid": session_id, "tenant": tenant})
         return [event_from_row(head_seq + 1 + i, p.kind, p.data_json, p.hash, p.parent) for i, p in enumerate(prepared)]
 
     def events(self, session_id: str, since_seq: int = 0) -> list[Event]:
@@ -289,7 +290,7 @@ class Store(ABC):
                          snap=None if chained is None else chained.snap_ord)
                 got = tx.rows(
                     "INSERT INTO packs (id, session_id, seq, manifest, created_at, base_ord, snap_ord, tenant) "
-                    "VALUES (:id, :sid, :seq, :manifest, :now, :base, :snap, :tenant) ON CONFLICT (id) DO NOTHING "
+                    "VALUES (:id, :sid, :seq, :manifest, :now, :base, :snap, :tenant) ON CONFLICT (tenant, id) DO NOTHING "
                     "RETURNING ord", p)
                 if not got:
                     if not exist_ok:
@@ -297,7 +298,7 @@ class Store(ABC):
                     return
                 o = got[0][0]
                 if chained is None:
-                    tx.run("UPDATE packs SET snap_ord = :ord WHERE ord = :ord", {"ord": o})
+                    tx.run("UPDATE packs SET snap_ord = :ord WHERE ord = :ord AND tenant = :tenant", self._params(ord=o))
         except StoreError as e:
             if self.dialect.is_foreign_key_error(e.__cause__):  # the session was deleted meanwhile
                 raise unknown_session(session_id) from None
@@ -305,10 +306,10 @@ class Store(ABC):
         self._pack_heads.put(session_id, packs.next_head(head, delta, o, pack_id, seq, manifest, n))
 
     def _check_same_pack(self, tx: Tx, pack_id: str, session_id: str, seq: int, manifest: Mapping[str, Any]) -> None:
-        """Raise unless the pack already saved as ``pack_id`` is this one (ids are unique in the store)."""
-        row = tx.one("SELECT session_id, seq, tenant FROM packs WHERE id = :id", {"id": pack_id})
-        old = self._rebuild_pack(tx.rows, pack_id) if row is not None and row[2] == self.tenant else None
-        if row is None or tuple(row) != (session_id, seq, self.tenant) or to_json(old, "") != check_pack_args(
+        """Raise unless the pack already saved as ``pack_id`` is this one (ids are unique per tenant)."""
+        row = tx.one("SELECT session_id, seq FROM packs WHERE id = :id AND tenant = :tenant", self._params(id=pack_id))
+        old = self._rebuild_pack(tx.rows, pack_id) if row is not None else None
+        if row is None or tuple(row) != (session_id, seq) or to_json(old, "") != check_pack_args(
                 pack_id, session_id, seq, manifest):
             raise UsageError(
                 f"pack {pack_id!r} is already saved with a different session, seq or manifest; "

@@ -255,3 +255,108 @@ def m010_compact_rows(conn: sqlite3.Connection) -> None:
     # so a session never holds one twice, and nothing looks an event up by hash). Rewrites existing rows;
     # the file shrinks at the next VACUUM (`windowsmith gc`).
     codec.compact_sqlite(conn)
+
+
+_SESSION_FK = "FOREIGN KEY (tenant, session_id) REFERENCES sessions_t (tenant, id) ON DELETE CASCADE"
+
+#: m011's tables, keyed by (tenant, id) and referring to their session by (tenant, session_id), with the
+#: columns copied from the old table of the same name
+_M011_TABLES = {
+    "sessions": ("""CREATE TABLE sessions_t (
+        tenant TEXT NOT NULL DEFAULT '',
+        id TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        head_hash TEXT,
+        head_seq INTEGER NOT NULL DEFAULT -1,
+        PRIMARY KEY (tenant, id)
+    )""", "tenant, id, meta, created_at, head_hash, head_seq"),
+    "events": (f"""CREATE TABLE events_t (
+        tenant TEXT NOT NULL DEFAULT '',
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        data TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        parent TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (tenant, session_id, seq),
+        {_SESSION_FK}
+    )""", "tenant, session_id, seq, kind, data, hash, parent, created_at"),
+    "packs": (f"""CREATE TABLE packs_t (
+        ord INTEGER PRIMARY KEY,
+        tenant TEXT NOT NULL DEFAULT '',
+        id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        manifest TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        base_ord INTEGER,
+        snap_ord INTEGER,
+        UNIQUE (tenant, id),
+        {_SESSION_FK}
+    )""", "ord, tenant, id, session_id, seq, manifest, created_at, base_ord, snap_ord"),
+    "blob_refs": (f"""CREATE TABLE blob_refs_t (
+        tenant TEXT NOT NULL,
+        sha TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (tenant, sha, session_id),
+        FOREIGN KEY (tenant, sha) REFERENCES blobs (tenant, sha),
+        {_SESSION_FK}
+    ) WITHOUT ROWID""", "tenant, sha, session_id, created_at"),
+    "chunks": (f"""CREATE TABLE chunks_t (
+        id INTEGER PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        doc TEXT NOT NULL,
+        source TEXT NOT NULL,
+        text TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        session_id TEXT,
+        vector BLOB,
+        created_at TEXT NOT NULL,
+        used_at TEXT,
+        uses INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (tenant, namespace, scope, key),
+        {_SESSION_FK}
+    )""", "id, tenant, namespace, scope, key, doc, source, text, meta, session_id, vector, created_at, used_at, uses"),
+}
+
+
+@migration
+def m011_session_keys_per_tenant(conn: sqlite3.Connection) -> None:
+    # Session and pack ids unique per tenant, not per store: the keys become (tenant, id), and every table
+    # naming a session refers to it by (tenant, session_id), so two tenants may use the same id and no
+    # refusal tells one tenant which ids another uses. SQLite cannot change a key or a foreign key in place:
+    # each table is rebuilt (rows, ordinals and chunk ids kept) next to the old one, the old ones dropped
+    # children first (so no cascade fires), and the new ones renamed (which rewrites their references).
+    for trigger in ("chunks_ai", "chunks_ad", "chunks_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    conn.execute("DROP TABLE IF EXISTS chunks_fts")
+    for table, (create, cols) in _M011_TABLES.items():
+        conn.execute(create)
+        conn.execute(f"INSERT INTO {table}_t ({cols}) SELECT {cols} FROM {table}")
+    for table in ("chunks", "blob_refs", "packs", "events", "sessions"):  # children first: nothing cascades
+        conn.execute(f"DROP TABLE {table}")
+    for table in _M011_TABLES:
+        conn.execute(f"ALTER TABLE {table}_t RENAME TO {table}")
+    conn.execute("CREATE INDEX sessions_by_tenant ON sessions (tenant, created_at, id)")
+    conn.execute("CREATE INDEX packs_by_session ON packs (tenant, session_id, ord)")
+    conn.execute("CREATE INDEX blob_refs_by_session ON blob_refs (tenant, session_id)")
+    conn.execute("CREATE INDEX chunks_by_doc ON chunks (tenant, namespace, scope, doc)")
+    conn.execute("CREATE INDEX chunks_by_session ON chunks (tenant, session_id)")
+    conn.execute(
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+    conn.execute("CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+    conn.execute("CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END")
+    conn.execute("CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
