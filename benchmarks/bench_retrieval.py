@@ -1,27 +1,23 @@
-"""Retrieval quality and speed, on the shared traces.
+"""Retrieval quality on the shipped labelled sets, against bm25s on the same corpus in the same process.
 
-**Quality** (a labelled set built from the traces): for every agent action in every run whose
-identifiers (``bench.identifiers.action_identifiers``) include one that appeared in an observation at
-least ``GAP`` messages earlier and not since (so an 8K window has likely evicted it), the *target* is
-the chunk of that earlier observation holding the identifier. The earlier observations are chunked
-and indexed exactly as recall indexes evicted history (``retrieval.history.chunk_lines``), one scope
-per run; the query is what the recall layer sends: the identifiers and the content words of the newest
-turn (the two messages before the action). We report recall@k (k = 1, 4, 8): the share of cases whose
-target chunk is in the top k, for lexical search alone (FTS5 on SQLite / tsvector on PostgreSQL, fused
-over the two queries with RRF) and for hybrid search (plus WordLlama vectors, fused with RRF).
+The sets (``benchmarks/data/retrieval_sets.json``, built by ``build_retrieval_sets.py`` from MIT-licensed
+traces) hold conversations as turns and cases: a query (the newest two turns) and the earlier turns it
+needs. For each case the turns before its cut-off are added to memory, one item each, in a scope of their
+own (``memory.add`` on a SQLite file, or PostgreSQL with ``--pg``), and ``memory.search(query)`` ranks
+them. bm25s (stemmed, English stopwords) indexes the same turns and answers the same query.
 
-**Speed**: 10,000 chunks of trace text indexed in one scope (time per chunk, with and without
-vectors), then 200 queries (p50/p95 ms), on SQLite and on PostgreSQL.
+Reported per set and split: recall@5 and recall@10 (a case counts when a needed turn is in the top k;
+for ``multi-hop`` when every needed value has a turn in the top k), and for ``no-relevant`` the share
+of queries for which nothing is returned (what the layers would inject).
 
-Run:  .venv/bin/python benchmarks/bench_retrieval.py [--pg postgresql://...] [--runs N]
-      (writes benchmarks/results/retrieval.json; --max-cases N samples the labelled set evenly)
+Run:  .venv/bin/python benchmarks/bench_retrieval.py [--split validation] [--pg postgresql://...]
+      [--vectors]   (writes benchmarks/results/retrieval.json and .md)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -29,189 +25,151 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from windowsmith.bench.identifiers import action_identifiers, message_text
-from windowsmith.bench.metrics import split_of
-from windowsmith.retrieval.history import chunk_lines
-from windowsmith.retrieval.search import Retriever, with_vectors
-from windowsmith.retrieval.terms import identifiers, words
+from windowsmith.memory import Memory, MemoryConfig
 from windowsmith.store import SQLiteStore, Store, open_store
-from windowsmith.store.chunks import NewChunk
-from windowsmith.traces import load_traces
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "traces"
+SETS = ROOT / "benchmarks" / "data" / "retrieval_sets.json"
 OUT = ROOT / "benchmarks" / "results" / "retrieval.json"
-GAP = 6
-KS = (1, 4, 8)
+KS = (5, 10)
+SOURCE = {"user": "user", "assistant": "assistant", "tool": "tool", "system": "tool"}
 
 
-def _family(path: Path) -> str:
-    return path.relative_to(DATA).parts[0]
+def load_sets() -> dict[str, Any]:
+    return dict(json.loads(SETS.read_text()))
 
 
-def build_cases(max_runs: int, split: str) -> list[dict[str, Any]]:
-    """One case per (run, action) with an identifier that came from an observation >= GAP messages back."""
-    cases = []
-    for path in sorted(p for p in DATA.rglob("*") if p.is_file()):
-        try:
-            traces = load_traces(path)
-        except Exception:
+def found(ranked: list[int], case: dict[str, Any], k: int) -> bool:
+    top = set(ranked[:k])
+    needs = case["needs"]
+    return all(top & set(n["turns"]) for n in needs) if needs else False
+
+
+class Bm25s:
+    """bm25s over one case's turns: stemmed (PyStemmer english), English stopwords."""
+
+    def __init__(self) -> None:
+        import bm25s
+        import Stemmer
+
+        self.bm25s = bm25s
+        self.stemmer = Stemmer.Stemmer("english")
+
+    def rank(self, texts: list[str], query: str, k: int) -> list[int]:
+        bm = self.bm25s
+        r = bm.BM25()
+        r.index(bm.tokenize(texts, stopwords="en", stemmer=self.stemmer, show_progress=False), show_progress=False)
+        q = bm.tokenize([query], stopwords="en", stemmer=self.stemmer, show_progress=False)
+        if not q.vocab:
+            return []
+        docs, scores = r.retrieve(q, k=min(k, len(texts)), show_progress=False)
+        return [int(d) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+
+
+def ours(store: Store, turns: list[dict[str, Any]], query: str, k: int, embedder: Any) -> list[int]:
+    scope = f"bench-{uuid.uuid4().hex[:10]}"
+    mem = Memory(store, None, MemoryConfig(project=scope, merge_at=1.01), embedder=embedder)
+    ids: dict[int, int] = {}
+    for n, t in enumerate(turns):
+        item = mem.add(t["text"], scope="project", source=SOURCE.get(t["role"], "tool"))
+        if item is not None:
+            ids.setdefault(item.id, n)
+    return [ids[m.id] for m in mem.search(query, limit=k) if m.id in ids]
+
+
+def run(store: Store, data: dict[str, Any], split: str, embedder: Any) -> dict[str, Any]:
+    bm = Bm25s()
+    per: dict[str, dict[str, Any]] = {}
+    t_ours = t_bm = 0.0
+    for case in data["cases"]:
+        if split != "all" and case["split"] != split:
             continue
-        for tr in traces[:max_runs]:
-            if split != "all" and split_of(tr.id) != split:
-                continue
-            msgs = list(tr.messages)
-            obs: list[tuple[int, str]] = []  # (message index, text) of observations so far
-            for i, m in enumerate(msgs):
-                if m.role == "assistant" and i >= GAP and obs:
-                    ids = action_identifiers(m)
-                    recent = " ".join(message_text(x) for x in msgs[max(0, i - GAP):i])
-                    for ident in sorted(ids):
-                        if ident in recent or len(ident) < 5:
-                            continue
-                        src = next((j for j, t in reversed(obs) if j < i - GAP and ident in t), None)
-                        if src is None:
-                            continue
-                        newest = "\n".join(message_text(x) for x in msgs[max(0, i - 2):i])[-8000:]
-                        cases.append({"family": _family(path), "run": tr.id, "at": i, "ident": ident,
-                                      "source": src, "newest": newest,
-                                      "observations": [(j, t) for j, t in obs if j < i - GAP]})
-                        break  # one case per action
-                if m.role in ("tool", "user"):
-                    obs.append((i, message_text(m)))
-    return cases
-
-
-def index_case(store: Store, scope: str, case: dict[str, Any], embedder: Any) -> set[str]:
-    """Index the case's earlier observations; returns the keys of the target chunks."""
-    chunks: list[NewChunk] = []
-    targets: set[str] = set()
-    for j, text in case["observations"]:
-        for a, b, body in chunk_lines(text, blocks=False):
-            key = f"{j}#{a}"
-            chunks.append(NewChunk(key=key, text=body, doc=str(j), source=f"msg{j}", meta={"lines": [a, b]}))
-            if j == case["source"] and case["ident"] in body:
-                targets.add(key)
-    store.add_chunks("history", scope, with_vectors(chunks, embedder))
-    return targets
-
-
-def quality(store: Store, cases: list[dict[str, Any]], embedder: Any) -> dict[str, Any]:
-    lex = Retriever(store)
-    hyb = Retriever(store, embedder) if embedder is not None else None
-    hits: dict[str, dict[int, int]] = {"lexical": dict.fromkeys(KS, 0), "hybrid": dict.fromkeys(KS, 0)}
-    per_family: dict[str, dict[str, Any]] = {}
-    n = 0
-    for case in cases:
-        scope = f"session:q-{uuid.uuid4().hex[:10]}"
-        targets = index_case(store, scope, case, embedder)
-        if not targets:
+        turns = data["runs"][case["run"]]["turns"][: case["cut"]]
+        texts = [t["text"] for t in turns]
+        if not texts:
             continue
-        n += 1
-        fam = per_family.setdefault(case["family"], {"cases": 0, "lexical@4": 0, "hybrid@4": 0})
-        fam["cases"] += 1
-        text = case["newest"]
-        queries = [q for q in (identifiers(text, limit=24), words(text, limit=12)) if q]
-        for name, r in (("lexical", lex), ("hybrid", hyb)):
-            if r is None or not queries:
-                continue
-            got = [h.chunk.key for h in r.search("history", [scope], queries, limit=max(KS), texts=[text[-2000:]],
-                                                 diversify=False)]
-            for k in KS:
-                if targets & set(got[:k]):
-                    hits[name][k] += 1
-            if targets & set(got[:4]):
-                fam[f"{name}@4"] += 1
-    res: dict[str, Any] = {"cases": n, "gap_messages": GAP}
-    for name in hits:
-        if name == "hybrid" and hyb is None:
-            continue
-        res[name] = {f"recall@{k}": round(hits[name][k] / n, 4) if n else None for k in KS}
-    res["per_family"] = {f: {"cases": v["cases"], "lexical@4": round(v["lexical@4"] / v["cases"], 4),
-                             **({"hybrid@4": round(v["hybrid@4"] / v["cases"], 4)} if hyb else {})}
-                         for f, v in sorted(per_family.items())}
-    return res
-
-
-def speed(store: Store, texts: list[str], embedder: Any, queries: list[list[str]]) -> dict[str, Any]:
-    scope = f"project:speed-{uuid.uuid4().hex[:8]}"
-    chunks = [NewChunk(key=str(i), text=t, doc=str(i // 50)) for i, t in enumerate(texts)]
-    t0 = time.perf_counter()
-    for i in range(0, len(chunks), 500):
-        store.add_chunks("knowledge", scope, with_vectors(chunks[i:i + 500], embedder))
-    index_s = time.perf_counter() - t0
-    r = Retriever(store, embedder)
-    lat = []
-    for q in queries:
         t = time.perf_counter()
-        r.search("knowledge", [scope], [q], limit=8, texts=[" ".join(q)] if embedder else ())
-        lat.append((time.perf_counter() - t) * 1000)
-    lat.sort()
-    return {"chunks": len(chunks), "index_s": round(index_s, 2), "index_ms_per_chunk": round(index_s * 1000 / len(chunks), 3),
-            "query_p50_ms": round(statistics.median(lat), 2), "query_p95_ms": round(lat[int(0.95 * len(lat)) - 1], 2),
-            "queries": len(lat)}
-
-
-def corpus(n: int) -> list[str]:
-    out: list[str] = []
-    for path in sorted(p for p in DATA.rglob("*") if p.is_file()):
-        try:
-            traces = load_traces(path)
-        except Exception:
-            continue
-        for tr in traces:
-            for m in tr.messages:
-                for _a, _b, body in chunk_lines(message_text(m), blocks=False):
-                    out.append(body)
-                    if len(out) >= n:
-                        return out
+        got = ours(store, turns, case["query"], max(KS), embedder)
+        t_ours += time.perf_counter() - t
+        t = time.perf_counter()
+        base = bm.rank(texts, case["query"], max(KS))
+        t_bm += time.perf_counter() - t
+        s = per.setdefault(case["set"], {"cases": 0, **{f"{w}@{k}": 0 for w in ("ours", "bm25s") for k in KS},
+                                         "ours_empty": 0, "bm25s_empty": 0})
+        s["cases"] += 1
+        for k in KS:
+            s[f"ours@{k}"] += found(got, case, k)
+            s[f"bm25s@{k}"] += found(base, case, k)
+        s["ours_empty"] += not got
+        s["bm25s_empty"] += not base
+    out: dict[str, Any] = {}
+    for name, s in sorted(per.items()):
+        n = s["cases"]
+        row: dict[str, Any] = {"cases": n}
+        if name == "no-relevant":
+            row["ours_nothing_injected"] = round(s["ours_empty"] / n, 4)
+            row["bm25s_nothing_returned"] = round(s["bm25s_empty"] / n, 4)
+        else:
+            for key in (f"{w}@{k}" for w in ("ours", "bm25s") for k in KS):
+                row[key.replace("@", "_R@")] = round(s[key] / n, 4)
+        out[name] = row
+    out["seconds"] = {"ours": round(t_ours, 1), "bm25s": round(t_bm, 1)}
     return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"# Retrieval quality: {result['backend']}, {result['embedder'] or 'lexical only'}", "",
+             f"`{result['command']}`", ""]
+    for split in ("dev", "validation"):
+        if split not in result:
+            continue
+        res = result[split]
+        lines += [f"## {split}", "", "| set | cases | ours R@5 | bm25s R@5 | ours R@10 | bm25s R@10 |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for name, r in res.items():
+            if name in ("seconds", "no-relevant"):
+                continue
+            lines.append(f"| {name} | {r['cases']} | {r['ours_R@5']:.1%} | {r['bm25s_R@5']:.1%} | {r['ours_R@10']:.1%} | "
+                         f"{r['bm25s_R@10']:.1%} |")
+        nr = res.get("no-relevant")
+        if nr:
+            lines += ["", f"No-relevant queries ({nr['cases']}): nothing injected by ours in {nr['ours_nothing_injected']:.1%}, "
+                          f"bm25s returns nothing in {nr['bm25s_nothing_returned']:.1%}."]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
-    ap.add_argument("--runs", type=int, default=20, help="at most N runs per trace file")
-    ap.add_argument("--split", default="all", choices=["all", "dev", "validation"])
-    ap.add_argument("--no-vectors", action="store_true")
-    ap.add_argument("--max-cases", type=int, default=300, help="an evenly spaced sample of at most N cases")
+    ap.add_argument("--split", default="both", choices=["both", "dev", "validation", "all"])
+    ap.add_argument("--pg", default=None, help="a PostgreSQL URL (default: a SQLite file)")
+    ap.add_argument("--vectors", action="store_true", help="hybrid search with the offline WordLlama embedder")
+    ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     embedder = None
-    if not args.no_vectors:
+    if args.vectors:
         from windowsmith.retrieval.embedders import WordLlamaEmbedder
 
         embedder = WordLlamaEmbedder()
-    cases = build_cases(args.runs, args.split)
-    total = len(cases)
-    if len(cases) > args.max_cases:
-        step = len(cases) / args.max_cases
-        cases = [cases[int(i * step)] for i in range(args.max_cases)]
-    print(f"{total} labelled cases, {len(cases)} used", file=sys.stderr)
-    texts = corpus(10_000)
-    qsrc = [c["newest"] for c in cases[:200]] or texts[:200]
-    queries = [identifiers(t, limit=24) or words(t, limit=12) for t in qsrc]
-    queries = [q for q in queries if q][:200]
+    data = load_sets()
     result: dict[str, Any] = {"command": "python benchmarks/bench_retrieval.py " + " ".join(sys.argv[1:]),
-                              "embedder": getattr(embedder, "name", None), "labelled_cases": total}
+                              "backend": "postgres" if args.pg else "sqlite", "embedder": getattr(embedder, "name", None)}
     with tempfile.TemporaryDirectory() as tmp:
-        backends: list[tuple[str, Store]] = [("sqlite", SQLiteStore(Path(tmp) / "r.db"))]
-        if args.pg:
-            schema = f"ws_bench_{uuid.uuid4().hex[:8]}"
-            backends.append(("postgres", open_store(f"{args.pg}?schema={schema}")))
-        for name, store in backends:
-            t = time.perf_counter()
-            result[name] = {"quality": quality(store, cases, embedder)}
-            result[name]["quality"]["seconds"] = round(time.perf_counter() - t, 1)
-            result[name]["speed_lexical"] = speed(store, texts, None, queries)
-            if embedder is not None:
-                result[name]["speed_hybrid"] = speed(store, texts, embedder, queries)
-            print(name, json.dumps(result[name]), file=sys.stderr)
-            if name == "postgres":
+        schema = f"ws_bench_{uuid.uuid4().hex[:8]}"
+        store = open_store(f"{args.pg}?schema={schema}") if args.pg else SQLiteStore(Path(tmp) / "r.db")
+        try:
+            for split in (("dev", "validation") if args.split == "both" else (args.split,)):
+                result[split] = run(store, data, split, embedder)
+                print(split, json.dumps(result[split]), file=sys.stderr)
+        finally:
+            if args.pg:
                 store._db.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[attr-defined]
             store.close()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(result))
+    print(markdown(result))
     return 0
 
 

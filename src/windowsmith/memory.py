@@ -29,6 +29,7 @@ from .retrieval.search import Embedder, Hit, Retriever, with_vectors
 from .retrieval.terms import query_terms
 from .store import Store
 from .store.chunks import Chunk, NewChunk
+from .store.chunks_sql import chunk_by_key
 
 SCOPES: tuple[str, ...] = ("session", "project", "user")
 SOURCES: tuple[str, ...] = ("user", "assistant", "tool", "lesson")
@@ -149,8 +150,10 @@ class Memory:
         key = _key(text)
         new = NewChunk(key=key, text=text, doc=once or "memory", source=f"memory:{source}", meta=prov)
         self.store.add_chunks("memory", sc, with_vectors([new], self.embedder), session_id=sid)
-        got = [c for c in self.store.list_chunks("memory", [sc]) if c.key == key]
-        return MemoryItem.of(got[0])
+        got = chunk_by_key(self.store, "memory", sc, key)
+        if got is None:  # pragma: no cover - deleted between the two statements by another writer
+            raise UsageError(f"memory item {text[:60]!r} was deleted while it was added; add it again")
+        return MemoryItem.of(got)
 
     def _near_duplicate(self, scope: str, text: str) -> Chunk | None:
         words = token_set(text)
