@@ -1,4 +1,4 @@
-"""Google ADK (LlmAgent + Runner) with WindowsmithCallbacks driving a multi-turn tool-using agent against
+"""Google ADK (LlmAgent + Runner) with WindowsmithPlugin driving a multi-turn tool-using agent against
 a mock Gemini transport: the contents that reach the transport are windowsmith's pack (budgeted,
 compacting at a small window), and usage is recorded from ADK's responses."""
 
@@ -16,6 +16,7 @@ pytest.importorskip("google.adk", reason="needs the adk extra: pip install 'wind
 from google import genai
 from google.adk.agents import LlmAgent
 from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.apps import App
 from google.adk.models import Gemini
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -23,16 +24,18 @@ from google.genai import types as gtypes
 
 import windowsmith as ws
 from sdk_mock import MockModel, assert_cache_prefix_kept, gemini_reply
-from windowsmith.integrations.adk import WindowsmithCallbacks
+from windowsmith.integrations.adk import WindowsmithCallbacks, WindowsmithPlugin
 from windowsmith.tokens import count_text
 
-N_TURNS = 8
+N_TURNS = 16
 FILE_BODY = "\n".join(f"def f{i}(x):\n    return x + {i}  # helper {i} of the module" for i in range(120))
+BIG_BODY = "\n".join(f"2026-12-01T00:{i % 60:02d}:00 INFO worker-{i % 7} handled request {i} in {i % 97} ms"
+                     for i in range(1_600))  # ~117 KB: one large tool result
 
 
 def read_file(path: str) -> str:
     """Read a file of the repository."""
-    return f"# {path}\n{FILE_BODY}"
+    return f"# {path}\n{BIG_BODY if path == 'm5.py' else FILE_BODY}"
 
 
 def billed_for(body: dict[str, Any]) -> int:
@@ -73,13 +76,12 @@ def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engin
     # once (its EVIDENCE notes no longer repeat the results its history shows, so its requests are smaller)
     session = make_engine("gemini-2.5-flash", window=4_600, budget=ws.BudgetConfig(reserved_output=1_000),
                           compaction=ws.CompactionConfig(cut_at=0.85)).session("adk")
-    cb = WindowsmithCallbacks(session)
+    cb = WindowsmithPlugin(session)
     client = genai.Client(api_key="test", http_options=gtypes.HttpOptions(httpx_async_client=mock.async_client()))
     agent = LlmAgent(name="reviewer", model=Gemini(model="gemini-2.5-flash", client=client),
-                     instruction="You review Python modules.", tools=[read_file],
-                     before_model_callback=cb.before_model_callback, after_model_callback=cb.after_model_callback)
+                     instruction="You review Python modules.", tools=[read_file])
     service = InMemorySessionService()
-    runner = Runner(agent=agent, app_name="review", session_service=service)
+    runner = Runner(app=App(name="review", root_agent=agent, plugins=[cb]), session_service=service)
 
     async def run() -> list[str]:
         await service.create_session(app_name="review", user_id="u", session_id="s1")
@@ -104,6 +106,19 @@ def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engin
         assert body["systemInstruction"]["parts"][0]["text"].startswith("You review Python modules.")
         assert pack.tokens <= pack.manifest.available
     assert assert_cache_prefix_kept(cb.packs) >= 3  # the cached prefix only grows between compactions
+    # Gemini's stable prefix on the wire: between compactions the next request starts with the previous one's
+    # system instruction, tools and contents but its newest turn
+    kept = 0
+    for prev, cur, pack in zip(mock.bodies, mock.bodies[1:], cb.packs[1:], strict=False):
+        if any(a["kind"] in ("mask", "summary", "emergency", "truncate") for a in pack.manifest.actions):
+            continue
+        assert cur.get("tools") == prev.get("tools")
+        if cur["systemInstruction"] == prev["systemInstruction"]:
+            assert cur["contents"][: len(prev["contents"]) - 1] == prev["contents"][:-1]
+            kept += 1
+    assert kept >= 3
+    assert any("artifact://" in json.dumps(b["contents"]) for b in mock.bodies)  # the large result offloaded
+    assert [p for _, _, p in session.state.usages] == [p.id for p in cb.packs]  # each against its own pack
     kinds = {a["kind"] for p in cb.packs for a in p.manifest.actions}
     assert kinds & {"mask", "summary", "emergency", "truncate"}, kinds
     # ADK strips its call ids before the model call: the log numbers them by position, stable across
@@ -119,6 +134,73 @@ def test_adk_agent_runs_on_windowsmith_packs(make_engine: Callable[..., ws.Engin
     assert session.state.usages[-1][1] == ws.Usage(input_tokens=billed - cached, output_tokens=40, cache_read_tokens=cached)
 
 
-def test_callbacks_check_their_argument() -> None:
+def test_plugin_checks_its_argument() -> None:
     with pytest.raises(ws.UsageError, match="Session or a function"):
-        WindowsmithCallbacks("s")  # type: ignore[arg-type]
+        WindowsmithPlugin("s")  # type: ignore[arg-type]
+    assert WindowsmithCallbacks is WindowsmithPlugin  # the earlier name, for one agent's callbacks
+
+
+def test_two_sessions_in_flight_record_against_their_own_packs(make_engine: Callable[..., ws.Engine]) -> None:
+    """One plugin, two ADK sessions at once, 50 ms of model latency: every usage names its own session's pack."""
+    engine = make_engine("gemini-2.5-flash")
+    opened: list[str] = []
+
+    def open_session(ctx: Any) -> ws.Session:
+        opened.append(ctx.session.id)
+        return engine.session(f"adk-{ctx.session.id}")
+
+    script = [gemini_reply("", [("read_file", {"path": f"m{i}.py"})]) for i in range(3)]
+    script.append(gemini_reply("Done.", []))
+
+    class Slow(MockModel):
+        async def handle(self, request: Any) -> Any:
+            await asyncio.sleep(0.05)
+            return self(request)
+
+        def async_client(self) -> Any:
+            import httpx2
+
+            return httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle))
+
+    mocks = {sid: Slow("gemini", script) for sid in ("s1", "s2")}
+    plugin = WindowsmithPlugin(open_session)
+    service = InMemorySessionService()
+
+    def agent_for(sid: str) -> LlmAgent:
+        client = genai.Client(api_key="test", http_options=gtypes.HttpOptions(httpx_async_client=mocks[sid].async_client()))
+        return LlmAgent(name="reviewer", model=Gemini(model="gemini-2.5-flash", client=client),
+                        instruction="Be brief.", tools=[read_file])
+
+    runners = {sid: Runner(app=App(name="review", root_agent=agent_for(sid), plugins=[plugin]), session_service=service)
+               for sid in mocks}
+
+    async def run(sid: str) -> None:
+        await service.create_session(app_name="review", user_id="u", session_id=sid)
+        async for _ in runners[sid].run_async(user_id="u", session_id=sid, new_message=gtypes.Content(
+                role="user", parts=[gtypes.Part(text="read m0..m2")])):
+            pass
+
+    async def both() -> None:
+        await asyncio.gather(run("s1"), run("s2"))
+        for r in runners.values():
+            await r.close()
+
+    asyncio.run(both())
+    for sid in mocks:
+        s = engine.session(f"adk-{sid}")
+        pack_ids = {m.pack_id for m in s.packs()}
+        assert len(s.state.usages) == 4 == len(mocks[sid].bodies)
+        assert all(p in pack_ids for _, _, p in s.state.usages)  # never the other session's pack
+        assert len({p for _, _, p in s.state.usages}) == 4  # one pack per call, each answered once
+    assert sorted(opened) == ["s1", "s2"]  # each session opened once for its invocation, not per model call
+    assert not plugin._sent and not plugin._open  # per-invocation state is dropped when the run ends
+
+
+def test_gemini_schema_goes_through_google_genai_conversion() -> None:
+    from windowsmith.integrations.adk import _tools
+
+    fd = gtypes.FunctionDeclaration(name="find", description="Find.", parameters=gtypes.Schema(
+        type="OBJECT", properties={"q": gtypes.Schema(type="STRING", nullable=True)}, required=["q"]))
+    config = gtypes.GenerateContentConfig(tools=[gtypes.Tool(function_declarations=[fd])])
+    [tool] = _tools(config)
+    assert tool["parameters"] == {"type": "object", "properties": {"q": {"type": ["null", "string"]}}, "required": ["q"]}
