@@ -86,3 +86,51 @@ def test_serve_without_the_server_extra_names_it(monkeypatch: pytest.MonkeyPatch
     result = CliRunner().invoke(main, ["serve", "--port", "0"])
     assert result.exit_code == 2
     assert "pip install 'windowsmith[server]'" in result.output
+
+
+def test_plan_turn_appends_replays_resends() -> None:
+    from windowsmith.server.conversation import plan_turn
+
+    conv = [msg("user", "a")]
+    sync = Sync()
+    assert plan_turn(sync, conv).kind == "append"
+    sync.digests = [message_digest(conv[0])]
+    assert plan_turn(sync, conv).kind == "append"  # no turn was sent yet: build from the log
+    sync.turn = {"at": 1, "seq": 2, "pack": "p", "request": "x"}
+    assert plan_turn(sync, conv).kind == "resend"  # sent, not answered: the same request again
+    sync.pending = "d"
+    assert plan_turn(sync, conv).kind == "replay"  # answered: the answer again
+    plan = plan_turn(sync, [*conv, msg("assistant", "b"), msg("user", "c")])
+    assert plan.kind == "append" and [m.text for m in plan.new] == ["c"]
+
+
+def test_reconcile_catches_up_with_a_lost_sync_write() -> None:
+    from windowsmith.server.conversation import reconcile
+
+    conv = [msg("user", "a"), msg("assistant", "b"), msg("user", "c")]
+    sync = Sync([message_digest(conv[0])], None, 3, {"at": 1, "seq": 3, "pack": "p", "request": "x"})
+    # the log gained the recorded reply at seq 4 but the sync write after it was lost
+    out = reconcile(sync, [conv[0], msg("assistant", "b")], [2, 4], 5, conv[:1])
+    assert out.pending is not None and out.seq == 5
+    # a client message appended at seq 6 whose sync write was lost
+    sync2 = Sync([message_digest(conv[0])], None, 5, None)
+    out2 = reconcile(sync2, [conv[0], msg("user", "c")], [2, 6], 6, [conv[0], conv[2]])
+    assert out2.digests == [message_digest(conv[0]), message_digest(conv[2])]
+
+
+def test_unique_call_ids_renames_the_same_way_on_both_paths() -> None:
+    from windowsmith.model import ToolCall, ToolResult
+    from windowsmith.server.conversation import unique_call_ids, with_unique_call_ids
+
+    def call() -> Message:
+        return Message("assistant", (ToolCall("call_0", "bash", {}),))
+
+    def result() -> Message:
+        return Message("tool", (ToolResult("call_0", (Text("ok"),)),))
+
+    client = with_unique_call_ids([msg("user", "go"), call(), result(), call(), result(), call()])
+    names = [b.id if m.role == "assistant" else b.call_id for m in client[1:] for b in m.content]
+    assert names == ["call_0", "call_0", "call_0~2", "call_0~2", "call_0~3"]
+    # the reply recorded against the session's ids gets the name the client's echo will get
+    reply = unique_call_ids(call(), {"call_0", "call_0~2"}, {})
+    assert reply.content[0].id == "call_0~3"

@@ -54,8 +54,12 @@ class FakeUpstream:
 
     def __init__(self, *, max_context_tokens: int = 1_000_000, turns_per_task: int = 1_000_000,
                  output_text: str = "Done: the change is in place and the tests pass.", latency: float = 0.0,
-                 tool_output_hint: str = "") -> None:
+                 tool_output_hint: str = "", reuse_call_ids: bool = False) -> None:
         self.max_context_tokens = max_context_tokens
+        #: answer every tool call with the same id (``call_0`` / ``toolu_0``), as some OpenAI-compatible servers do
+        self.reuse_call_ids = reuse_call_ids
+        #: statuses to answer the next requests with, in order (a provider error body each), before answering normally
+        self.fail_with: list[int] = []
         self.turns_per_task = turns_per_task
         self.output_text = output_text
         self.latency = latency
@@ -112,6 +116,9 @@ class FakeUpstream:
             self._n += 1
             return f"{prefix}{self._n:06d}"
 
+    def _call_id(self, prefix: str) -> str:
+        return f"{prefix}0" if self.reuse_call_ids else self._next_id(prefix)
+
     def _tool_results(self, messages: list[Any], fmt: str) -> int:
         if fmt == "openai":
             return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "tool")
@@ -136,6 +143,14 @@ class FakeUpstream:
             self.last_key = key
         if self.latency:
             await asyncio.sleep(self.latency)
+        with self._lock:
+            status = self.fail_with.pop(0) if self.fail_with else None
+        if status is not None:
+            from starlette.responses import JSONResponse
+
+            err = {"message": f"the fake upstream failed this request with HTTP {status}", "type": "api_error"}
+            return JSONResponse({"error": err} if fmt == "openai" else {"type": "error", "error": err},
+                                status_code=status)
         return body
 
     # ------------------------------------------------------------------ OpenAI
@@ -144,7 +159,8 @@ class FakeUpstream:
         from starlette.responses import JSONResponse, StreamingResponse
 
         body = await self._pre(request, "openai")
-        assert isinstance(body, dict)
+        if not isinstance(body, dict):
+            return body
         pieces = [{"tools": body.get("tools")}, *list(body.get("messages") or [])]
         cached, total = self._cache(pieces)
         if total > self.max_context_tokens:
@@ -156,7 +172,7 @@ class FakeUpstream:
         cid = self._next_id("chatcmpl-fake")
         msg: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
         if call:
-            msg["tool_calls"] = [{"id": self._next_id("call_"), "type": "function",
+            msg["tool_calls"] = [{"id": self._call_id("call_"), "type": "function",
                                   "function": {"name": call[0], "arguments": json.dumps(call[1])}}]
         out_tokens = self._tokens(msg)
         usage = {"prompt_tokens": total, "completion_tokens": out_tokens, "total_tokens": total + out_tokens,
@@ -206,7 +222,8 @@ class FakeUpstream:
         from starlette.responses import JSONResponse, StreamingResponse
 
         body = await self._pre(request, "anthropic")
-        assert isinstance(body, dict)
+        if not isinstance(body, dict):
+            return body
         pieces = [{"tools": body.get("tools")}, {"system": body.get("system")}, *list(body.get("messages") or [])]
         cached, total = self._cache(pieces)
         if total > self.max_context_tokens:
@@ -219,7 +236,7 @@ class FakeUpstream:
         mid = self._next_id("msg_fake")
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
         if call:
-            content.append({"type": "tool_use", "id": self._next_id("toolu_"), "name": call[0], "input": call[1]})
+            content.append({"type": "tool_use", "id": self._call_id("toolu_"), "name": call[0], "input": call[1]})
         out_tokens = self._tokens(content)
         usage = {"input_tokens": total - cached - written, "cache_creation_input_tokens": written,
                  "cache_read_input_tokens": cached, "output_tokens": out_tokens}

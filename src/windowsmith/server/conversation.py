@@ -10,13 +10,23 @@ history): the log is append-only, so such a client needs a new session id.
 
 The assistant message the proxy recorded from the upstream response comes back in the client's next
 request; it is recognised (``Sync.pending``) and skipped, never appended twice.
+
+Turns are idempotent (:func:`plan_turn`, one rule for SDK retries, resends and restarts): a request whose
+conversation is exactly what the session already holds is a retry. If the last reply was recorded, it is
+replayed (the client never sees a second answer to one question); if it was not (the client left before it
+arrived, the upstream failed), the request built for that turn is forwarded again, byte for byte, so the
+provider's cache hits. Tool-call ids an upstream reuses (``call_0`` on every turn) are made unique the same
+way in the client's conversation and in the recorded reply (:func:`unique_call_ids`).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import json
+import zlib
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +34,7 @@ from ..errors import TraceFormatError, UsageError
 from ..formats import anthropic, openai_chat
 from ..formats.reader import Builder, Ctx
 from ..hashing import canonical_json
-from ..model import Message, ToolSpec
+from ..model import Message, ToolCall, ToolResult, ToolSpec
 
 #: The request formats the proxy speaks, by endpoint.
 OPENAI = "openai-chat"
@@ -85,21 +95,112 @@ def stable_session_id(fmt: str, conv: Conversation, tenant: str | None = None) -
     return "px-" + hashlib.sha256(canonical_json(head).encode()).hexdigest()[:24]
 
 
+def pack_json(value: Any) -> str:
+    """``value`` as compressed JSON text (a request or reply kept in the sync state)."""
+    return base64.b64encode(zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 6)).decode()
+
+
+def unpack_json(text: str) -> Any:
+    return json.loads(zlib.decompress(base64.b64decode(text)))
+
+
 @dataclass
 class Sync:
-    """What of a client's conversation a session already holds (stored in the store's key-value)."""
+    """What of a client's conversation a session already holds (stored in the store's key-value).
+
+    ``seq``: the log seq this state describes (a log that moved past it had an append whose sync write was lost:
+    :func:`reconcile` catches up). ``turn``: the last turn: ``at`` (client messages it answered), ``seq`` (the log
+    seq its pack was built at), ``pack`` (its id), ``request`` (the window forwarded, :func:`pack_json`) and
+    ``reply`` (the recorded reply's JSON body, once recorded)."""
 
     digests: list[str] = field(default_factory=list)  # digest of each client message accounted for
     pending: str | None = None  # digest of the assistant message recorded from the last response
+    seq: int | None = None
+    turn: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"digests": self.digests, "pending": self.pending}
+        return {"digests": self.digests, "pending": self.pending, "seq": self.seq, "turn": self.turn}
 
     @classmethod
     def from_dict(cls, d: Any) -> Sync:
         if not isinstance(d, Mapping):
             return cls()
-        return cls(list(d.get("digests") or []), d.get("pending"))
+        turn = d.get("turn")
+        return cls(list(d.get("digests") or []), d.get("pending"), d.get("seq"),
+                   dict(turn) if isinstance(turn, Mapping) else None)
+
+
+def unique_call_ids(msg: Message, used: set[str], current: MutableMapping[str, str]) -> Message:
+    """``msg`` with each tool-call id that ``used`` holds already renamed ``<id>~2``, ``<id>~3``, ...; ``used``
+    gains the ids, ``current`` maps each client id to its latest name, and tool results follow ``current``.
+    Walking a conversation in order, or a reply against the session's call ids, gives the same names."""
+    blocks: list[Any] = []
+    changed = False
+    for b in msg.content:
+        if isinstance(b, ToolCall):
+            new = b.id
+            k = 2
+            while new in used:
+                new, k = f"{b.id}~{k}", k + 1
+            used.add(new)
+            current[b.id] = new
+            if new != b.id:
+                b, changed = replace(b, id=new), True
+        elif isinstance(b, ToolResult) and current.get(b.call_id, b.call_id) != b.call_id:
+            b, changed = replace(b, call_id=current[b.call_id]), True
+        blocks.append(b)
+    return Message(msg.role, tuple(blocks)) if changed else msg
+
+
+def with_unique_call_ids(messages: Sequence[Message]) -> tuple[Message, ...]:
+    used: set[str] = set()
+    current: dict[str, str] = {}
+    return tuple(unique_call_ids(m, used, current) for m in messages)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a request asks of its session (:func:`plan_turn`): ``append`` the ``new`` messages and build,
+    ``resend`` the last turn's request, or ``replay`` the last turn's recorded reply."""
+
+    kind: str
+    new: tuple[Message, ...] = ()
+    known: int = 0
+
+
+def plan_turn(sync: Sync, messages: Sequence[Message]) -> Plan:
+    """The rule for every request: new messages are appended; the conversation the session already holds
+    (a retry) replays the recorded reply, or resends the last turn's request when no reply was recorded.
+    Raises :class:`ConversationDivergedError` for a conversation that does not continue the session."""
+    new, known = new_messages(sync, messages)
+    if new or known != len(sync.digests):  # (an echo of the recorded reply was skipped: the client continues)
+        return Plan("append", tuple(new), known)
+    turn = sync.turn or {}
+    if sync.pending is not None:
+        return Plan("replay", (), known)
+    if turn.get("at") == known and turn.get("request"):
+        return Plan("resend", (), known)
+    return Plan("append", (), known)
+
+
+def reconcile(sync: Sync, log_messages: Sequence[Message], log_seqs: Sequence[int], log_seq: int,
+              messages: Sequence[Message]) -> Sync:
+    """``sync`` caught up with messages the log holds past ``sync.seq`` (a process stopped between an append and
+    the sync write that follows it): an assistant message after the last turn's pack is the recorded reply, any
+    other the client message at the next position. ``log_seq``: the log's current seq."""
+    if sync.seq is None or log_seq <= sync.seq:
+        return sync
+    turn_seq = (sync.turn or {}).get("seq", -1)
+    late = [(m, seq) for m, seq in zip(log_messages[-8:], log_seqs[-8:], strict=False) if seq > sync.seq]
+    for m, seq in late:
+        i = len(sync.digests)
+        if m.role == "assistant" and seq > turn_seq and sync.pending is None and sync.turn is not None:
+            sync.pending = message_digest(m)
+        elif i < len(messages) and messages[i].role == m.role:
+            sync.digests.append(message_digest(messages[i]))
+            sync.pending = None
+    sync.seq = log_seq
+    return sync
 
 
 def new_messages(sync: Sync, messages: Sequence[Message]) -> tuple[list[Message], int]:
@@ -115,7 +216,7 @@ def new_messages(sync: Sync, messages: Sequence[Message]) -> tuple[list[Message]
         raise ConversationDivergedError(
             f"the conversation differs from what this session logged at message {at} (the session holds "
             f"{known} messages, the request sends {len(digests)}); the log is append-only: send a new "
-            "X-Windowsmith-Session id to start a new session for an edited history"
+            "X-Windowsmith-Session header value to start a new session for an edited history"
         )
     rest = list(messages[known:])
     skipped = 0

@@ -13,7 +13,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
@@ -22,19 +22,26 @@ from starlette.responses import Response, StreamingResponse
 
 from ..build import ModelCall, Pack
 from ..errors import BudgetExceededError, ConflictError, RuntimeFailure, UsageError
-from ..formats import is_context_overflow
+from ..formats import get_renderer, is_context_overflow
 from ..store.base import check_session_id
 from .conversation import (
     ANTHROPIC,
     OPENAI,
     SYNC_SCOPE,
     ConversationDivergedError,
+    Plan,
     Sync,
     message_digest,
-    new_messages,
+    pack_json,
     parse_conversation,
+    plan_turn,
+    reconcile,
     stable_session_id,
+    unique_call_ids,
+    unpack_json,
+    with_unique_call_ids,
 )
+from .replay import replay_response, reply_from_message
 from .telemetry import Telemetry
 from .upstream import UpstreamError, stream_accumulator
 
@@ -80,6 +87,7 @@ class Prepared:
     call: ModelCall
     sync: Sync
     request: dict[str, Any]
+    replay: dict[str, Any] | None = None  # a retry of an answered turn: the recorded reply, sent again
 
 
 def merge_request(fmt: str, body: Mapping[str, Any], pack_request: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,6 +105,8 @@ def merge_request(fmt: str, body: Mapping[str, Any], pack_request: Mapping[str, 
 class Proxy:
     def __init__(self, state: ServerState) -> None:
         self.state = state
+        #: replies the proxy passed on but could not record (each logged with its session, turn and reason)
+        self.unrecorded = 0
 
     def tenant(self, request: Request) -> str | Response | None:
         """The tenant of the ``X-Windowsmith-Token`` header, or the 401 error response in the request's format."""
@@ -116,30 +126,63 @@ class Proxy:
         if not isinstance(model, str) or not model:
             raise UsageError("the request needs a 'model' string")
         conv = parse_conversation(fmt, body)
-        return conv, session_id_from(headers, fmt, conv, tenant)
+        sid = session_id_from(headers, fmt, conv, tenant)
+        return replace(conv, messages=with_unique_call_ids(conv.messages)), sid
 
-    def _prepare(self, fmt: str, body: dict[str, Any], conv: Any, sid: str, tenant: str | None,
-                 explicit: bool) -> Prepared:
-        """Find the session (a hashed id whose log the conversation does not continue, e.g. the same task
-        started again, forks to ``<id>.2``, ``<id>.3``, ...; a header id that diverges is a 409), append
-        what is new, build."""
+    def _find(self, fmt: str, body: dict[str, Any], conv: Any, sid: str, tenant: str | None,
+              explicit: bool) -> tuple[Session, Sync, Plan]:
+        """The session this conversation continues and what the request asks of it (:func:`plan_turn`). A hashed
+        id whose log the conversation does not continue (the same task started again) forks to ``<id>.2``,
+        ``<id>.3``, ...; a header id that diverges is a 409."""
         base = sid
         for k in range(1, MAX_FORKS + 1):
             sid = base if k == 1 else f"{base}.{k}"
             session = self.state.session(tenant, body["model"], sid)
             session.refresh()
-            store = session.store
-            sync = Sync.from_dict(store.get_kv(SYNC_SCOPE, sid))
+            st = session.state
+            sync = reconcile(Sync.from_dict(session.store.get_kv(SYNC_SCOPE, sid)), st.messages, st.message_seqs,
+                             st.seq, conv.messages)
             try:
-                new, known = new_messages(sync, conv.messages)
-                break
+                return session, sync, plan_turn(sync, conv.messages)
             except ConversationDivergedError:
                 if explicit or k == MAX_FORKS:
                     raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _prepare(self, fmt: str, body: dict[str, Any], conv: Any, sid: str, tenant: str | None,
+                 explicit: bool) -> Prepared:
+        """Find the session, append what is new, build (or take the retried turn's request or reply)."""
+        session, sync, plan = self._find(fmt, body, conv, sid, tenant, explicit)
+        turn = sync.turn or {}
+        if plan.kind == "replay":
+            said = next((m for m in reversed(session.state.messages) if m.role == "assistant"), None)
+            reply = unpack_json(turn["reply"]) if turn.get("reply") else \
+                reply_from_message(fmt, said, body["model"]) if said is not None else None
+            if reply is not None:
+                return Prepared(session, None, None, sync, {}, replay=reply)  # type: ignore[arg-type]
+            plan = Plan("append", (), plan.known)
+        if plan.kind == "append":
+            self._ingest(session, sync, conv, plan)
+        call = session.begin_call(fmt)  # the same pipeline Session.call runs, with the call's breaker
+        last = session.last_pack
+        if plan.kind == "resend" and last is not None and last.id == turn.get("pack"):
+            pack = last  # the turn's own pack (another process, or a restart, builds it again: same log, same pack)
+        else:
+            pack = self._build(session, call)
+        window = unpack_json(turn["request"]) if plan.kind == "resend" else pack.request
+        p = Prepared(session, pack, call, sync, merge_request(fmt, body, window))
+        self._save_turn(p, window)
+        return p
+
+    def _ingest(self, session: Session, sync: Sync, conv: Any, plan: Plan) -> None:
+        """Append the request's new messages (and its system prompt and tools), the sync state after each."""
+        sid = session.id
+        store = session.store
         digests = [message_digest(m) for m in conv.messages]
+        known = plan.known
         tel = self.state.telemetry
         tel.instrument(session)
-        with tel.span("windowsmith.ingest", {"windowsmith.session.id": sid, "windowsmith.messages.new": len(new)}):
+        with tel.span("windowsmith.ingest", {"windowsmith.session.id": sid, "windowsmith.messages.new": len(plan.new)}):
             if conv.system:
                 session.system(conv.system)
             if conv.tools or session.state.tools:
@@ -147,8 +190,9 @@ class Proxy:
             if known != len(sync.digests):  # the echoed assistant message was skipped
                 sync.digests = digests[:known]
                 sync.pending = None
+                sync.seq = session.state.seq
                 store.set_kv(SYNC_SCOPE, sid, sync.to_dict())
-            for i, m in enumerate(new):
+            for i, m in enumerate(plan.new):
                 if m.role == "tool":
                     with tel.span("windowsmith.offload", {"windowsmith.tool_results": len(m.tool_results)}) as span:
                         stored = session.add(m)
@@ -159,10 +203,15 @@ class Proxy:
                     session.add(m)
                 sync.digests = digests[: known + i + 1]
                 sync.pending = None
+                sync.seq = session.state.seq
                 store.set_kv(SYNC_SCOPE, sid, sync.to_dict())
-        call = session.begin_call(fmt)  # the same pipeline Session.call runs, with the call's breaker
-        pack = self._build(session, call)
-        return Prepared(session, pack, call, sync, merge_request(fmt, body, pack.request))
+
+    def _save_turn(self, p: Prepared, window: Mapping[str, Any]) -> None:
+        """Keep the window this turn forwards, so that a retry sends the same bytes."""
+        s = p.session
+        p.sync.turn = {"at": len(p.sync.digests), "seq": s.state.seq, "pack": p.pack.id, "request": pack_json(window)}
+        p.sync.seq = s.state.seq
+        s.store.set_kv(SYNC_SCOPE, s.id, p.sync.to_dict())
 
     def _build(self, session: Session, call: ModelCall) -> Pack:
         tel = self.state.telemetry
@@ -178,12 +227,54 @@ class Proxy:
         p.pack = self._build(p.session, p.call)
         body = {k: v for k, v in p.request.items()}
         p.request = merge_request(fmt, body, p.pack.request)
+        self._save_turn(p, p.pack.request)
 
-    def _record(self, p: Prepared, response: dict[str, Any]) -> None:
-        msg = p.session.record(response, pack=p.pack)
-        if msg is not None:
-            p.sync.pending = message_digest(msg)
-            p.session.store.set_kv(SYNC_SCOPE, p.session.id, p.sync.to_dict())
+    async def _retry_smaller(self, p: Prepared, fmt: str, exc: UpstreamError) -> None:
+        """Compact after an upstream overflow; raise ``exc`` (passed to the client) when nothing got smaller, rather
+        than send the same request again."""
+        before = p.request
+        await to_thread.run_sync(self._compact_and_rebuild, p, fmt, exc)
+        if p.request == before:
+            log.info("overflow not retried: session=%s pack=%s: compaction could not shrink the request",
+                     p.session.id, p.pack.id)
+            raise exc
+
+    def _record(self, p: Prepared, response: dict[str, Any], delivered: bool = True) -> None:
+        """Record the reply (tool-call ids the session holds already renamed as :func:`unique_call_ids` renames
+        the client's) and its usage, then the sync state that says the turn is answered. ``delivered=False``:
+        the client left first: only the billed usage is recorded, and the turn stays open for its retry."""
+        s = p.session
+        parsed = get_renderer(p.pack.format).parse_response(response)
+        msg = unique_call_ids(parsed.message, set(s.state.call_names), {}) \
+            if parsed.message.content and delivered else None
+        recorded = s.record(message=msg, usage=parsed.usage, pack=p.pack)
+        if recorded is not None:
+            p.sync.pending = message_digest(recorded)
+            p.sync.seq = s.state.seq
+            if p.sync.turn is not None:
+                p.sync.turn["reply"] = pack_json(response)
+            s.store.set_kv(SYNC_SCOPE, s.id, p.sync.to_dict())
+
+    def _unrecorded(self, p: Prepared, reason: str) -> None:
+        self.unrecorded += 1
+        log.warning("did not record a reply: session=%s turn=%d pack=%s reason=%s (unrecorded so far: %d)",
+                    p.session.id, len(p.sync.digests), p.pack.id, reason, self.unrecorded)
+
+    async def _try_record(self, p: Prepared, response: Any, request: Request | None) -> None:
+        """Record ``response`` unless the client has gone (then it never got it: only its usage is recorded, the
+        turn stays open, and the client's retry forwards the same request again). ``request``: the client's, to
+        ask whether it is still there (None in a stream, whose relay is cancelled when the client leaves)."""
+        if not isinstance(response, dict):
+            self._unrecorded(p, "the upstream body is not a JSON object")
+            return
+        delivered = request is None or not await request.is_disconnected()
+        try:
+            await to_thread.run_sync(self._record, p, response, delivered)
+            if not delivered:
+                self._unrecorded(p, "the client left before the reply arrived (usage recorded); its retry resends "
+                                    "the turn")
+        except (UsageError, RuntimeFailure) as e:
+            self._unrecorded(p, f"{type(e).__name__}: {e}")
 
     # ------------------------------------------------------------------ the endpoint
 
@@ -218,11 +309,14 @@ class Proxy:
             except RuntimeFailure as e:
                 log.error("session work failed: %s", type(e).__name__)
                 return error_body(fmt, 500, str(e), "api_error")
+            if p.replay is not None:
+                return replay_response(fmt, p.replay, bool(body.get("stream")),
+                                       bool((body.get("stream_options") or {}).get("include_usage")))
             if body.get("stream"):
                 response = await self._stream(p, fmt, upstream, headers, lock)
                 handed_over = True  # the relay releases the lock when the stream ends
                 return response
-            return await self._once(p, fmt, upstream, headers)
+            return await self._once(p, fmt, upstream, headers, request)
         except UpstreamError as e:
             return Response(e.body, status_code=e.status, headers=e.headers)
         finally:
@@ -240,23 +334,20 @@ class Proxy:
             Telemetry.reply_attributes(span, fmt, reply.body)
         return reply
 
-    async def _once(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str]) -> Response:
+    async def _once(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str],
+                    request: Request) -> Response:
         try:
             reply = await self._send(p, fmt, upstream, headers)
         except UpstreamError as exc:
             if not is_context_overflow(exc.original):
                 raise
-            await to_thread.run_sync(self._compact_and_rebuild, p, fmt, exc)
+            await self._retry_smaller(p, fmt, exc)
             reply = await self._send(p, fmt, upstream, headers)
         try:
             data = json.loads(reply.body)
         except ValueError:
             data = None
-        if isinstance(data, dict):
-            try:
-                await to_thread.run_sync(self._record, p, data)
-            except (UsageError, RuntimeFailure) as e:
-                log.warning("could not record the upstream response of session %s: %s", p.session.id, type(e).__name__)
+        await self._try_record(p, data, request)
         return Response(reply.body, status_code=reply.status, headers=reply.headers)
 
     async def _stream(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str],
@@ -276,7 +367,7 @@ class Proxy:
                 if not is_context_overflow(exc.original):
                     raise
                 span.add_event("windowsmith.overflow", {"http.response.status_code": exc.status})
-                await to_thread.run_sync(self._compact_and_rebuild, p, fmt, exc)
+                await self._retry_smaller(p, fmt, exc)
                 reply, chunks = await upstream.open_stream(p.request, headers)
         except UpstreamError as exc:
             span.set_attribute("error.type", str(exc.status))
@@ -286,10 +377,7 @@ class Proxy:
         acc = stream_accumulator(fmt, drop_usage)
 
         async def record() -> None:
-            try:
-                await to_thread.run_sync(self._record, p, acc.response())
-            except (UsageError, RuntimeFailure) as e:
-                log.warning("could not record the streamed response of session %s: %s", p.session.id, type(e).__name__)
+            await self._try_record(p, acc.response(), None)
 
         async def relay() -> AsyncIterator[bytes]:
             # The response is recorded before its last event goes out, so a client that saw the stream
@@ -311,8 +399,15 @@ class Proxy:
                 if rest:
                     yield rest
                 if acc.done and not recorded:
+                    recorded = True
                     await record()
+                elif not recorded:
+                    self._unrecorded(p, "the upstream stream ended before its last event")
                 Telemetry.reply_attributes(span, fmt, acc.response())
+            except BaseException:
+                if not recorded:
+                    self._unrecorded(p, "the client left during the stream; its retry resends the turn")
+                raise
             finally:
                 span.end()
                 lock.release()
