@@ -223,6 +223,18 @@ def test_readme_keeps_the_two_commands_ci_runs():
     assert len(text.splitlines()) < 250, "the README stays short: the details go in docs/"
 
 
+@pytest.mark.slow  # the demo's replay, about 5 s
+def test_the_demo_prints_what_the_readme_and_getting_started_show(tmp_path):
+    result = CliRunner().invoke(main, ["demo", "--store", str(tmp_path / "demo.db")])
+    assert result.exit_code == 0, result.output
+    printed = " ".join(result.output.split())
+    for page in (README, DOCS / "getting-started.md"):
+        shown = re.search(r"```text\n(vs the full history.*?)```", page.read_text(), re.S)
+        assert shown, f"{rel(page)} shows no demo comparison"
+        for line in shown.group(1).strip().splitlines():
+            assert " ".join(line.split()) in printed, f"{rel(page)}: the demo no longer prints {line!r}"
+
+
 @pytest.mark.slow
 def test_the_docs_site_builds_strict(tmp_path):
     for module in ("mkdocs", "material", "mkdocstrings_handlers.python", "mkdocs_click"):
