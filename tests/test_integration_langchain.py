@@ -27,14 +27,16 @@ import windowsmith as ws
 from sdk_mock import MockModel, anthropic_reply, assert_cache_prefix_kept, chat_reply
 from windowsmith.integrations.langchain import WindowsmithMiddleware, to_neutral
 
-N_TURNS = 8
+N_TURNS = 16
 FILE_BODY = "\n".join(f"def f{i}(x):\n    return x + {i}  # helper {i} of the module" for i in range(120))
+BIG_BODY = "\n".join(f"2026-12-01T00:{i % 60:02d}:00 INFO worker-{i % 7} handled request {i} in {i % 97} ms"
+                     for i in range(1_600))  # ~117 KB: one large tool result
 
 
 @tool
 def read_file(path: str) -> str:
     """Read a file of the repository."""
-    return f"# {path}\n{FILE_BODY}"
+    return f"# {path}\n{BIG_BODY if path == 'm5.py' else FILE_BODY}"
 
 
 def _anthropic_script() -> list[dict[str, Any]]:
@@ -79,6 +81,8 @@ def _check_run(mock: MockModel, session: ws.Session, mw: WindowsmithMiddleware, 
                if isinstance(b, dict)) or any(a["kind"] in ("mask", "summary", "emergency") for p in mw.packs for a in p.manifest.actions)
     marked = [b for m in mock.bodies[-1]["messages"] for b in m["content"] if "cache_control" in b]
     assert marked, "the message breakpoint reached the transport"
+    assert any("artifact://" in json.dumps(b["messages"]) for b in mock.bodies)  # the large result offloaded
+    assert [p for _, _, p in session.state.usages] == [p.id for p in mw.packs]  # once per call, each its own pack
     # compaction at the small window: later requests are smaller than the log they stand for
     assert assert_cache_prefix_kept(mw.packs) >= 3  # the cached prefix only grows between compactions
     kinds = {a["kind"] for p in mw.packs for a in p.manifest.actions}
@@ -200,3 +204,102 @@ def test_mapping_repairs_are_recorded_in_the_log(engine: ws.Engine) -> None:
     assert whats == ["load neutral: messages[0].content[1]: content block of type 'file' kept as JSON text"]
     assert whats[0] in [r["what"] for r in session.packs()[-1].repairs]
     assert [m.text for m in session.messages][1:] == ["ok", "and?", "ok again"]
+
+
+def _openai_model(mock: MockModel) -> ChatOpenAI:
+    model = ChatOpenAI(model="gpt-4.1", api_key="test", max_retries=0)
+    model.root_client = openai.OpenAI(api_key="test", http_client=mock.client(), max_retries=0)
+    model.client = model.root_client.chat.completions
+    return model
+
+
+def test_one_middleware_keeps_a_session_per_thread(make_engine: Callable[..., ws.Engine]) -> None:
+    """The engine form: each LangGraph thread gets its own session, opened once, and two threads in flight at
+    once never record against each other's packs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    engine = make_engine("gpt-4.1")
+    opened: list[str] = []
+    real = engine.session
+
+    def counting(sid: str) -> ws.Session:
+        opened.append(sid)
+        return real(sid)
+
+    engine.session = counting  # type: ignore[method-assign]
+    script = [chat_reply("", [(f"call_{i}", "read_file", {"path": f"m{i}.py"})]) for i in range(3)]
+    script.append(chat_reply("Done.", []))
+    mocks = {t: MockModel("openai-chat", script, bill_prompt=True) for t in ("t1", "t2")}
+    mw = WindowsmithMiddleware(engine)
+    agents = {t: create_agent(_openai_model(m), [read_file], middleware=[mw], checkpointer=InMemorySaver())
+              for t, m in mocks.items()}
+
+    def run(t: str) -> None:
+        agents[t].invoke({"messages": [HumanMessage("read m0..m2")]}, {"configurable": {"thread_id": t}})
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(run, mocks))
+    assert sorted(opened) == ["t1", "t2"]  # once per thread, not per model call
+    for t, mock in mocks.items():
+        s = real(t)
+        assert len(s.state.usages) == 4 == len(mock.bodies)
+        assert [u.prompt_tokens for _, u, _ in s.state.usages] == mock.billed
+        assert {m.pack_id for m in s.packs()} == {p for _, _, p in s.state.usages}
+        keys = {p.neutral.cache_key for p in mw.packs if p.manifest.session_id == t}
+        assert len(keys) == 1 and {b["prompt_cache_key"] for b in mock.bodies} == keys  # its own session's key
+
+
+def test_openai_tool_errors_come_from_the_tool_message_status(make_engine: Callable[..., ws.Engine]) -> None:
+    from langchain.agents.middleware import wrap_model_call
+
+    seen: list[Any] = []
+
+    @wrap_model_call
+    def capture(request: Any, handler: Callable[[Any], Any]) -> Any:  # inside ours: sees the pack's messages
+        seen.append(request.messages)
+        return handler(request)
+
+    mock = MockModel("openai-chat", [chat_reply("Done.", [])])
+    session = make_engine("gpt-4.1").session("lc-errors")
+    agent = create_agent(_openai_model(mock), [read_file], middleware=[WindowsmithMiddleware(session), capture])
+    history = [HumanMessage("go"),
+               AIMessage("", tool_calls=[{"id": "call_1", "name": "read_file", "args": {"path": "a"}},
+                                         {"id": "call_2", "name": "read_file", "args": {"path": "b"}}]),
+               ToolMessage("disk on fire", tool_call_id="call_1", status="error"),
+               ToolMessage("Error: the log line this file starts with", tool_call_id="call_2")]
+    agent.invoke({"messages": history})
+    results = {r.call_id: r.is_error for m in session.messages for r in m.tool_results}
+    assert results == {"call_1": True, "call_2": False}
+    sent = {m.tool_call_id: m.status for m in seen[0] if isinstance(m, ToolMessage)}
+    assert sent == {"call_1": "error", "call_2": "success"}  # a result starting "Error: " is no error
+
+
+def test_an_engine_of_another_provider_is_refused(make_engine: Callable[..., ws.Engine]) -> None:
+    mock = MockModel("openai-chat", [chat_reply("Done.", [])])
+    session = make_engine("claude-sonnet-5-5").session("lc-mismatch")
+    agent = create_agent(_openai_model(mock), [read_file], middleware=[WindowsmithMiddleware(session)])
+    with pytest.raises(ws.UsageError, match="anthropic model but the agent's chat model is openai"):
+        agent.invoke({"messages": [HumanMessage("hi")]})
+    assert mock.bodies == []
+
+
+def test_stacked_after_summarization_middleware_is_a_replacement(make_engine: Callable[..., ws.Engine]) -> None:
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    script = [chat_reply("", [(f"call_{i}", "read_file", {"path": f"m{i}.py"})]) for i in range(6)]
+    script.append(chat_reply("Done.", []))
+    mock = MockModel("openai-chat", script)
+    summarizer = GenericFakeChatModel(messages=iter([AIMessage("Summary: files were read.")] * 20))
+    session = make_engine("gpt-4.1").session("lc-summarized")
+    agent = create_agent(_openai_model(mock), [read_file], middleware=[
+        SummarizationMiddleware(summarizer, trigger=("messages", 6), keep=("messages", 3)),
+        WindowsmithMiddleware(session)])
+    agent.invoke({"messages": [HumanMessage("read m0..m5")]})
+    assert len(mock.bodies) == 7
+    assert [c.id for m in session.messages for c in m.tool_calls] == [f"call_{i}" for i in range(6)]
+    assert sum(len(m.tool_results) for m in session.messages) == 6  # every result once, the summary not in the log
+    assert not any("Summary:" in m.text for m in session.messages)
+    assert any("history rewritten" in r.what for r in session.state.repairs)

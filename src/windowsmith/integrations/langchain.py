@@ -25,7 +25,7 @@ from ..formats import anthropic
 from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
 from ..session import Session
-from . import model_name, require
+from . import aload_history, check_engine_provider, load_history, model_name, provider_of, require
 
 _mw = require("langchain.agents.middleware", "langchain", "windowsmith.integrations.langchain")
 _msgs = require("langchain_core.messages", "langchain", "windowsmith.integrations.langchain")
@@ -165,7 +165,7 @@ def _from_anthropic(req: dict[str, Any]) -> tuple[Any, list[Any]]:
     return system, out
 
 
-def _from_openai_chat(req: dict[str, Any]) -> tuple[Any, list[Any]]:
+def _from_openai_chat(req: dict[str, Any], failed: frozenset[str] = frozenset()) -> tuple[Any, list[Any]]:
     system: list[str] = []
     out: list[Any] = []
     for m in req["messages"]:
@@ -179,7 +179,7 @@ def _from_openai_chat(req: dict[str, Any]) -> tuple[Any, list[Any]]:
                       "args": json.loads(c["function"]["arguments"] or "{}")} for c in m.get("tool_calls") or []]
             out.append(AIMessage(content=m.get("content") or "", tool_calls=calls))
         elif role == "tool":
-            status = "error" if m["content"].startswith("Error: ") else "success"
+            status = "error" if m["tool_call_id"] in failed else "success"
             out.append(ToolMessage(content=m["content"], tool_call_id=m["tool_call_id"], status=status))
     return (SystemMessage(content="\n\n".join(system)) if system else None), out
 
@@ -196,37 +196,83 @@ def _ai_of(response: Any) -> Any:
     return next((m for m in result if isinstance(m, AIMessage)), None)
 
 
+def _failed_calls(messages: Sequence[Any]) -> frozenset[str]:
+    """The call ids whose ``ToolMessage`` says ``status="error"``."""
+    return frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage) and m.status == "error")
+
+
+def _thread_id() -> str | None:
+    """The LangGraph thread of the run in progress (``config["configurable"]["thread_id"]``), or None."""
+    try:
+        from langgraph.config import get_config
+
+        value = (get_config().get("configurable") or {}).get("thread_id")
+    except (ImportError, RuntimeError):
+        return None
+    return None if value is None else str(value)
+
+
+def estimates_usage(model: Any) -> bool:
+    """Whether ``model`` makes its usage up instead of reporting a provider's bill (LangChain's fake chat models)."""
+    return "fake" in type(model).__module__.lower() or type(model).__name__.lower().startswith("fake")
+
+
 class WindowsmithMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
     """Let a windowsmith session own the context window of a LangChain v1 agent.
 
-    ``session``: the :class:`~windowsmith.Session` (or a function of the ``ModelRequest`` returning one,
-    e.g. by thread id). ``format``: the pack format; default ``anthropic`` for Anthropic chat models
-    (cache breakpoints as ``cache_control`` blocks), else ``openai-chat``.
+    ``session``: an :class:`~windowsmith.Engine` (one session per LangGraph thread: ``engine.session(thread_id)``,
+    or ``default_session`` when the run has no thread), a :class:`~windowsmith.Session` (one conversation), or a
+    function of the ``ModelRequest`` returning a Session. Sessions are kept per thread (the newest
+    ``max_threads``), so a thread's session is opened once, not on every model call. ``format``: the pack
+    format; default ``anthropic`` for Anthropic chat models (cache breakpoints as ``cache_control`` blocks),
+    else ``openai-chat`` (with its ``prompt_cache_key``).
+
+    An engine model of another provider than the chat model is refused on the first call (its budget and
+    tokenizer would be wrong). Stacking: put this middleware after LangChain's own context middleware
+    (``SummarizationMiddleware``): a history it rewrote (a summary in place of older turns) is treated as a
+    replacement, the log keeping the full conversation and a repair in the manifest saying so.
     """
 
-    def __init__(self, session: Session | Callable[[Any], Session], *, format: str | None = None) -> None:
+    def __init__(self, session: Any, *, format: str | None = None, default_session: str = "default",
+                 max_threads: int = 256) -> None:
         super().__init__()
-        if not isinstance(session, Session) and not callable(session):
-            raise UsageError("WindowsmithMiddleware(session) takes a windowsmith Session or a function returning one")
+        if not isinstance(session, Session) and not callable(session) and not hasattr(session, "session"):
+            raise UsageError("WindowsmithMiddleware(session) takes a windowsmith Engine, a Session or a function "
+                             "returning one")
         if format not in (None, "anthropic", "openai-chat"):
             raise UsageError(f"WindowsmithMiddleware supports the 'anthropic' and 'openai-chat' formats, not {format!r}")
         self._session = session
         self.format = format
+        self.default_session = default_session
+        self.max_threads = max_threads
+        self._threads: dict[str, Session] = {}  # thread id -> its session, newest use last
+        self._checked: set[str] = set()  # the sessions whose engine model was checked against the chat model
         self.packs: list[Any] = []  # the packs sent, newest last (for inspection)
 
     def session_for(self, request: Any) -> Session:
-        s = self._session if isinstance(self._session, Session) else self._session(request)
-        if not isinstance(s, Session):
-            raise UsageError(f"the session function returned {type(s).__name__}, not a windowsmith Session")
+        if isinstance(self._session, Session):
+            return self._session
+        thread = _thread_id() or self.default_session
+        s = self._threads.pop(thread, None)
+        if s is None:
+            s = self._session.session(thread) if hasattr(self._session, "session") else self._session(request)
+            if not isinstance(s, Session):
+                raise UsageError(f"the session function returned {type(s).__name__}, not a windowsmith Session")
+        self._threads[thread] = s
+        while len(self._threads) > self.max_threads:
+            del self._threads[next(iter(self._threads))]
         return s
 
     def format_for(self, request: Any) -> str:
         if self.format:
             return self.format
-        return "anthropic" if "anthropic" in type(request.model).__module__ else "openai-chat"
+        return "anthropic" if provider_of(request.model) == "anthropic" else "openai-chat"
 
-    def _prepare(self, request: Any) -> tuple[Session, str, list[Message], str | None, list[dict[str, Any]], list[str]]:
+    def _prepare(self, request: Any) -> tuple[Session, str, list[Message], dict[str, Any]]:
         session = self.session_for(request)
+        if session.id not in self._checked:
+            check_engine_provider(session, provider_of(request.model), "WindowsmithMiddleware")
+            self._checked.add(session.id)
         fmt = self.format_for(request)
         msgs, found, repairs = to_neutral(request.messages)
         system = request.system_message
@@ -235,11 +281,15 @@ class WindowsmithMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
             parts, _ = _content(system.content, Builder(), "system_message")
             texts.insert(0, "\n".join(p.text for p in parts if isinstance(p, Text)))
         tools = [_tool_spec(t) for t in request.tools]
-        return session, fmt, msgs, "\n\n".join(t for t in texts if t) or None, tools, repairs
+        load = {"tools": tools or None, "system": "\n\n".join(t for t in texts if t) or None, "repairs": repairs}
+        return session, fmt, msgs, load
 
     def _override(self, request: Any, pack: Any) -> Any:
         req = pack.request
-        system, messages = _from_anthropic(req) if pack.format == "anthropic" else _from_openai_chat(req)
+        if pack.format == "anthropic":
+            system, messages = _from_anthropic(req)
+        else:
+            system, messages = _from_openai_chat(req, _failed_calls(request.messages))
         overrides: dict[str, Any] = {"messages": messages, "system_message": system,
                                      "tools": [dict(t) for t in req.get("tools", [])]}
         if req.get("prompt_cache_key"):
@@ -248,29 +298,26 @@ class WindowsmithMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
         return request.override(**overrides)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        session, fmt, msgs, system, tools, repairs = self._prepare(request)
-        session.load(msgs, "neutral", tools=tools or None, system=system, repairs=repairs)
+        session, fmt, msgs, load = self._prepare(request)
+        load_history(session, msgs, what="WindowsmithMiddleware", **load)
         pack = session.build(fmt, model=model_name(request.model, f"langchain-{fmt}"))
         response = handler(self._override(request, pack))
-        self._record(session, response, pack)
+        ai = _ai_of(response)
+        if ai is not None:
+            message, usage = from_ai_message(ai)
+            session.record(message=message, usage=usage, pack=pack, estimated=estimates_usage(request.model))
         return response
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        session, fmt, msgs, system, tools, repairs = self._prepare(request)
-        await session.aload(msgs, "neutral", tools=tools or None, system=system, repairs=repairs)
+        session, fmt, msgs, load = self._prepare(request)
+        await aload_history(session, msgs, what="WindowsmithMiddleware", **load)
         pack = await session.abuild(fmt, model=model_name(request.model, f"langchain-{fmt}"))
         response = await handler(self._override(request, pack))
         ai = _ai_of(response)
         if ai is not None:
             message, usage = from_ai_message(ai)
-            await session.arecord(message=message, usage=usage, pack=pack)
+            await session.arecord(message=message, usage=usage, pack=pack, estimated=estimates_usage(request.model))
         return response
 
-    def _record(self, session: Session, response: Any, pack: Any) -> None:
-        ai = _ai_of(response)
-        if ai is not None:
-            message, usage = from_ai_message(ai)
-            session.record(message=message, usage=usage, pack=pack)
 
-
-__all__ = ["WindowsmithMiddleware", "from_ai_message", "to_neutral", "usage_of"]
+__all__ = ["WindowsmithMiddleware", "estimates_usage", "from_ai_message", "to_neutral", "usage_of"]
