@@ -77,7 +77,8 @@ SERVE_ENV = "WINDOWSMITH_SERVE_CONFIG"
 
 
 #: the fields a worker's configuration carries (the rest, a tracer and the dashboard's poll, keep their defaults)
-_ENV_FIELDS = ("store", "openai_base_url", "anthropic_base_url", "model_window", "tokens", "lock_dir")
+_ENV_FIELDS = ("store", "openai_base_url", "anthropic_base_url", "model_window", "tokens", "lock_dir", "registry",
+               "default_window")
 
 
 def config_to_env(config: ServerConfig) -> str:
@@ -94,6 +95,9 @@ def app_from_env() -> Starlette:
     raw = os.environ.get(SERVE_ENV)
     if not raw:
         raise UsageError(f"{SERVE_ENV} is not set: run `windowsmith serve --workers N`, which sets it for its workers")
+    from .logs import configure
+
+    configure(os.environ.get("WINDOWSMITH_LOG_LEVEL", "info"), os.environ.get("WINDOWSMITH_LOG_FORMAT", "text"))
     return create_app(ServerConfig(**json.loads(raw)))
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
@@ -41,7 +42,8 @@ from .conversation import (
     unpack_json,
     with_unique_call_ids,
 )
-from .replay import replay_response, reply_from_message
+from .logs import CallLog
+from .replay import REPLAY_HEADER, replay_response, reply_from_message
 from .telemetry import Telemetry
 from .upstream import UpstreamError, stream_accumulator
 
@@ -88,15 +90,17 @@ class Prepared:
     sync: Sync
     request: dict[str, Any]
     replay: dict[str, Any] | None = None  # a retry of an answered turn: the recorded reply, sent again
+    log: CallLog = field(default_factory=lambda: CallLog(""))
 
 
 def merge_request(fmt: str, body: Mapping[str, Any], pack_request: Mapping[str, Any]) -> dict[str, Any]:
-    """The client's parameters with windowsmith's window in place of its conversation. The client's
-    model name and output limit win over the pack's; everything else the client sent passes on."""
+    """The client's parameters with windowsmith's window in place of its conversation. The client's model name
+    wins over the pack's, and so does its output limit: the pack's output reservation is a budget the window
+    leaves free, not a cap, so a request without one gets none (an API that requires one, like Anthropic's, has
+    it from the client). Everything else the client sent passes on."""
     out = {k: v for k, v in body.items() if k not in ("messages", "tools", "functions", "system")}
     for k, v in pack_request.items():
-        if k == "model" or (k in ("max_tokens", "max_completion_tokens") and
-                            ("max_tokens" in body or "max_completion_tokens" in body)):
+        if k in ("model", "max_tokens", "max_completion_tokens"):
             continue
         out[k] = v
     return out
@@ -245,6 +249,8 @@ class Proxy:
         the client left first: only the billed usage is recorded, and the turn stays open for its retry."""
         s = p.session
         parsed = get_renderer(p.pack.format).parse_response(response)
+        p.log.pack = p.pack.id
+        p.log.usage(parsed.usage)
         msg = unique_call_ids(parsed.message, set(s.state.call_names), {}) \
             if parsed.message.content and delivered else None
         recorded = s.record(message=msg, usage=parsed.usage, pack=p.pack)
@@ -279,6 +285,22 @@ class Proxy:
     # ------------------------------------------------------------------ the endpoint
 
     async def handle(self, request: Request, fmt: str) -> Response:
+        """One proxied call, and its access line (written here, or by the relay when a stream ends)."""
+        call_log = CallLog(request.url.path)
+        try:
+            response = await self._handle(request, fmt, call_log)
+        except BaseException:
+            call_log.status = 500
+            call_log.emit()
+            raise
+        call_log.status = response.status_code
+        if response.headers.get(REPLAY_HEADER):
+            call_log.outcome = "replayed"
+        if not call_log.streaming:
+            call_log.emit()
+        return response
+
+    async def _handle(self, request: Request, fmt: str, call_log: CallLog) -> Response:
         tenant = self.tenant(request)
         if isinstance(tenant, Response):
             return tenant
@@ -294,6 +316,7 @@ class Proxy:
             conv, sid = await to_thread.run_sync(self._identify, fmt, body, headers, tenant)
         except UsageError as e:
             return error_body(fmt, 400, str(e))
+        call_log.session = sid
         lock = self.state.session_lock(tenant, sid)
         await lock.acquire()
         handed_over = False
@@ -309,6 +332,7 @@ class Proxy:
             except RuntimeFailure as e:
                 log.error("session work failed: %s", type(e).__name__)
                 return error_body(fmt, 500, str(e), "api_error")
+            p.log = call_log
             if p.replay is not None:
                 return replay_response(fmt, p.replay, bool(body.get("stream")),
                                        bool((body.get("stream_options") or {}).get("include_usage")))
@@ -325,12 +349,15 @@ class Proxy:
 
     async def _send(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str]) -> Any:
         with self.state.telemetry.upstream_span(fmt, p.request, p.pack) as span:
+            t0 = time.perf_counter()
             try:
                 reply = await upstream.send(p.request, headers)
             except UpstreamError as e:
+                p.log.upstream_s += time.perf_counter() - t0
                 span.set_attribute("error.type", str(e.status))
                 span.set_attribute("http.response.status_code", e.status)
                 raise
+            p.log.upstream_s += time.perf_counter() - t0
             Telemetry.reply_attributes(span, fmt, reply.body)
         return reply
 
@@ -360,6 +387,7 @@ class Proxy:
                 drop_usage = True
                 p.request["stream_options"] = opts
         span = self.state.telemetry.start_upstream_span(fmt, p.request, p.pack)
+        t0 = time.perf_counter()
         try:
             try:
                 reply, chunks = await upstream.open_stream(p.request, headers)
@@ -367,8 +395,12 @@ class Proxy:
                 if not is_context_overflow(exc.original):
                     raise
                 span.add_event("windowsmith.overflow", {"http.response.status_code": exc.status})
+                p.log.upstream_s += time.perf_counter() - t0
                 await self._retry_smaller(p, fmt, exc)
+                t0 = time.perf_counter()
                 reply, chunks = await upstream.open_stream(p.request, headers)
+            p.log.upstream_s += time.perf_counter() - t0
+            p.log.opened()
         except UpstreamError as exc:
             span.set_attribute("error.type", str(exc.status))
             span.set_attribute("http.response.status_code", exc.status)
@@ -411,6 +443,7 @@ class Proxy:
             finally:
                 span.end()
                 lock.release()
+                p.log.emit()
 
         return StreamingResponse(relay(), status_code=reply.status, headers=reply.headers)
 

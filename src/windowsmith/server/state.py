@@ -22,6 +22,7 @@ from ..session import Session
 from ..store import Store, open_store
 from .conversation import OPENAI
 from .locks import SessionLock, lock_path
+from .models import Models
 from .telemetry import Telemetry
 from .upstream import Upstream
 
@@ -39,6 +40,7 @@ class ServerConfig:
     ``tokens``: API token → tenant (None for the default tenant); empty: no authentication.
     ``lock_dir``: a directory every worker process of one server shares, where a session's turn takes a file lock
     (``server/locks.py``); None: one process, whose own locks suffice.
+    ``registry`` / ``default_window``: see :mod:`windowsmith.server.models`.
     """
 
     store: Store | str | Path | None = None
@@ -49,6 +51,8 @@ class ServerConfig:
     poll_seconds: float = 2.0
     tracer_provider: Any = None  # an OpenTelemetry TracerProvider (None: the global one)
     lock_dir: str | Path | None = None
+    registry: str | Path | None = None  # a JSON/TOML model file merged over the packaged registry
+    default_window: int | None = None  # the window of a model no registry knows (None: such a model is refused)
 
     def __post_init__(self) -> None:
         if self.model_window is not None and (not isinstance(self.model_window, int) or self.model_window <= 0):
@@ -77,6 +81,7 @@ class ServerState:
         self._upstreams: dict[str, Upstream] = {}
         self._views: dict[str, Store] = {}
         self.telemetry = Telemetry(config.tracer_provider)
+        self.models = Models(config.registry, config.default_window)
 
     # -- tenants and auth -------------------------------------------------------------------------
 
@@ -108,7 +113,7 @@ class ServerState:
         with self._guard:
             eng = self._engines.get(key)
             if eng is None:
-                eng = Engine(model, store=store, window=self.config.model_window)
+                eng = self.models.engine(model, store, self.config.model_window)
                 self._engines[key] = eng
             return eng
 
