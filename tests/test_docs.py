@@ -215,6 +215,25 @@ def test_the_readmes_links_into_the_docs_resolve():
         assert (ROOT / link).is_file(), f"README links to {link}, which does not exist"
 
 
+def test_what_the_docs_say_the_proxy_serves_is_what_it_serves(tmp_path):
+    """The README and the proxy guide say which APIs the proxy serves today and which not yet: when a route is
+    added, this fails until both say so."""
+    pytest.importorskip("starlette", reason="needs the server extra: pip install 'windowsmith[server]'")
+    from windowsmith.server import ServerConfig, create_app
+
+    app = create_app(ServerConfig(store=str(tmp_path / "proxy.db")))
+    served = {r.path for r in app.routes if getattr(r, "path", "").startswith("/v1/")}
+    documented = {"/v1/chat/completions", "/v1/messages"}
+    assert served == documented, (
+        f"the proxy serves {sorted(served)}; the README's and docs/guides/proxy.md's client tables say "
+        f"{sorted(documented)}: update them (and this list)")
+    for page in (README, DOCS / "guides" / "proxy.md"):
+        text = page.read_text()
+        for path in documented:
+            assert path in text, f"{rel(page)} does not say the proxy serves {path}"
+        assert "not yet" in text, f"{rel(page)} no longer says what the proxy does not serve yet"
+
+
 def test_readme_keeps_the_two_commands_ci_runs():
     text = README.read_text()
     assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/windowsmith demo" in text
