@@ -316,7 +316,7 @@ def test_an_emergency_cut_indexes_what_it_lost_and_every_view_shows_it(tmp_path)
         assert act["detail"]["index"] and "identifier(s) the cut lost" in act["reason"]
         sid = s.id
     r = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["inspect", sid, "--store", str(db)], catch_exceptions=False)
-    assert r.exit_code == 0 and f"emergency history (index {len(act['detail']['index'])}: " in r.output
+    assert r.exit_code == 0 and f"cut history (index {len(act['detail']['index'])}: " in r.output
     # resumed from the log alone: the same index in the same place
     with ws.Engine(model="claude-sonnet-4-5", store=db, window=8000) as e2:
         again = e2.session(sid)

@@ -27,12 +27,13 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         s.close()
 
 
-def test_markdown_chunks_follow_headings_of_the_architecture_doc() -> None:
-    text = (REPO / "docs" / "architecture.md").read_text()
+def test_markdown_chunks_follow_headings_of_the_internals_doc() -> None:
+    text = (REPO / "docs" / "internals.md").read_text()
     sections = chunk_markdown(text)
     titles = [s.title for s in sections]
-    assert "windowsmith architecture > Data flow" in titles
-    assert any(t.startswith("windowsmith architecture > Data flow > Who imports whom") for t in titles)
+    top = "Internals: how each mechanism works"
+    assert f"{top} > `Session.add`: from event to log" in titles
+    assert any(t.startswith(f"{top} > `Session.add`: from event to log > Ingest") for t in titles)
     lines = text.split("\n")
     for s in sections:
         assert len(s.text) <= 1500
