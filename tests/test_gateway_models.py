@@ -126,3 +126,14 @@ def test_serve_reads_every_option_from_the_environment(monkeypatch: pytest.Monke
     c = seen["config"]
     assert (seen["host"], seen["port"], seen["workers"], seen["logs"]) == ("0.0.0.0", 9999, 2, ("warning", "json"))
     assert (c.default_window, c.model_window, c.openai_base_url) == (40000, 9000, "http://127.0.0.1:1/v1")
+
+
+def test_health_readiness_and_the_model_list(tmp_path: Path) -> None:
+    import httpx
+
+    for _, url in serve(tmp_path):
+        assert httpx.get(url + "/healthz").json() == {"status": "ok"}
+        r = httpx.get(url + "/readyz")
+        assert r.status_code == 200 and r.json()["store"] == "ok"
+        with openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0) as c:
+            assert [m.id for m in c.models.list()] == ["gpt-4o", "gpt-4.1", "llama3:8b"]

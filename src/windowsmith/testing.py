@@ -80,12 +80,19 @@ class FakeUpstream:
             Route("/v1/chat/completions", self._openai, methods=["POST"]),
             Route("/v1/messages", self._anthropic, methods=["POST"]),
             Route("/_timings", self._timings, methods=["GET"]),
+            Route("/v1/models", self._models, methods=["GET"]),
         ])
 
     async def _timings(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
         return JSONResponse(self.timings)
+
+    async def _models(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"object": "list", "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in ("gpt-4o", "gpt-4.1", "llama3:8b")]})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.app(scope, receive, send)

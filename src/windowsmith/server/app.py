@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from anyio import to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import UsageError
@@ -59,6 +59,7 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/", dashboard, methods=["GET"]),
+        *gateway_routes(state, proxy),
         *api.routes(),
     ]
 
@@ -70,6 +71,31 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.windowsmith = state
     return app
+
+
+def gateway_routes(state: ServerState, proxy: Proxy) -> list[Route]:
+    """``GET /healthz`` (the process answers), ``GET /readyz`` (the store answers a query: 503 otherwise) and
+    ``GET /v1/models`` (the OpenAI upstream's list, passed through with the caller's key)."""
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            await to_thread.run_sync(state.store.get_kv, "health", "ready")
+        except Exception as e:  # any failure to answer is "not ready", said without its details
+            log.warning("readiness check failed: the store did not answer (%s)", type(e).__name__)
+            return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+        return JSONResponse({"status": "ready", "store": "ok"})
+
+    async def models(request: Request) -> Response:
+        tenant = proxy.tenant(request)
+        if isinstance(tenant, Response):
+            return tenant
+        return await proxy.models(request)
+
+    return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
+            Route("/v1/models", models, methods=["GET"])]
 
 
 #: the environment variable through which ``windowsmith serve --workers N`` hands its configuration to each worker

@@ -347,6 +347,15 @@ class Proxy:
             if not handed_over:
                 lock.release()
 
+    async def models(self, request: Request) -> Response:
+        """``GET /v1/models``: the OpenAI upstream's answer, passed through."""
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            reply = await self.state.upstream(OPENAI).list_models(headers)
+        except UpstreamError as e:
+            return Response(e.body, status_code=e.status, headers=e.headers)
+        return Response(reply.body, status_code=reply.status, headers=reply.headers)
+
     async def _send(self, p: Prepared, fmt: str, upstream: Any, headers: Mapping[str, str]) -> Any:
         with self.state.telemetry.upstream_span(fmt, p.request, p.pack) as span:
             t0 = time.perf_counter()

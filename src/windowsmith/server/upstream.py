@@ -129,6 +129,16 @@ class Upstream:
         r = raw.http_response
         return UpstreamReply(r.status_code, pass_headers(r.headers), r.content)
 
+    async def list_models(self, headers: Mapping[str, str]) -> UpstreamReply:
+        """``GET /models`` of an OpenAI-compatible upstream, its bytes unchanged."""
+        client = self.client_for(headers)
+        try:
+            raw = await client.models.with_raw_response.list()
+        except self._sdk.APIError as exc:
+            raise self._error(exc) from None
+        r = raw.http_response
+        return UpstreamReply(r.status_code, pass_headers(r.headers), r.content)
+
     async def open_stream(self, request: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[UpstreamReply, AsyncIterator[bytes]]:
         """Start a streaming call: the status and headers once the upstream accepted it (errors raise
         :class:`UpstreamError` before any byte is sent to the client), and the body's chunks."""
