@@ -704,7 +704,7 @@ def test_pii_is_kept_by_default_and_redacted_when_asked() -> None:
      "NI GB 12 34 56 C", "NI QQ 12 34 56 E", "git clone git@github.com:acme/api.git", "pip install pkg==1.2.3",
      "released 2024-05-01 12:00:00", "version 10.0.19045.3803", "ip 192.168.100.200", "npm i @scope/pkg@1.2.3",
      "M 0 0 L 469 0 L 469 531 Q 828 903 1448 Q 2531 2678 2651 2914", "ts 1712345678901", "uuid 550e8400-e29b-41d4-a716-446655440000",
-     "order #W2378156, total 1234.56 USD"],
+     "order #W2378156, total 1234.56 USD", "range 100-200-3000"],
 )
 def test_pii_lookalikes_are_kept(text: str) -> None:
     assert redact(text, pii=True).text == text

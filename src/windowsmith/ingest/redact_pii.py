@@ -6,7 +6,8 @@ What is found (each one pattern, as a :class:`~windowsmith.ingest.redact_rules.R
 
 * ``email_address``: ``local@domain.tld``; ``git@host`` (an SSH remote) is kept.
 * ``phone_number``: ``+`` and 8 to 15 digits (E.164, separators allowed), North American
-  ``(415) 555-2671`` / ``415-555-2671`` / ``415.555.2671`` (one separator throughout), UK mobile
+  ``(415) 555-2671`` / ``415-555-2671`` / ``415.555.2671`` (one separator throughout; no area code starts
+  with 0 or 1), UK mobile
   ``07700 900123``. Bare digit runs are not phone numbers (ids, timestamps), nor groups in a list of numbers
   (``0 L 469 531 Q 828 903 1448``, an SVG path).
 * ``payment_card``: 13 to 19 digits, contiguous or in groups of four (Amex 4-6-5), whose prefix belongs to a
@@ -54,7 +55,7 @@ PII_RULES: tuple[RegexRule, ...] = (
     RegexRule(
         "phone_nanp",
         "phone_number",
-        r"(?<![\w.+-])(?<![0-9][ ,])(?P<v>(?:\([0-9]{3}\)[ ]?|[0-9]{3}(?P<s>[-.]))[0-9]{3}[-.][0-9]{4})(?![\w.-])"
+        r"(?<![\w.+-])(?<![0-9][ ,])(?P<v>(?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}(?P<s>[-.]))[0-9]{3}[-.][0-9]{4})(?![\w.-])"
         r"(?![ ,][0-9])",
         P_PII,
         probe=r"[0-9]{3}[-.)][ ]?[0-9]{3}[-.][0-9]{4}",
