@@ -3,6 +3,7 @@ leave, hung upstreams, malformed and oversized bodies, broken upstream streams, 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -86,3 +87,98 @@ def test_tenant_tokens_drive_the_proxy_concurrently(tmp_path: Path) -> None:
             seen[tenant] = sorted(s["id"] for s in resp.json())
         assert seen["a"] == sorted([f"s-a-{i}" for i in range(1, 12, 2)] + ["s-a-anth"])
         assert seen["b"] == sorted(f"s-b-{i}" for i in range(0, 12, 2))
+
+
+# -- malformed and oversized bodies -----------------------------------------------------------------------------
+
+
+class CountingApp:
+    """The app behind a receive that counts the body bytes the server handed it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.read = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def counted() -> Any:
+            msg = await receive()
+            self.read += len(msg.get("body", b""))
+            return msg
+
+        await self.app(scope, counted, send)
+
+
+@contextmanager
+def counted_server(tmp_path: Path, **config: Any) -> Iterator[tuple[CountingApp, str]]:
+    with BackgroundServer(FakeUpstream()) as u:
+        app = CountingApp(create_app(ServerConfig(store=tmp_path / "proxy.db", openai_base_url=u.url + "/v1",
+                                                  anthropic_base_url=u.url, **config)))
+        with BackgroundServer(app) as p:
+            yield app, p.url
+
+
+def openai_error(resp: Any, status: int) -> str:
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    return str(err["message"])
+
+
+def anthropic_error(resp: Any, status: int) -> str:
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
+    return str(body["error"]["message"])
+
+
+@pytest.mark.parametrize("size_mb", [32, 64])
+def test_oversized_bodies_are_413_without_being_read(tmp_path: Path, size_mb: int) -> None:
+    payload = b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "' + b"x" * (size_mb << 20) + b'"}]}'
+    with counted_server(tmp_path, max_body=1 << 20) as (app, url):
+        with_length = httpx.post(url + "/v1/chat/completions", content=payload, timeout=60,
+                                 headers={"content-type": "application/json"})
+        assert "over the server's limit" in openai_error(with_length, 413)
+        assert app.read == 0  # refused from its Content-Length: not a byte of the body read
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it streams in
+            for i in range(0, len(payload), 1 << 16):
+                yield payload[i:i + (1 << 16)]
+
+        chunked = httpx.post(url + "/v1/messages", content=chunks(), timeout=60)
+        assert "--max-body" in anthropic_error(chunked, 413)
+        assert app.read <= (1 << 20) + (1 << 17)  # the limit and at most a chunk or two beyond it
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    (b'{"model": "gpt-4o", "temperature": NaN, "messages": [{"role": "user", "content": "hi"}]}', "NaN"),
+    (b'{"model": "gpt-4o", "temperature": Infinity, "messages": []}', "Infinity"),
+    (b'{"model": "gpt-4o", "temperature": -Infinity, "messages": []}', "-Infinity"),
+    (b'{"model": "gpt-4o", "temperature": 1e999, "messages": []}', "out of range"),
+    (b'{"model": "gpt-4o", "messages": [' + b"[" * 5000 + b"]" * 5000 + b"]}", "5002 levels deep"),
+    (b'{"model": "gpt-4o", "metadata": {"a": ' + b'{"b": ' * 60000 + b"1" + b"}" * 60000 + b"}}", "levels deep"),
+    (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "[[[[{{{{"}]', "not valid JSON"),
+    (b'\xff\xfe{"model"', "not valid JSON"),
+    (b'{"n": ' + b"9" * 5000 + b"}", "not valid JSON"),
+])
+def test_malformed_bodies_are_400_in_the_provider_shape(tmp_path: Path, body: bytes, why: str) -> None:
+    with counted_server(tmp_path) as (_, url):
+        r = httpx.post(url + "/v1/chat/completions", content=body, timeout=30)
+        assert why in openai_error(r, 400)
+        r = httpx.post(url + "/v1/messages", content=body, timeout=30)
+        assert why in anthropic_error(r, 400)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    from windowsmith.server.limits import json_depth, parse_json
+
+    assert json_depth(b'{"a": "[[[[{{{{\\"[[[", "b": [[1], {"c": []}]}') == 4
+    deep_text = json.dumps({"content": "[" * 10000})
+    assert parse_json(deep_text.encode()) == {"content": "[" * 10000}
+
+
+def test_unknown_routes_and_methods_answer_in_the_route_shape(tmp_path: Path) -> None:
+    with counted_server(tmp_path) as (_, url):
+        assert anthropic_error(httpx.get(url + "/v1/messages", timeout=30), 405)
+        assert openai_error(httpx.post(url + "/v1/nope", timeout=30), 404)
+        r = httpx.get(url + "/api/nope", timeout=30)
+        assert r.status_code == 404 and "GET /api/nope" in r.json()["error"]

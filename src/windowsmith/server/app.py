@@ -20,6 +20,8 @@ from collections.abc import AsyncIterator
 
 from anyio import to_thread
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
@@ -29,6 +31,7 @@ from ..store import Store
 from .api import Api
 from .conversation import ANTHROPIC, OPENAI
 from .dashboard import render_page
+from .limits import Guard, http_error
 from .proxy import Proxy
 from .state import ServerConfig, ServerState
 
@@ -68,7 +71,8 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
         yield
         await state.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error},
+                    middleware=[Middleware(Guard, max_body=state.config.max_body, body_timeout=state.config.body_timeout)])
     app.state.windowsmith = state
     return app
 
@@ -104,7 +108,7 @@ SERVE_ENV = "WINDOWSMITH_SERVE_CONFIG"
 
 #: the fields a worker's configuration carries (the rest, a tracer and the dashboard's poll, keep their defaults)
 _ENV_FIELDS = ("store", "openai_base_url", "anthropic_base_url", "model_window", "tokens", "lock_dir", "registry",
-               "default_window")
+               "default_window", "max_body", "body_timeout", "upstream_timeout")
 
 
 def config_to_env(config: ServerConfig) -> str:

@@ -42,6 +42,7 @@ from .conversation import (
     unpack_json,
     with_unique_call_ids,
 )
+from .limits import RequestRejected, read_json
 from .logs import CallLog
 from .replay import REPLAY_HEADER, replay_response, reply_from_message
 from .telemetry import Telemetry
@@ -305,9 +306,9 @@ class Proxy:
         if isinstance(tenant, Response):
             return tenant
         try:
-            body = await request.json()
-        except ValueError:
-            return error_body(fmt, 400, "the request body is not valid JSON")
+            body = await read_json(request)
+        except RequestRejected as e:
+            return error_body(fmt, e.status, str(e))
         if not isinstance(body, dict):
             return error_body(fmt, 400, "the request body must be a JSON object")
         headers = {k.lower(): v for k, v in request.headers.items()}

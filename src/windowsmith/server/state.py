@@ -21,6 +21,7 @@ from ..errors import UsageError
 from ..session import Session
 from ..store import Store, open_store
 from .conversation import OPENAI
+from .limits import BODY_TIMEOUT, MAX_BODY
 from .locks import SessionLock, lock_path
 from .models import Models
 from .telemetry import Telemetry
@@ -38,6 +39,8 @@ class ServerConfig:
     ``openai_base_url`` / ``anthropic_base_url``: where requests go upstream (None: the SDK default).
     ``model_window``: build windows of this many tokens instead of each model's full window.
     ``tokens``: API token → tenant (None for the default tenant); empty: no authentication.
+    ``max_body``: the largest request body in bytes (a larger one is a 413); ``body_timeout``: seconds a client has
+    to send its body (then a 408); ``upstream_timeout``: seconds an upstream call may take (per read when streaming).
     ``lock_dir``: a directory every worker process of one server shares, where a session's turn takes a file lock
     (``server/locks.py``); None: one process, whose own locks suffice.
     ``registry`` / ``default_window``: see :mod:`windowsmith.server.models`.
@@ -53,8 +56,15 @@ class ServerConfig:
     lock_dir: str | Path | None = None
     registry: str | Path | None = None  # a JSON/TOML model file merged over the packaged registry
     default_window: int | None = None  # the window of a model no registry knows (None: such a model is refused)
+    max_body: int = MAX_BODY
+    body_timeout: float = BODY_TIMEOUT
+    upstream_timeout: float = 600.0
 
     def __post_init__(self) -> None:
+        for name in ("max_body", "body_timeout", "upstream_timeout"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+                raise UsageError(f"{name} must be a positive number, got {v!r}")
         if self.model_window is not None and (not isinstance(self.model_window, int) or self.model_window <= 0):
             raise UsageError(f"model_window must be a positive number of tokens, got {self.model_window!r}")
         for t in self.tokens:
@@ -161,7 +171,7 @@ class ServerState:
         up = self._upstreams.get(fmt)
         if up is None:
             base = self.config.openai_base_url if fmt == OPENAI else self.config.anthropic_base_url
-            up = self._upstreams[fmt] = Upstream(fmt, base)
+            up = self._upstreams[fmt] = Upstream(fmt, base, timeout=self.config.upstream_timeout)
         return up
 
     async def close(self) -> None:
