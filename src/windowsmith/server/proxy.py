@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from anyio import to_thread
+from anyio import get_cancelled_exc_class, to_thread
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -321,6 +321,7 @@ class Proxy:
         lock = self.state.session_lock(tenant, sid)
         await lock.acquire()
         handed_over = False
+        p: Prepared | None = None
         try:
             try:
                 p = await to_thread.run_sync(self._prepare, fmt, body, conv, sid, tenant, SESSION_HEADER in headers)
@@ -344,6 +345,11 @@ class Proxy:
             return await self._once(p, fmt, upstream, headers, request)
         except UpstreamError as e:
             return Response(e.body, status_code=e.status, headers=e.headers)
+        except get_cancelled_exc_class():  # the client left (server/limits.py cancels its request)
+            if p is not None and not handed_over:
+                self._unrecorded(p, "the client left before the reply arrived: its upstream call was cancelled and "
+                                    "the session freed; its retry resends the turn")
+            raise
         finally:
             if not handed_over:
                 lock.release()
