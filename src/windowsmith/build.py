@@ -13,11 +13,13 @@ circuit breaker: a :class:`~windowsmith.compaction.Breaker` passed to :meth:`Bui
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from . import telemetry
 from .assemble import Assembly, assemble
 from .body_snapshot import BodySnapshots
 from .budget import Budget
@@ -121,7 +123,8 @@ class ModelCall:
 
     def build(self) -> Pack:
         """Build the request (compaction as due, within this call's breaker)."""
-        return self._builder.build(self.format, self._breaker, self.model)
+        with self._builder.traced(self.format, self.model) as done:
+            return done(self._builder.build(self.format, self._breaker, self.model))
 
     def compact_harder(self, reason: str) -> CompactionResult:
         """Compact harder after the provider refused the last build as too long (then :meth:`build` again)."""
@@ -205,6 +208,12 @@ class Builder:
         return asm
 
     # ------------------------------------------------------------------ the pipeline
+
+    def traced(self, fmt: str, model: str | None) -> contextlib.AbstractContextManager[Callable[[Pack], Pack]]:
+        """The telemetry of a build: a ``windowsmith.build`` span in this session's model call (see
+        :mod:`windowsmith.telemetry`); ``done(pack)`` returns the pack."""
+        return telemetry.build(self.log, self.compactor, lambda: len(self.state.compactions), fmt,
+                               request_model(self.engine, fmt, model), self.session_id)
 
     def build(self, fmt: str, breaker: Breaker, model: str | None = None) -> Pack:
         """Build the request in format ``fmt`` (see ``Session.build``)."""

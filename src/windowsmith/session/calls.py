@@ -12,6 +12,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
 
+from .. import telemetry
 from ..build import Builder, ModelCall, Pack
 from ..compaction.config import Breaker, CompactionResult
 from ..errors import UsageError
@@ -44,10 +45,12 @@ class Calls:
 
     def build(self, provider: str | None, model: str | None) -> Pack:
         builder = self.builder
-        if builder.last_pack is None and len(self.state.messages) >= FREEZE_EVENTS:
-            with paused_gc(freeze=True):  # the first build of a long session renders all of it
-                return builder.build(builder.format(provider), Breaker(), model)
-        return builder.build(builder.format(provider), Breaker(), model)
+        fmt = builder.format(provider)
+        with builder.traced(fmt, model) as done:
+            if builder.last_pack is None and len(self.state.messages) >= FREEZE_EVENTS:
+                with paused_gc(freeze=True):  # the first build of a long session renders all of it
+                    return done(builder.build(fmt, Breaker(), model))
+            return done(builder.build(fmt, Breaker(), model))
 
     def compact(self, provider: str | None, reason: str | None, harder: bool) -> CompactionResult:
         return self.builder.compact(self.builder.format(provider), Breaker(), harder=harder,
@@ -67,6 +70,7 @@ class Calls:
             response = check_sync(send(pack.request))
         except Exception as exc:
             if not is_context_overflow(exc):
+                telemetry.end_call(self.builder.log, error=type(exc).__qualname__)
                 raise
             attempt.compact_harder(overflow_reason(pack, exc))
             pack = attempt.build()
@@ -106,6 +110,7 @@ class Calls:
                 response = await _maybe_await(send(pack.request))
             except Exception as exc:
                 if not is_context_overflow(exc):
+                    telemetry.end_call(self.builder.log, error=type(exc).__qualname__)
                     raise
                 await self.offload(attempt.compact_harder, overflow_reason(pack, exc))
                 pack = await self.offload(attempt.build)

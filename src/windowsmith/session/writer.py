@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .. import telemetry
 from ..build import Builder, Pack
 from ..errors import InvalidMessageError, UnmatchedToolResultError, UsageError
 from ..formats.stream import resolve
@@ -163,6 +164,8 @@ class Writer:
             response = resolve(pack.format, response)  # streams, final messages, event lists
             parsed = self.engine.renderer(pack.format).parse_response(response)
             message, usage = parsed.message, parsed.usage
+            telemetry.annotate(self.log, {"gen_ai.response.finish_reasons": telemetry.finish_reasons(pack.format, response)
+                                          or None})
         msg = None
         if message is not None and message.content:
             msg = self.add(message)
@@ -172,6 +175,9 @@ class Writer:
             if estimated:
                 event["estimated"] = True
             self.log.append_event("usage", event)
+            if estimated:
+                telemetry.annotate(self.log, {"windowsmith.usage.estimated": True})
+            telemetry.end_call(self.log, usage=u, response=response if isinstance(response, Mapping) else None)
             if pack is not None and u.prompt_tokens > 0 and not estimated:
                 cal = self.builder.calibration(pack.format)
                 counted = pack.manifest.tokens_counted
