@@ -144,3 +144,83 @@ def test_gc_on_a_real_s3_server_racing_with_writers_loses_nothing(s3_server):
     assert [sha for sha in written if arts.get(sha) is None] == []
     arts.gc({"w0", "w1"}, grace_seconds=0)
     assert [arts.get(sha) for sha in garbage] == [None] * len(garbage)
+
+
+# -- issue 56.9: gc never deletes what an event names -------------------------------------------------
+
+
+def _race_writer(store_url: str, folder: str | None, w: int, seconds: float, out) -> None:  # type: ignore[no-untyped-def]
+    """One agent process: tool results large enough to be offloaded (a blob put, then the event naming
+    it), as fast as it can for ``seconds``; sends how many results it wrote."""
+    import windowsmith as ws
+
+    arts = FileArtifacts(folder) if folder else None
+    n = 0
+    with ws.Engine("gpt-4o", store=store_url, artifacts=arts, window=8000) as e:
+        s = e.session(f"w{w}")
+        s.user("go")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            s.assistant("", tool_calls=[{"id": f"c{n}", "name": "bash", "arguments": {"cmd": f"run {n}"}}])
+            s.tool_result(f"c{n}", "\n".join(f"w{w} result {n} line {i}: status {i * 7919 % 10007}" for i in range(400)))
+            n += 1
+    out.put(n)
+
+
+def _race_gc(store_url: str, folder: str | None, stop, out) -> None:  # type: ignore[no-untyped-def]
+    from windowsmith.artifacts import collect_garbage
+    from windowsmith.store import open_store
+
+    arts = FileArtifacts(folder) if folder else None
+    rounds = deleted = 0
+    with open_store(store_url) as st:
+        while not stop.is_set():
+            deleted += collect_garbage(st, arts, grace_seconds=0, vacuum=False)["blobs_deleted"]
+            rounds += 1
+    out.put((rounds, deleted))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["sqlite", "folder", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_gc_with_no_grace_racing_agent_processes_loses_no_named_artifact(tmp_path, where, request):
+    import multiprocessing
+
+    import windowsmith as ws
+    from windowsmith.artifacts import collect_garbage
+    from windowsmith.store import open_store
+
+    if where == "postgres":
+        from conftest import PG_DSN
+
+        schema = request.getfixturevalue("pg_schema")
+        store_url = f"postgresql://postgres@127.0.0.1:5432/test?schema={schema}"
+        assert PG_DSN
+    else:
+        store_url = str(tmp_path / "race.db")
+    folder = str(tmp_path / "blobs") if where == "folder" else None
+    open_store(store_url).close()
+    ctx = multiprocessing.get_context("fork")
+    stop, results, gcs = ctx.Event(), ctx.Queue(), ctx.Queue()
+    writers = [ctx.Process(target=_race_writer, args=(store_url, folder, w, 6.0, results)) for w in range(3)]
+    collector = ctx.Process(target=_race_gc, args=(store_url, folder, stop, gcs))
+    collector.start()
+    for p in writers:
+        p.start()
+    written = [results.get(timeout=120) for _ in writers]
+    for p in writers:
+        p.join(timeout=60)
+    stop.set()
+    rounds, _ = gcs.get(timeout=60)
+    collector.join(timeout=60)
+    assert all(p.exitcode == 0 for p in [*writers, collector])
+    assert sum(written) >= 6 and rounds >= 3, (written, rounds)
+    arts = FileArtifacts(folder) if folder else None
+    with ws.Engine("gpt-4o", store=store_url, artifacts=arts) as e:
+        named = {sid: e.store.named_artifacts(sid) for sid in (f"w{w}" for w in range(3))}
+        assert sum(len(v) for v in named.values()) >= sum(written)  # every offloaded result is named
+        lost = [(sid, sha) for sid, shas in named.items() for sha in shas if e.artifacts.get(sha) is None]
+        assert lost == []
+        # and what no event names still goes: a blob put for a session that never names it
+        orphan = e.artifacts.put(b"never named", session_id="w0")
+        collect_garbage(e.store, e.artifacts if folder else None, grace_seconds=0, vacuum=False)
+        assert e.artifacts.get(orphan) is None

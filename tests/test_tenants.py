@@ -159,6 +159,9 @@ def test_two_tenants_never_read_each_other(store: Store) -> None:
             # key-value: calibration is per tenant
             cal_key = f"{me.spec.name}|anthropic"
             assert st.get_kv("calibration", cal_key) is not None
+            # nor delete it, nor drop its blobs' references
+            assert not st.delete_session(other["session"].id)
+            assert st.gc(grace_seconds=0, vacuum=False)["refs_dropped"] == 0
             # the other tenant's session id is free in mine: a new, empty session of my own, never theirs
             same = me.session(other["session"].id)
             assert same.state.messages == [] and same.state.seq == -1 and not same.packs()

@@ -11,14 +11,25 @@ per session that uses it; garbage collection deletes blobs that no live session 
   local or in-memory stores), same layout as the folder; ``pip install 'windowsmith[s3]'``.
 
 Reads re-check the hash, so a corrupt blob is reported, never returned.
+
+**Garbage collection never deletes what an event names.** A blob is put before the event naming it is
+appended (an offloaded tool result, a compaction's folded results), and a collection with no grace
+sees, in between, a reference no event names. So each store remembers, in memory, the blobs it put for
+a session that no appended event has named yet, and :meth:`ArtifactStore.append` (what the session log
+appends through) writes them again with the events that name them: in the same transaction for
+:class:`EmbeddedArtifacts` (``Store.append_many(blobs=...)``), right after the append for the folder and
+object stores, whose collection keeps every reference written after it started. Either the collection
+finished before (and the blobs are back) or it sees the events.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -28,6 +39,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from .errors import StoreError, UsageError
+from .model import Event
 from .refs import ARTIFACT_RE
 from .store import Store
 from .store.base import check_session_id
@@ -72,8 +84,76 @@ def _check_grace(grace_seconds: Any) -> float:
     return float(grace_seconds)
 
 
+#: The most bytes of blobs put for one session and not yet named by an appended event that a store keeps
+#: in memory to write again with the event naming them (older ones are left to the grace period).
+UNNAMED_BYTES = 64 * 1024 * 1024
+
+
+class _Unnamed:
+    """The blobs a store put per session that no appended event named yet (oldest first), bounded."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_session: dict[str, dict[str, bytes]] = {}
+
+    def add(self, session_id: str, sha: str, data: bytes) -> None:
+        with self.lock:
+            blobs = self.by_session.setdefault(session_id, {})
+            blobs.pop(sha, None)
+            blobs[sha] = data
+            total = sum(map(len, blobs.values()))
+            while total > UNNAMED_BYTES and len(blobs) > 1:
+                total -= len(blobs.pop(next(iter(blobs))))
+
+    def named_by(self, session_id: str, items: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, bytes]:
+        """The blobs of ``session_id`` that ``items`` name, taken out of the set."""
+        with self.lock:
+            blobs = self.by_session.get(session_id)
+            if not blobs:
+                return {}
+            text = json.dumps([d for _, d in items], default=str)
+            named = {sha: blobs.pop(sha) for sha in [sha for sha in blobs if sha in text]}
+            if not blobs:
+                del self.by_session[session_id]
+            return named
+
+
 class ArtifactStore(ABC):
     """Content-addressed blob storage with per-session references."""
+
+    @property
+    def _unnamed(self) -> _Unnamed:
+        found: _Unnamed | None = self.__dict__.get("_unnamed_blobs")
+        if found is None:
+            found = self.__dict__.setdefault("_unnamed_blobs", _Unnamed())
+        return found
+
+    def append(self, store: Store, session_id: str, items: Sequence[tuple[str, Mapping[str, Any]]], *,
+               expected_parent: str | None) -> list[Event]:
+        """``store.append_many(session_id, items, ...)``, writing again with them the blobs this store put for
+        the session that they name (see the module docstring): what the session log appends through."""
+        named = self._unnamed.named_by(session_id, items)
+        if not named:
+            return store.append_many(session_id, items, expected_parent=expected_parent)
+        try:
+            return self._append_naming(store, session_id, items, expected_parent, named)
+        except BaseException:
+            for sha, data in named.items():  # not appended: they stay unnamed
+                self._unnamed.add(session_id, sha, data)
+            raise
+
+    def _append_naming(self, store: Store, session_id: str, items: Sequence[tuple[str, Mapping[str, Any]]],
+                       expected_parent: str | None, named: Mapping[str, bytes]) -> list[Event]:
+        """Append ``items`` and make sure the blobs ``named`` (sha → bytes) they name are stored and referenced."""
+        events = store.append_many(session_id, items, expected_parent=expected_parent)
+        self._keep(named, session_id)
+        return events
+
+    def _keep(self, named: Mapping[str, bytes], session_id: str) -> None:
+        """Store ``named`` again for ``session_id`` (their references renewed), without remembering them
+        (a store of its own that does not remember what it puts gets no blobs here)."""
+        for data in named.values():
+            self.put(data, session_id=session_id)
 
     @abstractmethod
     def put(self, data: bytes, *, session_id: str) -> str:
@@ -92,10 +172,13 @@ class ArtifactStore(ABC):
         """Sessions referencing the blob, sorted."""
 
     @abstractmethod
-    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS) -> int:
+    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS,
+           started: float | None = None) -> int:
         """Delete references of sessions not in ``live_sessions`` (when given; a mapping also drops a
         live session's references to blobs its events do not name), then every blob with no reference
-        left; return how many blobs were deleted. References younger than ``grace_seconds`` stay.
+        left; return how many blobs were deleted. References younger than ``grace_seconds`` stay, counted
+        from ``started`` (``time.time()`` when ``live_sessions`` was read; default now), so no reference
+        written after the mapping was read is dropped on its account.
         Safe while other processes ``put()``: a blob that gains a reference during the collection is kept."""
 
     def references(self, ref: str, session_id: str) -> bool:
@@ -128,10 +211,23 @@ class EmbeddedArtifacts(ArtifactStore):
         self.store = store
 
     def put(self, data: bytes, *, session_id: str) -> str:
-        return self.store.put_blob(bytes(data), session_id=session_id)
+        return self.put_many([data], session_id=session_id)[0]
 
     def put_many(self, datas: Sequence[bytes], *, session_id: str) -> list[str]:
-        return self.store.put_blobs([bytes(d) for d in datas], session_id=session_id)
+        raws = [bytes(d) for d in datas]
+        shas = self.store.put_blobs(raws, session_id=session_id)
+        for sha, raw in zip(shas, raws, strict=True):
+            self._unnamed.add(session_id, sha, raw)
+        return shas
+
+    def _append_naming(self, store: Store, session_id: str, items: Sequence[tuple[str, Mapping[str, Any]]],
+                       expected_parent: str | None, named: Mapping[str, bytes]) -> list[Event]:
+        if store is not self.store:
+            return super()._append_naming(store, session_id, items, expected_parent, named)
+        return store.append_many(session_id, items, expected_parent=expected_parent, blobs=named)  # one transaction
+
+    def _keep(self, named: Mapping[str, bytes], session_id: str) -> None:
+        self.store.put_blobs(list(named.values()), session_id=session_id)
 
     def get(self, sha: str) -> bytes | None:
         return self.store.get_blob(_check_sha(sha))
@@ -139,7 +235,8 @@ class EmbeddedArtifacts(ArtifactStore):
     def refs(self, sha: str) -> list[str]:
         return self.store.blob_refs(_check_sha(sha))
 
-    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS) -> int:
+    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS,
+           started: float | None = None) -> int:
         # references cascade when a session is deleted, so the live set is implied; orphan references
         # and the blobs are collected by the store in its own transactions
         return self.store.gc(grace_seconds=_check_grace(grace_seconds), vacuum=False)["blobs_deleted"]
@@ -209,7 +306,12 @@ class _KeyedArtifacts(ArtifactStore):
     #: Whether ``_move`` keeps a key's age (a rename does; an object store's copy + delete does not).
     _MOVE_KEEPS_AGE = False
 
-    def _drop_ref(self, key: str, grace: float) -> bool:
+    @staticmethod
+    def _min_age(grace: float, t0: float) -> float:
+        """The age (now) of a key written ``grace`` seconds before ``t0``."""
+        return grace + max(0.0, time.time() - t0)
+
+    def _drop_ref(self, key: str, grace: float, t0: float) -> bool:
         """Delete an old reference; False if a ``put()`` renewed it meanwhile (then it stays).
 
         Where a move keeps the age, the reference is moved aside first (``%gc-`` never appears in a
@@ -222,7 +324,7 @@ class _KeyedArtifacts(ArtifactStore):
         if not self._move(key, aside):
             return True
         age = self._age(aside)
-        if age is not None and age < grace:  # renewed just now: put it back unless a newer one exists
+        if age is not None and age < self._min_age(grace, t0):  # renewed meanwhile: back, unless a newer one exists
             if self._exists(key):
                 self._delete(aside)
             else:
@@ -232,8 +334,17 @@ class _KeyedArtifacts(ArtifactStore):
         return True
 
     def put(self, data: bytes, *, session_id: str) -> str:
-        check_session_id(session_id)  # the id of the session that references the artifact
         data = bytes(data)
+        sha = self._put(data, session_id)
+        self._unnamed.add(session_id, sha, data)
+        return sha
+
+    def _keep(self, named: Mapping[str, bytes], session_id: str) -> None:
+        for data in named.values():
+            self._put(data, session_id)
+
+    def _put(self, data: bytes, session_id: str) -> str:
+        check_session_id(session_id)  # the id of the session that references the artifact
         sha = hashlib.sha256(data).hexdigest()
         key = self._blob_key(sha)
         ref_key = self._ref_key(sha, session_id)
@@ -259,8 +370,10 @@ class _KeyedArtifacts(ArtifactStore):
         out = (self._ref_session(k) for k in self._list(f"refs/{_check_sha(sha)}/") if "%gc-" not in k)
         return sorted({sid for sid in out if sid is not None})  # an older '.name' ref and its '%2Ename' are one
 
-    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS) -> int:
+    def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS,
+           started: float | None = None) -> int:
         grace = _check_grace(grace_seconds)
+        t0 = time.time() if started is None else float(started)
         named: Mapping[str, Collection[str]] | None = None
         live: set[str] | None = None
         if isinstance(live_sessions, Mapping):
@@ -271,9 +384,9 @@ class _KeyedArtifacts(ArtifactStore):
                 raise UsageError("live_sessions takes a collection of session ids, not one string")
             live = set(live_sessions)
 
-        def old(key: str) -> bool:
+        def old(key: str) -> bool:  # written before t0 - grace
             age = self._age(key)
-            return age is not None and age >= grace
+            return age is not None and age >= self._min_age(grace, t0)
 
         referenced: set[str] = set()
         for key in self._list("refs/"):
@@ -288,7 +401,7 @@ class _KeyedArtifacts(ArtifactStore):
             sid = self._ref_session(key)
             dead = live is not None and sid not in live
             orphan = named is not None and sid is not None and sid in named and sha not in named[sid]
-            if not ((dead or orphan) and old(key) and self._drop_ref(key, grace)):
+            if not ((dead or orphan) and old(key) and self._drop_ref(key, grace, t0)):
                 referenced.add(sha)
         deleted = 0
         for key in self._list("blobs/"):
@@ -458,8 +571,9 @@ def collect_garbage(store: Store, artifacts: ArtifactStore | None = None, *,
     grace = _check_grace(grace_seconds)
     external = 0
     if artifacts is not None and not isinstance(artifacts, EmbeddedArtifacts):
+        started = time.time()  # before the events are read: what an append names after this, gc keeps
         live = {r.id: store.named_artifacts(r.id) for r in store.list_sessions()}
-        external = artifacts.gc(live, grace_seconds=grace)
+        external = artifacts.gc(live, grace_seconds=grace, started=started)
     report = store.gc(grace_seconds=grace, vacuum=vacuum)
     report["blobs_deleted"] += external
     return report

@@ -34,12 +34,13 @@ class SessionLog:
 
     def append_event(self, kind: str, data: Mapping[str, Any]) -> None:
         """Append one event (optimistically, after the state's head) and fold it into the state."""
-        ev = self.store.append(self.session_id, kind, dict(data), expected_parent=self._state.head)
+        # through the artifact store: the blobs this event names are written with it (gc never loses them)
+        (ev,) = self.artifacts.append(self.store, self.session_id, [(kind, dict(data))], expected_parent=self._state.head)
         self._state.apply(ev)
 
     def append_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Append events in one transaction (all or none) and fold them into the state."""
-        for ev in self.store.append_many(self.session_id, list(items), expected_parent=self._state.head):
+        for ev in self.artifacts.append(self.store, self.session_id, list(items), expected_parent=self._state.head):
             self._state.apply(ev)
 
     def append(self, record: Record) -> None:

@@ -43,6 +43,9 @@ class Dialect:
     #: run before deleting unreferenced blobs, in the same transaction, so no reference is added meanwhile
     #: (None: the transaction already holds the write lock)
     lock_blobs: str | None = None
+    #: run first by an append that keeps the blobs its events name (``Store._keep_blobs``), so no blob
+    #: deletion runs between its check for them and its commit (None: the transaction holds the write lock)
+    lock_blob_writes: str | None = None
     #: the lexical search over chunks; ``{cols}`` the chunk columns, ``{scopes}`` the scope condition;
     #: the last column is the raw score (see :meth:`score`); ``:match`` is :meth:`match`'s expression
     search_sql = (

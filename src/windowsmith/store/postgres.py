@@ -22,8 +22,8 @@ Tenants: every query filters by the store's tenant, and row-level security check
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StoreError, UsageError
 from ..model import Event
 from .base import MIGRATIONS_TABLE, PreparedEvent, check_tenant, event_from_row, moved_on, unknown_session
+from .blobs import keep_blobs
 from .chunks import tsquery
 from .dialect import Dialect, Params
 from .postgres_schema import ADVISORY_KEY, TENANT_ROLES, TENANT_SETTING, TENANT_TABLES, migration
@@ -69,6 +70,7 @@ class PostgresDialect(Dialect):
     # EXCLUSIVE blocks put_blobs (which inserts into blobs before it adds references) but not readers,
     # so no reference can be added to a blob between the delete's snapshot and the delete.
     lock_blobs = "LOCK TABLE blobs IN EXCLUSIVE MODE"
+    lock_blob_writes = "LOCK TABLE blobs IN ROW EXCLUSIVE MODE"  # conflicts with the EXCLUSIVE above only
     search_sql = (
         "SELECT {cols}, ts_rank_cd(c.tsv, q) AS r FROM chunks c, to_tsquery('english', :match) q "
         "WHERE c.tsv @@ q AND c.tenant = :tenant AND c.namespace = :namespace AND {scopes} ORDER BY r DESC, c.id LIMIT :limit"
@@ -379,7 +381,8 @@ class PostgresStore(Store):
 
     # -- log --------------------------------------------------------------------------------------
 
-    def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None) -> list[Event]:
+    def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None,
+                      blobs: Mapping[str, bytes]) -> list[Event]:
         params = {
             "sid": session_id,
             "tenant": self.tenant,
@@ -391,16 +394,22 @@ class PostgresStore(Store):
             "hashes": [p.hash for p in prepared],
             "parents": [p.parent for p in prepared],
         }
-        with self._lock, self._errors():
-            seqs = [r[0] for r in self._db.execute(_APPEND_SQL, params).fetchall()]
+        with self._lock, self._errors(), (self._write() if blobs else nullcontext()) as tx:
+            if tx is not None:  # the blobs the events name, in the same transaction (Store.append_many)
+                keep_blobs(tx, self.dialect, self.tenant, session_id, blobs)
+            db = self._db if tx is None else tx.cursor
+            seqs = [r[0] for r in db.execute(_APPEND_SQL, params).fetchall()]
             if not seqs:
-                row = self._db.execute("SELECT head_hash FROM sessions WHERE id = %s AND tenant = %s",
-                                       (session_id, self.tenant)).fetchone()
+                row = db.execute("SELECT head_hash FROM sessions WHERE id = %s AND tenant = %s",
+                                 (session_id, self.tenant)).fetchone()
                 if row is None:
                     raise unknown_session(session_id)
                 raise moved_on(session_id, row[0], expected_parent)
         seqs.sort()
         return [event_from_row(s, p.kind, p.data_json, p.hash, p.parent) for s, p in zip(seqs, prepared, strict=True)]
+
+    def _clock(self) -> datetime:
+        return self._read("SELECT clock_timestamp()")[0][0]  # type: ignore[no-any-return]
 
     # -- upkeep -----------------------------------------------------------------------------------
 

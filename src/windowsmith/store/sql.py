@@ -41,6 +41,7 @@ from .base import (
     to_json,
     unknown_session,
 )
+from .blobs import DELETE_UNREFERENCED, collect_blobs, keep_blobs
 from .chunks import Chunk, NewChunk, check_chunks, check_namespace, check_scope, check_scopes
 from .codec import EVENT_MIN_BYTES, MIN_BYTES, pack_blob, unpack_blob, unpack_text
 from .dialect import Dialect, Params, Rows, Tx
@@ -192,18 +193,32 @@ class Store(ABC):
         return self.append_many(session_id, [(kind, data)], expected_parent=expected_parent)[0]
 
     def append_many(self, session_id: str, items: Sequence[tuple[str, Mapping[str, Any]]], *,
-                    expected_parent: str | None) -> list[Event]:
-        """Append several events in one transaction: all are written or none."""
+                    expected_parent: str | None, blobs: Mapping[str, bytes] | None = None) -> list[Event]:
+        """Append several events in one transaction: all are written or none.
+
+        ``blobs`` (sha256 → bytes, put earlier with :meth:`put_blobs`): the artifacts these events name.
+        The same transaction stores them again where a :meth:`gc` took them since, and renews the
+        session's references to them, so a collection either finished before (and they are back) or
+        sees the events that name them: ``gc`` never deletes what an event names."""
         check_session_id(session_id)
         if isinstance(items, tuple) and len(items) == 2 and isinstance(items[0], str):
             raise UsageError("append_many takes a list of (kind, data) pairs; for one event use append()")
         prepared = prepare_events(items, expected_parent)
         if not prepared:
             return []
-        return self._write_events(session_id, prepared, expected_parent)
+        if any(blob_sha(raw) != (raw, sha) for sha, raw in (blobs or {}).items()):
+            raise UsageError("append_many(blobs=...) maps each sha256 to its bytes; one of them does not match")
+        try:
+            return self._write_events(session_id, prepared, expected_parent, dict(blobs or {}))
+        except StoreError as e:
+            if blobs and self.dialect.is_foreign_key_error(e.__cause__):
+                raise unknown_session(session_id) from None  # the session was deleted meanwhile
+            raise
 
-    def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None) -> list[Event]:
-        """Atomically: check the head is ``expected_parent``, insert ``prepared`` with the next seqs."""
+    def _write_events(self, session_id: str, prepared: list[PreparedEvent], expected_parent: str | None,
+                      blobs: Mapping[str, bytes]) -> list[Event]:
+        """Atomically: check the head is ``expected_parent``, keep ``blobs`` (:meth:`_keep_blobs`), insert
+        ``prepared`` with the next seqs."""
         now, store_text, tenant = self.dialect.now(), self.dialect.store_text, self.tenant
         with self._write() as tx:
             row = tx.one("SELECT head_hash, head_seq FROM sessions WHERE id = :sid AND tenant = :tenant",
@@ -213,6 +228,8 @@ class Store(ABC):
             head, head_seq = row
             if head != expected_parent:
                 raise moved_on(session_id, head, expected_parent)
+            if blobs:
+                keep_blobs(tx, self.dialect, self.tenant, session_id, blobs)
             tx.many(
                 "INSERT INTO events (session_id, seq, kind, data, hash, parent, created_at, tenant) "
                 "VALUES (:sid, :seq, :kind, :data, :hash, :parent, :now, :tenant)",
@@ -415,8 +432,7 @@ class Store(ABC):
         with self._write() as tx:
             if self.dialect.lock_blobs:
                 tx.run(self.dialect.lock_blobs, {})
-            return tx.run("DELETE FROM blobs WHERE tenant = :tenant AND NOT EXISTS "
-                          "(SELECT 1 FROM blob_refs r WHERE r.tenant = blobs.tenant AND r.sha = blobs.sha)", self._params())
+            return tx.run(DELETE_UNREFERENCED, self._params())
 
     def named_artifacts(self, session_id: str) -> set[str]:
         """Every sha256 the session's events name (``artifact://<sha>`` in text, bare shas in
@@ -426,40 +442,23 @@ class Store(ABC):
             named.update(SHA_IN_TEXT.findall(canonical_json(e.data)))
         return named
 
-    def _stale_refs(self, cutoff: datetime) -> list[tuple[str, str]]:
-        """(sha, session id) of the blob references recorded (or last re-recorded) before ``cutoff``."""
-        rows = self._rows("SELECT sha, session_id FROM blob_refs WHERE tenant = :tenant AND created_at < :cutoff "
-                          "ORDER BY session_id, sha", self._params(cutoff=self.dialect.timestamp(cutoff)))
-        return [(r[0], r[1]) for r in rows]
-
-    def _drop_refs(self, pairs: Sequence[tuple[str, str]], cutoff: datetime) -> int:
-        """Delete the references in ``pairs`` that are still older than ``cutoff``; return how many."""
-        when, tenant = self.dialect.timestamp(cutoff), self.tenant
-        with self._write() as tx:
-            return tx.many("DELETE FROM blob_refs WHERE tenant = :tenant AND sha = :sha AND session_id = :sid "
-                           "AND created_at < :cutoff",
-                           [{"tenant": tenant, "sha": sha, "sid": sid, "cutoff": when} for sha, sid in pairs])
+    def _clock(self) -> datetime:
+        """Now, by the clock that stamps the store's rows (the database server's, where it stamps them)."""
+        return now_utc()
 
     def gc(self, *, grace_seconds: float = 3600.0, vacuum: bool = True) -> dict[str, int]:
         """Collect garbage: drop blob references no event of their session names (an append that lost
         a race, or a process killed between storing a blob and appending the event that names it),
         then every blob no session references, then (``vacuum``) shrink the store.
 
-        References younger than ``grace_seconds`` are kept: an append may be on its way. Returns
+        References younger than ``grace_seconds`` are kept: an append may be on its way. At any grace, a blob
+        an event names is never deleted (``store/blobs.py``: with ``append_many(blobs=...)``). Returns
         ``{"refs_dropped", "blobs_deleted", "bytes_before", "bytes_after"}``."""
         if not isinstance(grace_seconds, int | float) or isinstance(grace_seconds, bool) or grace_seconds < 0:
             raise UsageError(f"grace_seconds must be a number of seconds >= 0, got {grace_seconds!r}")
         before = self.size_bytes()
-        cutoff = now_utc() - timedelta(seconds=grace_seconds)
-        named: dict[str, set[str]] = {}
-        orphans: list[tuple[str, str]] = []
-        for sha, sid in self._stale_refs(cutoff):
-            if sid not in named:
-                named[sid] = self.named_artifacts(sid)
-            if sha not in named[sid]:
-                orphans.append((sha, sid))
-        dropped = self._drop_refs(orphans, cutoff) if orphans else 0
-        deleted = self.gc_blobs()
+        dropped, deleted = collect_blobs(self._rows, self._write, self.dialect, self.tenant,
+                                         self._clock() - timedelta(seconds=grace_seconds))
         if vacuum:
             self.vacuum()
         return {"refs_dropped": dropped, "blobs_deleted": deleted, "bytes_before": before,
