@@ -207,6 +207,15 @@ _by_pack: dict[str, weakref.ref[Any]] = {}
 _BY_PACK_SIZE = 4096
 
 
+_by_conversation: dict[str, weakref.ref[Any]] = {}
+
+
+def key_of_conversation(conversation_id: str) -> Any:
+    """The session key (its log) of the newest call opened for ``conversation_id``, else None."""
+    ref = _by_conversation.get(conversation_id)
+    return ref() if ref is not None else None
+
+
 def key_of(pack: Any) -> Any:
     """The session key (its log) ``pack`` was built for, while its call may be open, else None."""
     ref = _by_pack.get(pack.id)
@@ -240,6 +249,10 @@ def start_call(key: Any, fmt: str, model: str, conversation_id: str, *, operatio
     with _open_lock:
         previous = _open.get(key)
         _open[key] = call
+        _by_conversation.pop(conversation_id, None)
+        _by_conversation[conversation_id] = weakref.ref(key)
+        while len(_by_conversation) > _BY_PACK_SIZE:
+            del _by_conversation[next(iter(_by_conversation))]
     if previous is not None:
         previous.end()
 
@@ -360,4 +373,4 @@ def pack_attributes(s: Any, pack: Any) -> None:
 
 
 __all__ = ["PROVIDERS", "annotate", "build", "child", "configure", "current", "end_call", "finish_reasons", "key_of",
-           "max_tokens", "open_call", "pack_attributes", "provider_name", "rename", "start_call", "tracer"]
+           "key_of_conversation", "max_tokens", "open_call", "pack_attributes", "provider_name", "rename", "start_call", "tracer"]

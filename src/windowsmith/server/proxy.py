@@ -219,11 +219,7 @@ class Proxy:
         s.store.set_kv(SYNC_SCOPE, s.id, p.sync.to_dict())
 
     def _build(self, session: Session, call: ModelCall) -> Pack:
-        tel = self.state.telemetry
-        with tel.build_span(session, call.format) as span:
-            pack = call.build()
-            Telemetry.pack_attributes(span, pack)
-        return pack
+        return call.build()  # traced by the build itself (windowsmith.telemetry), in the call's trace
 
     def _compact_and_rebuild(self, p: Prepared, fmt: str, exc: UpstreamError) -> None:
         with self.state.telemetry.span("windowsmith.compaction.reactive", {"windowsmith.session.id": p.session.id,

@@ -20,7 +20,7 @@ from ..engine import Engine
 from ..errors import UsageError
 from ..session import Session
 from ..store import Store, open_store
-from .conversation import OPENAI
+from .conversation import ANTHROPIC, OPENAI
 from .limits import BODY_TIMEOUT, MAX_BODY
 from .locks import SessionLock, lock_path
 from .models import Models
@@ -90,7 +90,8 @@ class ServerState:
                              "for a server of one process")
         self._upstreams: dict[str, Upstream] = {}
         self._views: dict[str, Store] = {}
-        self.telemetry = Telemetry(config.tracer_provider)
+        self.telemetry = Telemetry(config.tracer_provider, {OPENAI: config.openai_base_url,
+                                                            ANTHROPIC: config.anthropic_base_url})
         self.models = Models(config.registry, config.default_window)
 
     # -- tenants and auth -------------------------------------------------------------------------
