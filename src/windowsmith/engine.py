@@ -105,7 +105,12 @@ class Engine:
             if artifacts is not None:
                 raise ConfigError("Engine(tenant=...) keeps artifacts in the tenant's store rows; do not pass artifacts=")
             self._base_store = self.store
-            self.store = self.store.for_tenant(tenant)
+            try:
+                self.store = self.store.for_tenant(tenant)
+            except BaseException:  # a refused tenant (a role that skips row-level security) leaves nothing open
+                if self._owns_store:
+                    self.store.close()
+                raise
         self.tenant = self.store.tenant
         self.artifacts: ArtifactStore = artifacts if artifacts is not None else EmbeddedArtifacts(self.store)
         self.ingest = ingest or IngestConfig()
