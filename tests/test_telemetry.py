@@ -118,3 +118,40 @@ def test_without_a_provider_configured_nothing_breaks(make_engine: Callable[...,
     session = make_engine("gpt-4.1").session("otel-none")
     session.user("hi")
     assert session.call(lambda req: chat_reply("Hello.", []))["choices"][0]["message"]["content"] == "Hello."
+
+
+def test_an_adapter_run_is_one_client_span_per_model_call(make_engine: Callable[..., ws.Engine], otel: Any) -> None:
+    """LangChain over the real ChatOpenAI client: each model call the agent makes is one trace, named for the
+    session, with the finish reason LangChain read and the usage recorded once."""
+    pytest.importorskip("langchain", minversion="1.0")
+    import openai
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    from sdk_mock import MockModel
+    from windowsmith.integrations.langchain import WindowsmithMiddleware
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"# {path}\nprint(1)"
+
+    exporter, reader = otel
+    mock = MockModel("openai-chat", [chat_reply("", [(f"call_{i}", "read_file", {"path": f"m{i}.py"})])
+                                     for i in range(3)] + [chat_reply("Done.", [])])
+    model = ChatOpenAI(model="gpt-4.1", api_key="test", max_retries=0)
+    model.root_client = openai.OpenAI(api_key="test", http_client=mock.client(), max_retries=0)
+    model.client = model.root_client.chat.completions
+    session = make_engine("gpt-4.1").session("otel-lc")
+    create_agent(model, [read_file], middleware=[WindowsmithMiddleware(session)]).invoke(
+        {"messages": [HumanMessage("read m0..m2")]})
+    clients = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.CLIENT]
+    assert len(clients) == len(mock.bodies) == 4
+    assert {c.attributes["gen_ai.conversation.id"] for c in clients} == {"otel-lc"}
+    assert [c.attributes["gen_ai.response.finish_reasons"] for c in clients] == [("tool_calls",)] * 3 + [("stop",)]
+    assert all(c.attributes["gen_ai.usage.input_tokens"] == 2400 for c in clients)
+    m = _metrics(reader)
+    [duration] = m["gen_ai.client.operation.duration"]
+    assert duration.count == 4

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import telemetry
 from ..errors import UsageError
 from ..formats import gemini
 from ..model import Usage
@@ -126,6 +127,9 @@ class WindowsmithPlugin(_plugins.BasePlugin):  # type: ignore[misc, name-defined
         if final:
             await session.aload([content], FORMAT, overlap=True)
         usage = usage_of(llm_response.usage_metadata)
+        reason = getattr(llm_response, "finish_reason", None)
+        telemetry.annotate(session.log, {"gen_ai.response.finish_reasons":
+                                         [str(getattr(reason, "value", reason))] if reason else None})
         if usage is not None:
             await session.arecord(usage=usage, pack=pack)
         return None

@@ -20,6 +20,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .. import telemetry
 from ..errors import UsageError
 from ..formats import anthropic
 from ..formats.reader import Builder, image_from_url
@@ -201,6 +202,12 @@ def _failed_calls(messages: Sequence[Any]) -> frozenset[str]:
     return frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage) and m.status == "error")
 
 
+def _finish_reasons(ai: Any) -> list[str] | None:
+    meta = getattr(ai, "response_metadata", None) or {}
+    reason = meta.get("stop_reason") or meta.get("finish_reason")
+    return [str(reason)] if reason else None
+
+
 def _thread_id() -> str | None:
     """The LangGraph thread of the run in progress (``config["configurable"]["thread_id"]``), or None."""
     try:
@@ -305,6 +312,7 @@ class WindowsmithMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
         ai = _ai_of(response)
         if ai is not None:
             message, usage = from_ai_message(ai)
+            telemetry.annotate(session.log, {"gen_ai.response.finish_reasons": _finish_reasons(ai)})
             session.record(message=message, usage=usage, pack=pack, estimated=estimates_usage(request.model))
         return response
 
@@ -316,6 +324,7 @@ class WindowsmithMiddleware(AgentMiddleware):  # type: ignore[misc, valid-type]
         ai = _ai_of(response)
         if ai is not None:
             message, usage = from_ai_message(ai)
+            telemetry.annotate(session.log, {"gen_ai.response.finish_reasons": _finish_reasons(ai)})
             await session.arecord(message=message, usage=usage, pack=pack, estimated=estimates_usage(request.model))
         return response
 

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import telemetry
 from ..errors import UsageError
 from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
@@ -232,6 +233,8 @@ class WindowsmithCapability(_caps.AbstractCapability):  # type: ignore[misc, nam
     async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
         msgs, _, _ = to_neutral([response])
         message = msgs[0] if msgs else None
+        reason = getattr(response, "finish_reason", None)
+        telemetry.annotate(self.session.log, {"gen_ai.response.finish_reasons": [str(reason)] if reason else None})
         await self.session.arecord(message=message, usage=usage_of(response.usage),
                                    pack=self.packs[-1] if self.packs else None,
                                    estimated=estimates_usage(request_context.model))
