@@ -3,7 +3,11 @@ leave, hung upstreams, malformed and oversized bodies, broken upstream streams, 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -146,7 +150,7 @@ def test_oversized_bodies_are_413_without_being_read(tmp_path: Path, size_mb: in
 
         chunked = httpx.post(url + "/v1/messages", content=chunks(), timeout=60)
         assert "--max-body" in anthropic_error(chunked, 413)
-        assert app.read <= (1 << 20) + (1 << 17)  # the limit and at most a chunk or two beyond it
+        assert app.read <= (1 << 20) + (1 << 19)  # the limit and at most a socket read or two (256 KiB) beyond it
 
 
 @pytest.mark.parametrize(("body", "why"), [
@@ -182,3 +186,150 @@ def test_unknown_routes_and_methods_answer_in_the_route_shape(tmp_path: Path) ->
         assert openai_error(httpx.post(url + "/v1/nope", timeout=30), 404)
         r = httpx.get(url + "/api/nope", timeout=30)
         assert r.status_code == 404 and "GET /api/nope" in r.json()["error"]
+
+
+# -- clients that leave, upstreams that hang --------------------------------------------------------------------
+
+
+class HangingUpstream(FakeUpstream):
+    """The fake provider, whose calls hang while ``hang`` is set (until the caller leaves, counted in ``abandoned``,
+    or the test ends)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang = False
+        self.abandoned = 0
+        self.release = threading.Event()
+
+    async def _pre(self, request: Any, fmt: str) -> Any:
+        body = await super()._pre(request, fmt)
+        if self.hang:
+            while not self.release.is_set():
+                if await request.is_disconnected():
+                    self.abandoned += 1
+                    break
+                await asyncio.sleep(0.02)
+        return body
+
+
+def eventually(check: Any, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_cancels_the_upstream_call_and_frees_the_session(
+        tmp_path: Path, stream: bool, caplog: pytest.LogCaptureFixture) -> None:
+    up = HangingUpstream()
+    try:
+        with rig(tmp_path, up) as r, caplog.at_level(logging.INFO, "windowsmith.server"):
+            H = {"X-Windowsmith-Session": "hung"}
+            up.hang = True
+            with r.openai(timeout=1.0) as c, pytest.raises(openai.APITimeoutError):
+                c.chat.completions.create(model="gpt-4o", messages=hi(), stream=stream, extra_headers=H)
+            lock = r.state.session_lock(None, "hung")
+            eventually(lambda: not lock.locked(), "the session stays locked after its client left")
+            eventually(lambda: up.abandoned == 1, "the upstream call was not cancelled")
+            assert not up.release.is_set()  # (the upstream would still be hanging)
+            assert "disconnected before its response ended" in caplog.text
+            up.hang = False
+            with r.openai(timeout=30) as c:  # the retry goes through at once
+                reply = c.chat.completions.create(model="gpt-4o", messages=hi(), extra_headers=H)
+            assert reply.choices[0].message.content
+    finally:
+        up.release.set()
+
+
+def test_upstream_timeout_is_a_504_naming_the_option(tmp_path: Path) -> None:
+    up = HangingUpstream()
+    try:
+        with rig(tmp_path, up, upstream_timeout=0.5) as r:
+            up.hang = True
+            resp = r.post("/v1/messages", json={"model": ANTHROPIC_MODEL, "max_tokens": 10, "messages": hi()},
+                          headers={"x-api-key": "k"})
+            assert "--upstream-timeout" in anthropic_error(resp, 504)
+            assert not r.state.session_lock(None, "x").locked()
+    finally:
+        up.release.set()
+
+
+# -- broken upstream streams ------------------------------------------------------------------------------------
+
+
+def scripted_upstream(events: list[bytes], drop: bool) -> Any:
+    """A provider answering every call with these server-sent events, then ending (or dropping the connection)."""
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def answer(request: Any) -> Any:
+        await request.body()
+
+        async def body() -> Any:
+            for e in events:
+                yield e
+                await asyncio.sleep(0.01)
+            if drop:
+                raise ConnectionResetError("the scripted upstream drops the connection")
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", answer, methods=["POST"]),
+                             Route("/v1/messages", answer, methods=["POST"])])
+
+
+def sse(data: dict[str, Any], event: str | None = None) -> bytes:
+    return (f"event: {event}\n" if event else "").encode() + b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+OPENAI_START = sse({"id": "c1", "object": "chat.completion.chunk", "model": "gpt-4o",
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}}]})
+ANTHROPIC_START = [
+    sse({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "content": [],
+                                              "model": ANTHROPIC_MODEL, "usage": {"input_tokens": 5}}}, "message_start"),
+    sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start"),
+    sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}}, "content_block_delta"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "events", "drop", "why"), [
+    ("openai", [OPENAI_START, sse({"id": "c1", "choices": {"0": {"delta": {}}}})], False, "malformed stream event"),
+    ("openai", [OPENAI_START], True, "ended before its last event"),
+    ("openai", [OPENAI_START], False, "ended before its last event"),
+    ("anthropic", [*ANTHROPIC_START, sse({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}},
+                                         "content_block_delta")], False, "malformed stream event"),
+    ("anthropic", ANTHROPIC_START, True, "ended before its last event"),
+])
+def test_a_broken_upstream_stream_ends_with_an_error_event(tmp_path: Path, fmt: str, events: list[bytes], drop: bool,
+                                                           why: str, caplog: pytest.LogCaptureFixture) -> None:
+    with rig(tmp_path, scripted_upstream(events, drop)) as r, caplog.at_level(logging.WARNING, "windowsmith.server"):
+        if fmt == "openai":
+            path, body, headers = "/v1/chat/completions", {"model": "gpt-4o", "messages": hi(), "stream": True}, {}
+        else:
+            path, headers = "/v1/messages", {"x-api-key": "k"}
+            body = {"model": ANTHROPIC_MODEL, "max_tokens": 10, "messages": hi(), "stream": True}
+        with httpx.stream("POST", r.url + path, json=body, headers=headers, timeout=30) as resp:
+            text = resp.read().decode()
+        assert resp.status_code == 200
+        *_, last = [e for e in text.split("\n\n") if e.strip()]
+        assert "Hel" in text  # what came before the break was passed on
+        if fmt == "openai":
+            err = json.loads(last.removeprefix("data: "))["error"]
+            assert set(err) == {"message", "type", "param", "code"} and why in err["message"]
+        else:
+            name, data = last.split("\n")
+            assert name == "event: error"
+            err = json.loads(data.removeprefix("data: "))
+            assert err["type"] == "error" and why in err["error"]["message"]
+        assert why in caplog.text  # the reason is logged
+        assert "Traceback" not in caplog.text
+        # and the SDKs raise it as an API error
+        with pytest.raises((openai.APIError, anthropic.APIError), match=why):
+            if fmt == "openai":
+                with r.openai(timeout=30) as c:
+                    list(c.chat.completions.create(model="gpt-4o", messages=hi("again"), stream=True))
+            else:
+                with r.anthropic(timeout=30) as c:
+                    list(c.messages.create(model=ANTHROPIC_MODEL, max_tokens=10, messages=hi("again"), stream=True))

@@ -439,9 +439,11 @@ class Proxy:
                     else:
                         for event in events:
                             yield event
-                rest = acc.parser.rest()
-                if rest:
-                    yield rest
+                    if acc.failed:
+                        await chunks.aclose()  # (closes the upstream response)
+                        break
+                for event in acc.end():  # (an error event if the stream broke off)
+                    yield event
                 if acc.done and not recorded:
                     recorded = True
                     await record()

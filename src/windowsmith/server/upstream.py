@@ -4,22 +4,31 @@ Non-streaming calls use ``with_raw_response`` (the body as the provider sent it,
 headers); streaming calls use ``with_streaming_response`` and pass each chunk on as it arrives, while
 :class:`OpenAIStream` / :class:`AnthropicStream` rebuild the final response from the server-sent events
 so the proxy can record it. The SDK clients never retry (the agent's own client decides that) and get
-the caller's credentials per request; nothing here logs a header.
+the caller's credentials per request; nothing here logs a header. A stream that breaks (a dropped connection, an
+event that is not what the provider documents, an end before the last event) ends for the client with an error
+event in the provider's format, and the reason is logged.
 """
 
 from __future__ import annotations
 
+import abc
+import contextlib
 import inspect
 import json
-from collections.abc import AsyncIterator, Mapping
+import logging
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RuntimeFailure, UsageError
+import anyio
+
+from ..errors import ProviderResponseError, RuntimeFailure, UsageError
 from .conversation import ANTHROPIC, OPENAI
 
 #: Upstream response headers never passed back (hop-by-hop, or describing bytes httpx already decoded).
 DROP_HEADERS = frozenset({"content-length", "date", "server", "content-encoding", "transfer-encoding", "connection", "keep-alive"})
+
+log = logging.getLogger("windowsmith.server")
 
 
 @dataclass
@@ -49,6 +58,7 @@ class Upstream:
 
     def __init__(self, fmt: str, base_url: str | None, *, timeout: float = 600.0) -> None:
         self.format = fmt
+        self.timeout = timeout
         self._sdk: Any
         if fmt == OPENAI:
             import openai
@@ -102,13 +112,18 @@ class Upstream:
         if isinstance(exc, sdk.APIStatusError):
             r = exc.response
             return UpstreamError(r.status_code, r.content, pass_headers(r.headers), exc)
+        status = 502
         msg = f"windowsmith could not reach the upstream provider ({type(exc).__name__}); check --{'openai' if self.format == OPENAI else 'anthropic'}-base-url"
+        if isinstance(exc, sdk.APITimeoutError):
+            status = 504
+            msg = (f"the upstream provider did not answer within {self.timeout:g} s (windowsmith serve "
+                   "--upstream-timeout); retry, or raise the timeout")
         body: dict[str, Any]
         if self.format == OPENAI:
             body = {"error": {"message": msg, "type": "upstream_unreachable", "code": None, "param": None}}
         else:
-            body = {"type": "error", "error": {"type": "api_error", "message": msg}}
-        return UpstreamError(502, json.dumps(body).encode(), {"content-type": "application/json"}, exc)
+            body = {"type": "error", "error": {"type": "timeout_error" if status == 504 else "api_error", "message": msg}}
+        return UpstreamError(status, json.dumps(body).encode(), {"content-type": "application/json"}, exc)
 
     def _retryable(self, exc: BaseException, attempt: int) -> bool:
         """A dropped connection (a pooled keep-alive connection the server closed as we reused it) is
@@ -139,7 +154,7 @@ class Upstream:
         r = raw.http_response
         return UpstreamReply(r.status_code, pass_headers(r.headers), r.content)
 
-    async def open_stream(self, request: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[UpstreamReply, AsyncIterator[bytes]]:
+    async def open_stream(self, request: Mapping[str, Any], headers: Mapping[str, str]) -> tuple[UpstreamReply, AsyncGenerator[bytes, None]]:
         """Start a streaming call: the status and headers once the upstream accepted it (errors raise
         :class:`UpstreamError` before any byte is sent to the client), and the body's chunks."""
         client = self.client_for(headers)
@@ -153,12 +168,15 @@ class Upstream:
                     continue
                 raise self._error(exc) from None
 
-        async def chunks() -> AsyncIterator[bytes]:
+        async def chunks() -> AsyncGenerator[bytes, None]:
             try:
                 async for chunk in resp.http_response.aiter_bytes():
                     yield chunk
+            except Exception as e:  # dropped, reset, timed out: the accumulator's end() tells the client
+                log.warning("the upstream stream broke off: %s: %s", type(e).__name__, e)
             finally:
-                await cm.__aexit__(None, None, None)
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):  # (even when the client left)
+                    await cm.__aexit__(None, None, None)
 
         r = resp.http_response
         return UpstreamReply(r.status_code, pass_headers(r.headers), b""), chunks()
@@ -202,11 +220,73 @@ class SSEParser:
         return b"".join(self._raw) + self._buf
 
 
-class OpenAIStream:
+def stream_error_event(fmt: str, message: str) -> bytes:
+    """An error event ending a stream, in the provider's format (the SDKs raise it as an API error)."""
+    data: dict[str, Any]
+    if fmt == OPENAI:
+        data = {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+    data = {"type": "error", "error": {"type": "api_error", "message": message}}
+    return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
+
+
+class _Accumulator(abc.ABC):
+    """What both streams share: the parser, and a broken stream turned into one error event for the client."""
+
+    format = OPENAI
+
+    def __init__(self) -> None:
+        self.parser = SSEParser()
+        self.done = False
+        self.failed: str | None = None  # why the stream was cut (then nothing more is passed on)
+
+    @abc.abstractmethod
+    def _take(self, data: str) -> bool:
+        """Fold one event's data in; False to keep the event from the client."""
+
+    def _complete(self) -> bool:
+        return self.done
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Take upstream bytes; return the events to pass on, byte for byte (or, at an event that is not what the
+        provider documents, an error event, after which the stream is over)."""
+        if self.failed:
+            return []
+        out: list[bytes] = []
+        for _, data, raw in self.parser.feed(chunk):
+            try:
+                keep = self._take(data)
+            except (ProviderResponseError, TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
+                out.append(self._fail(f"the upstream sent a malformed stream event ({type(e).__name__}: {str(e)[:80]})"))
+                break
+            if keep:
+                out.append(raw)
+        return out
+
+    def end(self) -> list[bytes]:
+        """What follows the upstream's last byte: an error event if the stream ended before the provider's last event
+        (a dropped connection, a cut body), else the bytes of a trailing partial event, passed on as they are."""
+        if self.failed:
+            return []
+        if not self._complete():
+            return [self._fail("the upstream stream ended before its last event (the connection dropped or the "
+                               "provider cut it): retry the request")]
+        rest = self.parser.rest()
+        return [rest] if rest else []
+
+    def _fail(self, reason: str) -> bytes:
+        self.failed = reason
+        log.warning("ending a broken %s stream with an error event: %s", self.format, reason)
+        return stream_error_event(self.format, reason)
+
+
+class OpenAIStream(_Accumulator):
     """Rebuilds a ``chat.completion`` from ``chat.completion.chunk`` events."""
 
+    format = OPENAI
+
     def __init__(self, drop_usage_chunk: bool = False) -> None:
-        self.parser = SSEParser()
+        super().__init__()
         self.drop_usage_chunk = drop_usage_chunk  # we asked for usage; the client did not
         self.content: list[str] = []
         self.refusal: list[str] = []
@@ -214,49 +294,55 @@ class OpenAIStream:
         self.finish: str | None = None
         self.usage: dict[str, Any] | None = None
         self.meta: dict[str, Any] = {}
-        self.done = False
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """Take upstream bytes; return the events to pass on, byte for byte."""
-        out: list[bytes] = []
-        for _, data, raw in self.parser.feed(chunk):
-            out.append(raw)
-            if data.strip() == "[DONE]":
-                self.done = True
+    def _complete(self) -> bool:
+        return self.done or self.finish is not None  # (a compatible server may end without [DONE])
+
+    def _take(self, data: str) -> bool:
+        if data.strip() == "[DONE]":
+            self.done = True
+            return True
+        try:
+            d = json.loads(data)
+        except ValueError:
+            return True
+        if not isinstance(d, dict):
+            return True
+        if isinstance(d.get("error"), dict):  # the provider's own error event: passed on, and the stream is over
+            self.failed = "the upstream ended the stream with an error event"
+            log.warning("the upstream ended an %s stream with an error event", self.format)
+            return True
+        choices = d.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            raise ProviderResponseError(f"'choices' is a {type(choices).__name__}, not a list")
+        for k in ("id", "model", "created"):
+            if k in d:
+                self.meta.setdefault(k, d[k])
+        keep = True
+        if d.get("usage"):
+            self.usage = dict(d["usage"])
+            if self.drop_usage_chunk and not choices:
+                keep = False  # the usage-only chunk the client did not ask for
+        for ch in choices or []:
+            if ch.get("index", 0) != 0:
                 continue
-            try:
-                d = json.loads(data)
-            except ValueError:
-                continue
-            if not isinstance(d, dict):
-                continue
-            for k in ("id", "model", "created"):
-                if k in d:
-                    self.meta.setdefault(k, d[k])
-            if d.get("usage"):
-                self.usage = d["usage"]
-                if self.drop_usage_chunk and not d.get("choices"):
-                    out.pop()  # the usage-only chunk the client did not ask for
-            for ch in d.get("choices") or []:
-                if ch.get("index", 0) != 0:
-                    continue
-                delta = ch.get("delta") or {}
-                if delta.get("content"):
-                    self.content.append(delta["content"])
-                if delta.get("refusal"):
-                    self.refusal.append(delta["refusal"])
-                for tc in delta.get("tool_calls") or []:
-                    slot = self.calls.setdefault(tc.get("index", 0), {"id": "", "name": "", "arguments": ""})
-                    if tc.get("id"):
-                        slot["id"] = tc["id"]
-                    fn = tc.get("function") or {}
-                    if fn.get("name"):
-                        slot["name"] += fn["name"]
-                    if fn.get("arguments"):
-                        slot["arguments"] += fn["arguments"]
-                if ch.get("finish_reason"):
-                    self.finish = ch["finish_reason"]
-        return out
+            delta = ch.get("delta") or {}
+            if delta.get("content"):
+                self.content.append(str(delta["content"]))
+            if delta.get("refusal"):
+                self.refusal.append(str(delta["refusal"]))
+            for tc in delta.get("tool_calls") or []:
+                slot = self.calls.setdefault(int(tc.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+                if tc.get("id"):
+                    slot["id"] = str(tc["id"])
+                fn = tc.get("function") or {}
+                if fn.get("name"):
+                    slot["name"] += str(fn["name"])
+                if fn.get("arguments"):
+                    slot["arguments"] += str(fn["arguments"])
+            if ch.get("finish_reason"):
+                self.finish = ch["finish_reason"]
+        return keep
 
     def response(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
@@ -270,51 +356,59 @@ class OpenAIStream:
                 "usage": self.usage or {}}
 
 
-class AnthropicStream:
+class AnthropicStream(_Accumulator):
     """Rebuilds a ``message`` from Anthropic's streaming events."""
 
+    format = ANTHROPIC
+
     def __init__(self) -> None:
-        self.parser = SSEParser()
+        super().__init__()
         self.message: dict[str, Any] = {}
         self.blocks: dict[int, dict[str, Any]] = {}
         self.json_parts: dict[int, list[str]] = {}
-        self.done = False
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """Take upstream bytes; return the events to pass on, byte for byte."""
-        out: list[bytes] = []
-        for _, data, raw in self.parser.feed(chunk):
-            out.append(raw)
-            try:
-                d = json.loads(data)
-            except ValueError:
-                continue
-            t = d.get("type") if isinstance(d, dict) else None
-            if t == "message_start":
-                self.message = dict(d.get("message") or {})
-                self.message["usage"] = dict(self.message.get("usage") or {})
-            elif t == "content_block_start":
-                self.blocks[d["index"]] = dict(d.get("content_block") or {})
-            elif t == "content_block_delta":
-                b = self.blocks.setdefault(d["index"], {"type": "text", "text": ""})
-                delta = d.get("delta") or {}
-                dt = delta.get("type")
-                if dt == "text_delta":
-                    b["text"] = b.get("text", "") + delta.get("text", "")
-                elif dt == "input_json_delta":
-                    self.json_parts.setdefault(d["index"], []).append(delta.get("partial_json", ""))
-                elif dt == "thinking_delta":
-                    b["thinking"] = b.get("thinking", "") + delta.get("thinking", "")
-                elif dt == "signature_delta":
-                    b["signature"] = delta.get("signature", "")
-            elif t == "message_delta":
-                delta = d.get("delta") or {}
-                self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
-                usage = self.message.setdefault("usage", {})
-                usage.update({k: v for k, v in (d.get("usage") or {}).items() if v is not None})
-            elif t == "message_stop":
-                self.done = True
-        return out
+    def _take(self, data: str) -> bool:
+        try:
+            d = json.loads(data)
+        except ValueError:
+            return True
+        t = d.get("type") if isinstance(d, dict) else None
+        if t == "message_start":
+            self.message = dict(d.get("message") or {})
+            self.message["usage"] = dict(self.message.get("usage") or {})
+        elif t == "content_block_start":
+            self.blocks[self._index(d)] = dict(d.get("content_block") or {})
+        elif t == "content_block_delta":
+            i = self._index(d)
+            b = self.blocks.setdefault(i, {"type": "text", "text": ""})
+            delta = d.get("delta") or {}
+            dt = delta.get("type")
+            if dt == "text_delta":
+                b["text"] = b.get("text", "") + str(delta.get("text", ""))
+            elif dt == "input_json_delta":
+                self.json_parts.setdefault(i, []).append(str(delta.get("partial_json", "")))
+            elif dt == "thinking_delta":
+                b["thinking"] = b.get("thinking", "") + str(delta.get("thinking", ""))
+            elif dt == "signature_delta":
+                b["signature"] = delta.get("signature", "")
+        elif t == "message_delta":
+            delta = d.get("delta") or {}
+            self.message.update({k: v for k, v in delta.items() if k in ("stop_reason", "stop_sequence")})
+            usage = self.message.setdefault("usage", {})
+            usage.update({k: v for k, v in (d.get("usage") or {}).items() if v is not None})
+        elif t == "message_stop":
+            self.done = True
+        elif t == "error":  # the provider's own error event: passed on, and the stream is over
+            self.failed = "the upstream ended the stream with an error event"
+            log.warning("the upstream ended an %s stream with an error event", self.format)
+        return True
+
+    @staticmethod
+    def _index(d: dict[str, Any]) -> int:
+        i = d["index"]
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise ProviderResponseError(f"'index' is a {type(i).__name__}, not an integer")
+        return i
 
     def response(self) -> dict[str, Any]:
         content = []
@@ -322,7 +416,11 @@ class AnthropicStream:
             b = dict(b)
             if b.get("type") == "tool_use" and i in self.json_parts:
                 raw = "".join(self.json_parts[i])
-                b["input"] = json.loads(raw) if raw.strip() else {}
+                try:
+                    b["input"] = json.loads(raw) if raw.strip() else {}
+                except ValueError:
+                    b["input"] = {}
+                    log.warning("a streamed tool call's input is not valid JSON; recorded as {}")
             content.append(b)
         return {**self.message, "content": content}
 
