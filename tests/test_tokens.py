@@ -1,5 +1,6 @@
 import hashlib
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -93,7 +94,7 @@ def test_counts_are_additive_over_messages(texts):
     assert sum(c.message(m) for m in msgs) == sum(3 + count_text(t or "x") for t in texts)
 
 
-def test_parsed_ranks_are_cached_across_processes_and_checked_before_use(tmp_path):
+def test_parsed_ranks_are_cached_across_processes_and_checked_before_use(tmp_path, monkeypatch):
     from tiktoken.load import load_tiktoken_bpe
 
     from windowsmith import bpe_cache
@@ -118,3 +119,8 @@ def test_parsed_ranks_are_cached_across_processes_and_checked_before_use(tmp_pat
     unwritable = tmp_path / "file"
     unwritable.write_text("")
     assert bpe_cache.load_ranks(path, name, expected, unwritable / "sub") == parsed  # no cache: parsed each time
+    def homeless() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(bpe_cache, "cache_dir", homeless)  # no home folder: parsed, nothing written
+    assert bpe_cache.load_ranks(path, name, expected) == parsed

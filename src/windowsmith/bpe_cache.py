@@ -42,11 +42,15 @@ def load_ranks(path: str, name: str, expected_hash: str, folder: Path | None = N
     digest = hashlib.sha256(data).hexdigest()
     if digest != expected_hash:
         raise ValueError(f"hash mismatch for {name}: expected {expected_hash}, got {digest}")
-    entry = (folder or cache_dir()) / f"{name}-{digest}.bpe"
-    ranks = _read(entry)
+    try:
+        entry: Path | None = (folder or cache_dir()) / f"{name}-{digest}.bpe"
+    except (RuntimeError, KeyError, OSError):  # no home folder to find the cache in: parse the file
+        entry = None
+    ranks = _read(entry) if entry is not None else None
     if ranks is None:
         ranks = load_tiktoken_bpe(path, expected_hash=expected_hash)
-        _write(entry, ranks)
+        if entry is not None:
+            _write(entry, ranks)
     return ranks
 
 
