@@ -288,3 +288,21 @@ def test_deep_trace_files_are_a_typed_cli_error(tmp_path: Path, suffix: str):
         r = CliRunner().invoke(main, args)
         assert r.exit_code != 0 and not isinstance(r.exception, RecursionError), (args, r.exception)
         assert "nested too deeply" in r.output, r.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/messages"])
+def test_deep_bodies_are_a_typed_400_over_http(tmp_path: Path, route: str):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("starlette")
+    from windowsmith.server import ServerConfig, create_app
+    from windowsmith.testing import BackgroundServer
+
+    app = create_app(ServerConfig(store=tmp_path / "x.db", openai_base_url="http://127.0.0.1:9/v1",
+                                  anthropic_base_url="http://127.0.0.1:9"))
+    with BackgroundServer(app) as srv:
+        for depth in (300, DEEP):
+            body = ('{"model": "gpt-4o", "max_tokens": 5, "messages": [{"role": "user", "content": '
+                    + "[" * depth + '"x"' + "]" * depth + "}]}")
+            r = httpx.post(srv.url + route, content=body, headers={"content-type": "application/json"}, timeout=60)
+            assert r.status_code == 400 and "nest" in r.json()["error"]["message"], (depth, r.status_code, r.text[:200])
