@@ -634,3 +634,46 @@ def test_m011_keys_sessions_per_tenant_in_place(kind: str, tmp_path: Path) -> No
     finally:
         with contextlib.suppress(StopIteration):
             next(gen)
+
+
+@pytest.mark.postgres
+def test_migrate_command_applies_as_the_owner_and_pins_roles() -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from click.testing import CliRunner
+    from psycopg import sql
+
+    from windowsmith.cli import main
+
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True)
+    except psycopg.OperationalError as e:
+        pytest.skip(f"PostgreSQL is not reachable ({e})")
+    tag = uuid.uuid4().hex[:10]
+    schema, app, owner = f"ws_mig_{tag}", f"ws_app_{tag}", f"ws_owner_{tag}"
+    _roles(admin, app, owner)
+    try:
+        admin.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(sql.Identifier(schema), sql.Identifier(owner)))
+        url = f"postgresql://{{}}@127.0.0.1:5432/test?schema={schema}"
+        # the application role cannot create the tables itself (the schema is the owner's)
+        r = CliRunner().invoke(main, ["sessions", "--store", url.format(app), "--tenant", "team-a"])
+        assert r.exit_code != 0 and "Traceback" not in r.output, r.output
+        r = CliRunner().invoke(main, ["migrate", "--store", url.format(app), "--owner-url", url.format(owner),
+                                      "--pin", f"{app}=team-a"])
+        assert r.exit_code == 0 and "pinned to 'team-a'" in r.output, r.output
+        with ws.Engine("gpt-4o", store=url.format(app), tenant="team-a") as e:
+            e.session("t-1").user("hello")
+            assert e.sessions() == ["t-1"]
+        with pytest.raises(UsageError, match="pinned"):
+            ws.Engine("gpt-4o", store=url.format(app), tenant="team-b")
+        r = CliRunner().invoke(main, ["sessions", "--store", url.format(app), "--tenant", "team-a"])
+        assert r.exit_code == 0 and "t-1" in r.output, r.output
+        # the application role owns nothing it could turn security off with
+        (owners,) = admin.execute("SELECT array_agg(DISTINCT tableowner) FROM pg_tables WHERE schemaname = %s",
+                                  (schema,)).fetchone()  # type: ignore[misc]
+        assert owners == [owner]
+        r = CliRunner().invoke(main, ["migrate", "--store", "x.db", "--owner-url", url.format(owner)])
+        assert r.exit_code != 0 and "PostgreSQL" in r.output
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        _drop_roles(admin, app, owner)
+        admin.close()

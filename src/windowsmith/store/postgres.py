@@ -261,6 +261,11 @@ class PostgresStore(Store):
                 f"({role!r}, {self.tenant!r}) there"
             )
 
+    @property
+    def role(self) -> str:
+        """The database role this store's queries run as (``current_user``)."""
+        return str(self._read("SELECT current_user")[0][0])
+
     def pin_role(self, role: str, tenants: Sequence[str]) -> None:
         """Pin the login ``role`` to ``tenants``: from now on its connections see and write only those
         tenants' rows, whatever they set ``windowsmith.tenant`` to. Only the owner of the tables can (this
@@ -279,7 +284,7 @@ class PostgresStore(Store):
         from psycopg import sql
 
         with PostgresStore(owner_url, schema=self.schema, connect_timeout=self._connect_timeout, create=create) as owner:
-            (me,) = self._read("SELECT current_user")[0]
+            me = self.role
             (them, schema) = owner._read("SELECT current_user, current_schema()")[0]
             if me == them:
                 return
