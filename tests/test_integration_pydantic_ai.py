@@ -205,3 +205,42 @@ def test_stacked_after_process_history_is_a_replacement(make_engine: Callable[..
     assert [c.id for m in session.messages for c in m.tool_calls] == [f"toolu_{i}" for i in range(4)]
     assert not any("Summary:" in m.text for m in session.messages if m.role == "user")
     assert any("history rewritten" in r.what for r in session.state.repairs)
+
+
+def test_one_capability_two_conversations_in_flight(make_engine: Callable[..., ws.Engine]) -> None:
+    """The engine form: each pydantic-ai conversation gets its own session, each run its own instance, so two
+    runs of one agent in flight at once record usage against their own packs."""
+    engine = make_engine("claude-sonnet-5-5")
+    replies = [anthropic_reply("", [(f"toolu_{i}", "read_file", {"path": f"m{i}.py"})], thinking=False)
+               for i in range(3)]
+    replies.append(anthropic_reply("Done.", [], thinking=False))
+
+    class Slow(MockModel):  # 20 ms of latency; answers each request by how far its conversation got
+        def reply(self) -> dict[str, Any]:
+            turn = sum(1 for m in self.bodies[-1]["messages"] if m["role"] == "assistant")
+            return replies[min(turn, len(replies) - 1)]
+
+        async def handle(self, request: Any) -> Any:
+            await asyncio.sleep(0.02)
+            return self(request)
+
+        def async_client(self) -> Any:
+            import httpx2
+
+            return httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle))
+
+    mock = Slow("anthropic", replies)  # one server for both: their requests interleave
+    cap = WindowsmithCapability(engine)
+    agent = _agent(mock, cap)
+
+    async def both() -> None:
+        await asyncio.gather(agent.run("Read m0..m2.", conversation_id="c1"),
+                             agent.run("Read m0..m2.", conversation_id="c2"))
+
+    asyncio.run(both())
+    for cid in ("c1", "c2"):
+        s = engine.session(cid)
+        own = {m.pack_id for m in s.packs()}
+        assert len(s.state.usages) == len(own) >= 2
+        assert {p for _, _, p in s.state.usages} == own  # every usage names this conversation's own packs
+    assert len(cap.packs) == len(mock.bodies)

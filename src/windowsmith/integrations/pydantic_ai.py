@@ -188,18 +188,44 @@ def usage_of(usage: Any) -> Usage:
 
 @dataclass
 class WindowsmithCapability(_caps.AbstractCapability):  # type: ignore[misc, name-defined]
-    """Let a windowsmith session own the context window of a pydantic-ai agent."""
+    """Let a windowsmith session own the context window of a pydantic-ai agent.
 
-    session: Session
+    ``session``: a :class:`~windowsmith.Session` (one conversation), an :class:`~windowsmith.Engine` (a session per
+    pydantic-ai conversation: ``engine.session(ctx.conversation_id)``), or a function of the ``RunContext``
+    returning a Session. Each run gets its own instance (``for_run``), so runs in flight at once never
+    record against each other's packs; ``packs`` (every pack sent, newest last) is shared for inspection.
+    """
+
+    session: Any
     packs: list[Any] = field(default_factory=list)  # the packs sent, newest last
+    run_session: Session | None = field(default=None, repr=False)  # this run's session (set by for_run)
+    sent: Any = field(default=None, repr=False)  # the pack this run's model request was sent
 
     def __post_init__(self) -> None:
-        if not isinstance(self.session, Session):
-            raise UsageError(f"WindowsmithCapability(session) takes a windowsmith Session, got {type(self.session).__name__}")
+        s = self.session
+        if not isinstance(s, Session) and not callable(s) and not hasattr(s, "session"):
+            raise UsageError(f"WindowsmithCapability(session) takes a windowsmith Session, an Engine or a function "
+                             f"returning a Session, got {type(s).__name__}")
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
         return None  # holds a live session: not part of an agent spec
+
+    async def for_run(self, ctx: Any) -> Any:
+        """A fresh instance for this run, bound to its session."""
+        s = self.session
+        if not isinstance(s, Session):
+            s = s.session(str(ctx.conversation_id or "default")) if hasattr(s, "session") else s(ctx)
+            if not isinstance(s, Session):
+                raise UsageError(f"the session function returned {type(s).__name__}, not a windowsmith Session")
+        return dataclasses.replace(self, run_session=s, sent=None)
+
+    def _session(self) -> Session:
+        if self.run_session is not None:
+            return self.run_session
+        if isinstance(self.session, Session):
+            return self.session
+        raise UsageError("WindowsmithCapability: no session for this run (pydantic-ai calls for_run() first)")
 
     async def before_model_request(self, ctx: Any, request_context: Any) -> Any:
         params = request_context.model_request_parameters
@@ -208,11 +234,13 @@ class WindowsmithCapability(_caps.AbstractCapability):  # type: ignore[misc, nam
         system = "\n\n".join(t for t in (instructions, found) if t) or None
         tools = [{"name": t.name, "description": t.description or "", "parameters": t.parameters_json_schema}
                  for t in params.function_tools]
-        await aload_history(self.session, msgs, what="WindowsmithCapability", tools=tools or None, system=system,
+        session = self._session()
+        await aload_history(session, msgs, what="WindowsmithCapability", tools=tools or None, system=system,
                             repairs=repairs)
         # the anthropic pack only carries the messages; pydantic-ai sends them with its own model
-        pack = await self.session.abuild(FORMAT, model="pydantic-ai")
+        pack = await session.abuild(FORMAT, model="pydantic-ai")
         self.packs.append(pack)
+        self.sent = pack
         req = pack.request
         request_context.messages = from_pack(req)
         request_context.model_request_parameters = dataclasses.replace(params, instruction_parts=None)
@@ -234,10 +262,11 @@ class WindowsmithCapability(_caps.AbstractCapability):  # type: ignore[misc, nam
         msgs, _, _ = to_neutral([response])
         message = msgs[0] if msgs else None
         reason = getattr(response, "finish_reason", None)
-        telemetry.annotate(self.session.log, {"gen_ai.response.finish_reasons": [str(reason)] if reason else None})
-        await self.session.arecord(message=message, usage=usage_of(response.usage),
-                                   pack=self.packs[-1] if self.packs else None,
-                                   estimated=estimates_usage(request_context.model))
+        session = self._session()
+        telemetry.annotate(session.log, {"gen_ai.response.finish_reasons": [str(reason)] if reason else None})
+        pack, self.sent = self.sent, None
+        await session.arecord(message=message, usage=usage_of(response.usage), pack=pack,
+                              estimated=estimates_usage(request_context.model))
         return response
 
 
