@@ -81,6 +81,7 @@ class FakeUpstream:
             Route("/v1/messages", self._anthropic, methods=["POST"]),
             Route("/_timings", self._timings, methods=["GET"]),
             Route("/v1/models", self._models, methods=["GET"]),
+            Route("/v1/responses", self._responses, methods=["POST"]),
         ])
 
     async def _timings(self, request: Request) -> Response:
@@ -127,6 +128,8 @@ class FakeUpstream:
         return f"{prefix}0" if self.reuse_call_ids else self._next_id(prefix)
 
     def _tool_results(self, messages: list[Any], fmt: str) -> int:
+        if fmt == "responses":
+            return sum(1 for m in messages if isinstance(m, dict) and m.get("type") == "function_call_output")
         if fmt == "openai":
             return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "tool")
         return sum(1 for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list)
@@ -134,7 +137,7 @@ class FakeUpstream:
 
     def _decide(self, body: dict[str, Any], fmt: str) -> tuple[str | None, tuple[str, dict[str, Any]] | None]:
         tools = body.get("tools") or []
-        done = self._tool_results(body.get("messages") or [], fmt)
+        done = self._tool_results(body.get("input" if fmt == "responses" else "messages") or [], fmt)
         if tools and done < self.turns_per_task:
             t = tools[0]
             name = t["function"]["name"] if fmt == "openai" else t["name"]
@@ -223,6 +226,51 @@ class FakeUpstream:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    # ------------------------------------------------------------------ OpenAI Responses
+
+    async def _responses(self, request: Request) -> Response:
+        """``POST /v1/responses``: a reasoning item (opaque ``encrypted_content``, as with ``store: false``), then a
+        function call or a message."""
+        from starlette.responses import JSONResponse, StreamingResponse
+
+        body = await self._pre(request, "responses")
+        if not isinstance(body, dict):
+            return body
+        items = body.get("input")
+        items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
+        cached, total = self._cache([{"tools": body.get("tools")}, {"instructions": body.get("instructions")}, *items])
+        if total > self.max_context_tokens:
+            return JSONResponse({"error": {
+                "message": f"Your input exceeds the context window of this model ({total} > {self.max_context_tokens}).",
+                "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}}, status_code=400)
+        text, call = self._decide(body, "responses")
+        rid = self._next_id("resp_fake")
+        output: list[dict[str, Any]] = [{"type": "reasoning", "id": self._next_id("rs_fake"), "summary": [],
+                                         "encrypted_content": "gAAAA" + hashlib.sha256(rid.encode()).hexdigest()}]
+        if text:
+            output.append({"type": "message", "id": self._next_id("msg_fake"), "role": "assistant", "status": "completed",
+                           "content": [{"type": "output_text", "text": text, "annotations": []}]})
+        if call:
+            output.append({"type": "function_call", "id": self._next_id("fc_fake"), "call_id": self._call_id("call_"),
+                           "name": call[0], "arguments": json.dumps(call[1]), "status": "completed"})
+        out_tokens = self._tokens(output)
+        usage = {"input_tokens": total, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": out_tokens,
+                 "output_tokens_details": {"reasoning_tokens": 8}, "total_tokens": total + out_tokens}
+        response = {"id": rid, "object": "response", "created_at": int(time.time()), "status": "completed",
+                    "model": body.get("model", "gpt-5"), "output": output, "parallel_tool_calls": True,
+                    "tool_choice": body.get("tool_choice", "auto"), "tools": body.get("tools") or [], "usage": usage,
+                    "store": body.get("store", True)}
+        self.timings[rid] = time.perf_counter() - request.state.t0
+        if not body.get("stream"):
+            return JSONResponse(response)
+        events = _responses_events(response)
+
+        async def stream() -> AsyncIterator[bytes]:
+            for e in events:
+                yield e
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
     # ------------------------------------------------------------------ Anthropic
 
     async def _anthropic(self, request: Request) -> Response:
@@ -284,6 +332,34 @@ class FakeUpstream:
             yield ev("message_stop", {"type": "message_stop"})
 
         return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _responses_events(response: dict[str, Any]) -> list[bytes]:
+    """A Responses API answer as the stream the API sends (item by item, text in words)."""
+    out: list[bytes] = []
+
+    def ev(kind: str, **data: Any) -> None:
+        payload = {"type": kind, "sequence_number": len(out), **data}
+        out.append(f"event: {kind}\ndata: {json.dumps(payload)}\n\n".encode())
+
+    ev("response.created", response={**response, "status": "in_progress", "output": [], "usage": None})
+    for i, item in enumerate(response["output"]):
+        if item["type"] == "message":
+            ev("response.output_item.added", output_index=i, item={**item, "content": [], "status": "in_progress"})
+            part = {"type": "output_text", "text": "", "annotations": []}
+            ev("response.content_part.added", item_id=item["id"], output_index=i, content_index=0, part=part)
+            text = item["content"][0]["text"]
+            for word in text.split(" "):
+                ev("response.output_text.delta", item_id=item["id"], output_index=i, content_index=0,
+                   delta=word if not word or word == text.split(" ")[0] else " " + word, logprobs=[])
+            ev("response.output_text.done", item_id=item["id"], output_index=i, content_index=0, text=text, logprobs=[])
+            ev("response.content_part.done", item_id=item["id"], output_index=i, content_index=0,
+               part=item["content"][0])
+        else:
+            ev("response.output_item.added", output_index=i, item=item)
+        ev("response.output_item.done", output_index=i, item=item)
+    ev("response.completed", response=response)
+    return out
 
 
 class BackgroundServer:

@@ -29,7 +29,7 @@ from starlette.routing import Route
 from ..errors import UsageError
 from ..store import Store
 from .api import Api
-from .conversation import ANTHROPIC, OPENAI
+from .conversation import ANTHROPIC, OPENAI, RESPONSES
 from .dashboard import render_page
 from .limits import Guard, http_error
 from .proxy import Proxy
@@ -50,6 +50,9 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
     async def messages(request: Request) -> Response:
         return await proxy.handle(request, ANTHROPIC)
 
+    async def responses(request: Request) -> Response:
+        return await proxy.handle(request, RESPONSES)
+
     async def dashboard(request: Request) -> Response:
         tenant = state.tenant_for_api(request)
         if isinstance(tenant, Response):
@@ -61,6 +64,7 @@ def create_app(config: ServerConfig | None = None) -> Starlette:
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         Route("/", dashboard, methods=["GET"]),
         *gateway_routes(state, proxy),
         *api.routes(),

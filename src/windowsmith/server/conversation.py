@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TraceFormatError, UsageError
-from ..formats import anthropic, openai_chat
+from ..formats import anthropic, openai_chat, openai_responses
 from ..formats.reader import Builder, Ctx
 from ..hashing import canonical_json
 from ..model import Message, ToolCall, ToolResult, ToolSpec
@@ -39,6 +39,7 @@ from ..model import Message, ToolCall, ToolResult, ToolSpec
 #: The request formats the proxy speaks, by endpoint.
 OPENAI = "openai-chat"
 ANTHROPIC = "anthropic"
+RESPONSES = "openai-responses"
 
 SYNC_SCOPE = "proxy-sync"
 
@@ -59,20 +60,39 @@ class Conversation:
     repairs: tuple[str, ...] = ()
 
 
+def _responses_value(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The history of a Responses body: ``input`` (a string is one user message), ``instructions``, ``tools``."""
+    if body.get("previous_response_id") is not None:
+        raise ConversationError(
+            "previous_response_id is not supported through windowsmith: the window it builds must hold the whole "
+            "conversation, so send the full input with \"store\": false (as Codex CLI does)")
+    items = body.get("input")
+    if isinstance(items, str) and items:
+        items = [{"type": "message", "role": "user", "content": items}]
+    if not isinstance(items, list) or not items:
+        raise ConversationError("the request needs a non-empty 'input' (a string or an array of items)")
+    return {"input": items, **{k: body[k] for k in ("instructions", "tools") if k in body}}
+
+
 def parse_conversation(fmt: str, body: Mapping[str, Any]) -> Conversation:
-    """The system prompt, tools and neutral messages of an OpenAI chat or Anthropic messages body."""
+    """The system prompt, tools and neutral messages of an OpenAI chat, Responses or Anthropic messages body."""
     if not isinstance(body, Mapping):
         raise ConversationError("the request body must be a JSON object")
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
-        raise ConversationError("the request needs a non-empty 'messages' array")
-    value = {k: body[k] for k in ("messages", "tools", "system", "functions") if k in body}
+    if fmt == RESPONSES:
+        value = _responses_value(body)
+    else:
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
+            raise ConversationError("the request needs a non-empty 'messages' array")
+        value = {k: body[k] for k in ("messages", "tools", "system", "functions") if k in body}
     ctx = Ctx(Path("request"), "", "request")
-    b = Builder()
+    b = Builder(close_open=False)  # (calls the conversation ends with stay open: never a result the client did not send)
     try:
         if fmt == OPENAI:
             history = openai_chat.read_history(value, ctx, b)
         elif fmt == ANTHROPIC:
             history = anthropic.read_history(value, ctx, b)
+        elif fmt == RESPONSES:
+            history = openai_responses.read_history(value, ctx, b)
         else:
             raise ConversationError(f"unknown request format {fmt!r}")
         messages, _, repairs = b.finish()

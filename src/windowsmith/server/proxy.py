@@ -28,8 +28,10 @@ from ..store.base import check_session_id
 from .conversation import (
     ANTHROPIC,
     OPENAI,
+    RESPONSES,
     SYNC_SCOPE,
     ConversationDivergedError,
+    ConversationError,
     Plan,
     Sync,
     message_digest,
@@ -64,7 +66,7 @@ SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}")
 
 
 def error_body(fmt: str, status: int, message: str, kind: str = "invalid_request_error") -> Response:
-    if fmt == OPENAI:
+    if fmt != ANTHROPIC:
         body: dict[str, Any] = {"error": {"message": message, "type": kind, "param": None, "code": None}}
     else:
         body = {"type": "error", "error": {"type": kind, "message": message}}
@@ -99,9 +101,9 @@ def merge_request(fmt: str, body: Mapping[str, Any], pack_request: Mapping[str, 
     wins over the pack's, and so does its output limit: the pack's output reservation is a budget the window
     leaves free, not a cap, so a request without one gets none (an API that requires one, like Anthropic's, has
     it from the client). Everything else the client sent passes on."""
-    out = {k: v for k, v in body.items() if k not in ("messages", "tools", "functions", "system")}
+    out = {k: v for k, v in body.items() if k not in ("messages", "tools", "functions", "system", "input", "instructions")}
     for k, v in pack_request.items():
-        if k in ("model", "max_tokens", "max_completion_tokens"):
+        if k in ("model", "max_tokens", "max_completion_tokens", "max_output_tokens"):
             continue
         out[k] = v
     return out
@@ -168,6 +170,10 @@ class Proxy:
             plan = Plan("append", (), plan.known)
         if plan.kind == "append":
             self._ingest(session, sync, conv, plan)
+        if session.state.open_calls:
+            raise ConversationError(
+                f"the conversation ends with tool call(s) {sorted(session.state.open_calls)} that have no result: "
+                "send their results (tool messages, tool_result blocks or function_call_output items) with it")
         call = session.begin_call(fmt)  # the same pipeline Session.call runs, with the call's breaker
         last = session.last_pack
         if plan.kind == "resend" and last is not None and last.id == turn.get("pack"):
@@ -462,4 +468,4 @@ class Proxy:
         return StreamingResponse(relay(), status_code=reply.status, headers=reply.headers)
 
 
-__all__ = ["ANTHROPIC", "OPENAI", "Proxy"]
+__all__ = ["ANTHROPIC", "OPENAI", "RESPONSES", "Proxy"]

@@ -14,7 +14,7 @@ from typing import Any
 from starlette.responses import Response
 
 from ..model import Message, Text
-from .conversation import OPENAI
+from .conversation import OPENAI, RESPONSES
 
 #: The header a replayed reply carries (its value: the session log holds this reply already).
 REPLAY_HEADER = "x-windowsmith-replay"
@@ -74,11 +74,35 @@ def anthropic_events(reply: Mapping[str, Any]) -> Iterator[bytes]:
     yield _sse({"type": "message_stop"}, "message_stop")
 
 
+def responses_events(reply: Mapping[str, Any]) -> Iterator[bytes]:
+    """A Responses API ``response`` as its stream: created, each output item added and done, completed."""
+    n = 0
+
+    def ev(kind: str, **data: Any) -> bytes:
+        nonlocal n
+        n += 1
+        return _sse({"type": kind, "sequence_number": n - 1, **data}, kind)
+
+    yield ev("response.created", response={**reply, "status": "in_progress", "output": []})
+    for i, item in enumerate(reply.get("output") or []):
+        yield ev("response.output_item.added", output_index=i, item=item)
+        yield ev("response.output_item.done", output_index=i, item=item)
+    yield ev("response.completed", response=dict(reply))
+
+
 def reply_from_message(fmt: str, msg: Message, model: str) -> dict[str, Any]:
     """A reply body rebuilt from the log's recorded message (a reply recorded without its body: a process that
     stopped between the two writes). Its text and tool calls; no usage (it was billed once)."""
     text = "".join(b.text for b in msg.content if isinstance(b, Text)) or None
     calls = msg.tool_calls
+    if fmt == RESPONSES:
+        output: list[dict[str, Any]] = [{"type": "message", "id": "msg_replay", "role": "assistant", "status": "completed",
+                                         "content": [{"type": "output_text", "text": text, "annotations": []}]}] \
+            if text else []
+        output += [{"type": "function_call", "id": f"fc_{c.id}", "call_id": c.id, "name": c.name,
+                    "arguments": json.dumps(dict(c.arguments)), "status": "completed"} for c in calls]
+        return {"id": "resp_replay", "object": "response", "created_at": 0, "model": model, "status": "completed",
+                "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
     if fmt == OPENAI:
         m: dict[str, Any] = {"role": "assistant", "content": text}
         if calls:
@@ -98,8 +122,10 @@ def replay_response(fmt: str, reply: Mapping[str, Any], stream: bool, include_us
     headers = {REPLAY_HEADER: "recorded"}
     if not stream:
         return Response(json.dumps(reply), media_type="application/json", headers=headers)
-    events = openai_events(reply, include_usage) if fmt == OPENAI else anthropic_events(reply)
+    events = openai_events(reply, include_usage) if fmt == OPENAI else \
+        responses_events(reply) if fmt == RESPONSES else anthropic_events(reply)
     return Response(b"".join(events), media_type="text/event-stream", headers=headers)
 
 
-__all__ = ["REPLAY_HEADER", "anthropic_events", "openai_events", "reply_from_message", "replay_response"]
+__all__ = ["REPLAY_HEADER", "anthropic_events", "openai_events", "reply_from_message", "replay_response",
+           "responses_events"]

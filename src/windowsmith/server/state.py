@@ -171,7 +171,7 @@ class ServerState:
     def upstream(self, fmt: str) -> Upstream:
         up = self._upstreams.get(fmt)
         if up is None:
-            base = self.config.openai_base_url if fmt == OPENAI else self.config.anthropic_base_url
+            base = self.config.anthropic_base_url if fmt == ANTHROPIC else self.config.openai_base_url
             up = self._upstreams[fmt] = Upstream(fmt, base, timeout=self.config.upstream_timeout)
         return up
 

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from ..errors import ProviderResponseError, RuntimeFailure, UsageError
-from .conversation import ANTHROPIC, OPENAI
+from .conversation import ANTHROPIC, OPENAI, RESPONSES
 
 #: Upstream response headers never passed back (hop-by-hop, or describing bytes httpx already decoded).
 DROP_HEADERS = frozenset({"content-length", "date", "server", "content-encoding", "transfer-encoding", "connection", "keep-alive"})
@@ -60,12 +60,12 @@ class Upstream:
         self.format = fmt
         self.timeout = timeout
         self._sdk: Any
-        if fmt == OPENAI:
+        if fmt in (OPENAI, RESPONSES):
             import openai
 
             self._sdk = openai
             self._client: Any = openai.AsyncOpenAI(api_key="unset", base_url=base_url, max_retries=0, timeout=timeout)
-            self._known = set(inspect.signature(self._client.chat.completions.create).parameters)
+            self._known = set(inspect.signature(self._resource(self._client).create).parameters)
         elif fmt == ANTHROPIC:
             import anthropic
 
@@ -80,7 +80,7 @@ class Upstream:
         opts: dict[str, Any] = {}
         auth = headers.get("authorization", "")
         bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else None
-        if self.format == OPENAI:
+        if self.format in (OPENAI, RESPONSES):
             if bearer:
                 opts["api_key"] = bearer
         else:
@@ -105,6 +105,8 @@ class Upstream:
         return known
 
     def _resource(self, client: Any) -> Any:
+        if self.format == RESPONSES:
+            return client.responses
         return client.chat.completions if self.format == OPENAI else client.messages
 
     def _error(self, exc: BaseException) -> UpstreamError:
@@ -113,13 +115,13 @@ class Upstream:
             r = exc.response
             return UpstreamError(r.status_code, r.content, pass_headers(r.headers), exc)
         status = 502
-        msg = f"windowsmith could not reach the upstream provider ({type(exc).__name__}); check --{'openai' if self.format == OPENAI else 'anthropic'}-base-url"
+        msg = f"windowsmith could not reach the upstream provider ({type(exc).__name__}); check --{'anthropic' if self.format == ANTHROPIC else 'openai'}-base-url"
         if isinstance(exc, sdk.APITimeoutError):
             status = 504
             msg = (f"the upstream provider did not answer within {self.timeout:g} s (windowsmith serve "
                    "--upstream-timeout); retry, or raise the timeout")
         body: dict[str, Any]
-        if self.format == OPENAI:
+        if self.format != ANTHROPIC:
             body = {"error": {"message": msg, "type": "upstream_unreachable", "code": None, "param": None}}
         else:
             body = {"type": "error", "error": {"type": "timeout_error" if status == 504 else "api_error", "message": msg}}
@@ -223,6 +225,9 @@ class SSEParser:
 def stream_error_event(fmt: str, message: str) -> bytes:
     """An error event ending a stream, in the provider's format (the SDKs raise it as an API error)."""
     data: dict[str, Any]
+    if fmt == RESPONSES:
+        data = {"type": "error", "code": "server_error", "message": message, "param": None, "sequence_number": 0}
+        return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
     if fmt == OPENAI:
         data = {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
         return b"data: " + json.dumps(data).encode() + b"\n\n"
@@ -425,5 +430,35 @@ class AnthropicStream(_Accumulator):
         return {**self.message, "content": content}
 
 
-def stream_accumulator(fmt: str, drop_usage_chunk: bool = False) -> OpenAIStream | AnthropicStream:
+class ResponsesStream(_Accumulator):
+    """Keeps the final ``response`` of a Responses API stream (its ``response.completed`` event, or the
+    ``response.incomplete`` / ``response.failed`` one)."""
+
+    format = RESPONSES
+    FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.final: dict[str, Any] = {}
+
+    def _take(self, data: str) -> bool:
+        if '"response.' not in data[:200] or not any(f in data[:200] for f in self.FINAL):
+            return True
+        d = json.loads(data)
+        if not isinstance(d, dict):
+            raise ProviderResponseError("a Responses stream event is not an object")
+        if d.get("type") in self.FINAL:
+            if not isinstance(d.get("response"), dict):
+                raise ProviderResponseError(f"the {d['type']} event has no response object")
+            self.final = d["response"]
+            self.done = True
+        return True
+
+    def response(self) -> dict[str, Any]:
+        return self.final
+
+
+def stream_accumulator(fmt: str, drop_usage_chunk: bool = False) -> OpenAIStream | AnthropicStream | ResponsesStream:
+    if fmt == RESPONSES:
+        return ResponsesStream()
     return OpenAIStream(drop_usage_chunk) if fmt == OPENAI else AnthropicStream()
