@@ -5,9 +5,12 @@
 * UTF-8 (a BOM is dropped); a few broken sequences in otherwise valid UTF-8 (a cut multi-byte
   character, one stray byte) are replaced with U+FFFD, so the rest of the output stays readable;
 * UTF-16 with a BOM, or without one when the NUL bytes sit at every other position of ASCII text;
-* a legacy single-byte encoding (Latin-1 / Windows-1252 logs, source files, terminal output): bytes
-  that are not UTF-8 and hold no valid multi-byte UTF-8 sequence are decoded as Windows-1252, with
-  Latin-1 for the five bytes Windows-1252 leaves undefined.
+* a legacy encoding: bytes that are not UTF-8 and hold no valid multi-byte UTF-8 sequence go to
+  charset-normalizer (when installed), whose guess is taken for the scripts a Western code page would turn to
+  mojibake (Shift-JIS/CP932, EUC-JP, GB18030/GBK, Big5, EUC-KR, KOI8-R/U, Windows-1251, CP866, Greek,
+  Hebrew, Arabic, Thai); anything else (Latin-1 / Windows-1252 logs, source files, terminal output: its
+  guesses among the Latin code pages are unreliable on short text) is decoded as Windows-1252, with Latin-1
+  for the five bytes Windows-1252 leaves undefined.
 
 Binary means: a known binary signature (PNG, JPEG, GIF, PDF, ZIP, gzip, ELF), a NUL byte that is not
 UTF-16 text, or more than 2% control bytes (other than tab, newline, carriage return, form feed,
@@ -77,7 +80,45 @@ def _latin1_fallback(e: UnicodeError) -> tuple[str, int]:
 codecs.register_error("windowsmith.latin1", _latin1_fallback)
 
 
+#: charset-normalizer's guesses that are taken: encodings whose text a Western code page turns to mojibake
+_DETECTED = frozenset({
+    "cp932", "shift_jis", "shift_jis_2004", "shift_jisx0213", "euc_jp", "euc_jis_2004", "iso2022_jp", "gb18030", "gbk",
+    "gb2312", "hz", "big5", "big5hkscs", "cp950", "cp949", "euc_kr", "johab", "koi8_r", "koi8_u", "cp1251", "cp866",
+    "iso8859_5", "mac_cyrillic", "cp1253", "iso8859_7", "cp1255", "iso8859_8", "cp1256", "iso8859_6", "tis_620",
+    "cp874",
+})
+_MIN_DETECT = 8  # non-ASCII bytes below which a guess is not worth taking
+
+
+def _detected(raw: bytes) -> str | None:
+    """The encoding charset-normalizer finds for ``raw`` when it is one of :data:`_DETECTED`, else None."""
+    head = raw[:_SNIFF]
+    if len(head) - len(head.translate(None, bytes(range(128, 256)))) < _MIN_DETECT:
+        return None
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # not installed: the Windows-1252 reading
+        return None
+    for match in from_bytes(head):  # best first; a Latin code page ranked first means Windows-1252
+        if match.encoding.startswith("utf_") or (match.encoding in _DETECTED and _halfwidth_kana(str(match))):
+            continue
+        if match.encoding in _DETECTED and match.chaos <= 0.2:
+            return str(match.encoding)
+        return None
+    return None
+
+
+def _halfwidth_kana(text: str) -> bool:
+    """Whether most non-ASCII characters of ``text`` are half-width katakana: what Cyrillic KOI8-R bytes read as
+    Shift-JIS look like (real Japanese text uses full-width kana)."""
+    wide = [c for c in text if c >= "\x80"]
+    return sum(1 for c in wide if "\uff61" <= c <= "\uff9f") > 0.3 * max(1, len(wide))
+
+
 def _legacy(raw: bytes) -> str:
+    encoding = _detected(raw)
+    if encoding is not None:
+        return raw.decode(encoding, "replace")
     return raw.decode("cp1252", "windowsmith.latin1")
 
 
