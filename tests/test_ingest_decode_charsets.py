@@ -14,7 +14,7 @@ CASES = [
     ("日志文件已读取。共有三个错误。请检查配置文件的位置。", "gb18030"),
     ("Файл журнала прочитан. Обнаружено три ошибки. Проверьте расположение файла конфигурации.", "koi8_r"),
     ("Привет, мир! Это тестовая строка на русском языке.", "cp1251"),
-    ("Café – résumé “quoted” naïve façade déjà vu; Größe über", "cp1252"),
+    ("Caf\xe9 \u2013 r\xe9sum\xe9 \u201cquoted\u201d na\xefve fa\xe7ade; Gr\xf6\xdfe \xfcber", "cp1252"),
     ("Ça va? Él está aquí. Größe", "latin-1"),
     ("caf\xe9", "latin-1"),
 ]
