@@ -160,16 +160,19 @@ def windowsmith_invocations(line: str) -> list[list[str]]:
         words = shlex.split(line, comments=True)
     except ValueError:  # a quote the shell would continue on the next line: not ours to judge
         return []
-    found, current = [], None
+    found, current, start = [], None, True
     for w in words:
         if w in ("&&", "||", ";", "&", "|"):
-            current = None
+            current, start = None, True
             continue
-        if current is None and (w == "windowsmith" or w.endswith("/windowsmith")):
+        if start and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w):  # VAR=value before the command
+            continue
+        if start and (w == "windowsmith" or w.endswith("/windowsmith")):
             current = []
             found.append(current)
         elif current is not None:
             current.append(w)
+        start = False
     return found
 
 
@@ -223,7 +226,7 @@ def test_what_the_docs_say_the_proxy_serves_is_what_it_serves(tmp_path):
 
     app = create_app(ServerConfig(store=str(tmp_path / "proxy.db")))
     served = {r.path for r in app.routes if getattr(r, "path", "").startswith("/v1/")}
-    documented = {"/v1/chat/completions", "/v1/messages"}
+    documented = {"/v1/chat/completions", "/v1/messages", "/v1/models"}
     assert served == documented, (
         f"the proxy serves {sorted(served)}; the README's and docs/guides/proxy.md's client tables say "
         f"{sorted(documented)}: update them (and this list)")
