@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -333,3 +334,89 @@ def test_a_broken_upstream_stream_ends_with_an_error_event(tmp_path: Path, fmt: 
             else:
                 with r.anthropic(timeout=30) as c:
                     list(c.messages.create(model=ANTHROPIC_MODEL, max_tokens=10, messages=hi("again"), stream=True))
+
+
+# -- slow sockets -----------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def uvicorn_with_limits(app: Any) -> Iterator[tuple[str, int]]:
+    """The app on uvicorn with the read timeouts ``windowsmith serve`` runs it with."""
+    import uvicorn
+
+    from windowsmith.cli.serve import _uvicorn_limits
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+                                           **_uvicorn_limits()))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    eventually(lambda: server.started, "uvicorn did not start")
+    try:
+        yield server.servers[0].sockets[0].getsockname()[:2]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def read_all(sock: socket.socket) -> bytes:
+    sock.settimeout(20)
+    out = b""
+    while chunk := sock.recv(65536):
+        out += chunk
+    return out
+
+
+def test_slow_sockets_are_cut_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from windowsmith.server import limits
+
+    monkeypatch.setattr(limits, "HEADER_TIMEOUT", 0.3)
+    app = create_app(ServerConfig(store=tmp_path / "slow.db", body_timeout=0.3))
+    with uvicorn_with_limits(app) as addr:
+        # headers that never end: the connection is closed (and nothing was answered)
+        with socket.create_connection(addr) as s:
+            s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+            assert read_all(s) == b""
+        # a connection that never says anything: closed as well
+        with socket.create_connection(addr) as s:
+            assert read_all(s) == b""
+        # a body that never ends: a 408 in the route's shape
+        with socket.create_connection(addr) as s:
+            s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"model\": ")
+            reply = read_all(s)
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408")
+        err = json.loads(body)
+        assert err["type"] == "error" and "did not arrive in time" in err["error"]["message"]
+        # an idle keep-alive connection after an answer: closed too
+        with socket.create_connection(addr) as s:
+            s.sendall(b"GET /api/sessions HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_all(s).startswith(b"HTTP/1.1 200")
+
+
+# -- the serve command ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "warns"), [
+    (["--host", "0.0.0.0"], True),
+    (["--host", "192.168.1.20"], True),
+    (["--host", "0.0.0.0", "--token", "t" * 32], False),
+    ([], False),
+    (["--host", "::1"], False),
+    (["--host", "localhost"], False),
+])
+def test_serve_warns_when_it_binds_beyond_loopback_without_tokens(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                  args: list[str], warns: bool) -> None:
+    from click.testing import CliRunner
+
+    from windowsmith.cli import main
+    from windowsmith.cli import serve as serve_mod
+
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(serve_mod, "_serve", lambda config, *a: seen.update(config=config))
+    monkeypatch.delenv("WINDOWSMITH_TOKENS", raising=False)
+    r = CliRunner().invoke(main, ["serve", "--store", str(tmp_path / "w.db"), "--max-body", "1000",
+                                  "--upstream-timeout", "12.5", "--body-timeout", "3", *args])
+    assert r.exit_code == 0, r.output
+    assert ("--token" in r.output and "without --token" in r.output) is warns
+    c = seen["config"]
+    assert (c.max_body, c.upstream_timeout, c.body_timeout) == (1000, 12.5, 3.0)

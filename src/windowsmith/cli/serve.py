@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -37,6 +37,13 @@ def _env(name: str) -> str:
                    "(comma-separated).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True, envvar=_env("WORKERS"),
               help="Worker processes over the one store; a session's turns never interleave across them (POSIX).")
+@click.option("--max-body", type=click.IntRange(min=1), default=8 * 1024 * 1024, show_default=True,
+              envvar=_env("MAX_BODY"), help="The largest request body in bytes; a larger one gets a 413 unread.")
+@click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              envvar=_env("BODY_TIMEOUT"), help="Seconds a client has to send its request body (then a 408).")
+@click.option("--upstream-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              envvar=_env("UPSTREAM_TIMEOUT"),
+              help="Seconds an upstream call may take (per read when streaming; then a 504 or an error event).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
               show_default=True, envvar=_env("LOG_LEVEL"), help="Server log level (info: one access line per call).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -44,7 +51,8 @@ def _env(name: str) -> str:
 @clean_errors
 def serve(host: str, port: int, store: str | None, openai_base_url: str | None, anthropic_base_url: str | None,
           model_window: int | None, registry: str | None, default_window: int | None, tokens: tuple[str, ...],
-          workers: int, log_level: str, log_format: str) -> None:
+          workers: int, max_body: int, body_timeout: float, upstream_timeout: float, log_level: str,
+          log_format: str) -> None:
     """Run the proxy (POST /v1/chat/completions, /v1/messages), the JSON API (/api/...) and the dashboard (/).
 
     Every option can also come from an environment variable: WINDOWSMITH_ and the option's name in capitals
@@ -61,9 +69,34 @@ def serve(host: str, port: int, store: str | None, openai_base_url: str | None, 
         token_map[tok] = tenant or None
     configure(log_level, log_format)
     config = ServerConfig(store=store, openai_base_url=openai_base_url, anthropic_base_url=anthropic_base_url,
-                          model_window=model_window, tokens=token_map, registry=registry, default_window=default_window)
+                          model_window=model_window, tokens=token_map, registry=registry, default_window=default_window,
+                          max_body=max_body, body_timeout=body_timeout, upstream_timeout=upstream_timeout)
+    _warn_if_open(host, token_map)
     with one_line_warnings(model=CLIENT_MODEL):  # a retired model is the one a client asked for, not an option
         _serve(config, host, port, workers, (log_level, log_format))
+
+
+def _warn_if_open(host: str, tokens: dict[str, str | None]) -> None:
+    """Without tokens the proxy, the JSON API and the dashboard are open to whoever reaches the port: fine on
+    loopback, worth a warning anywhere else."""
+    import ipaddress
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        loopback = False
+    if not tokens and not loopback:
+        click.echo(f"warning: serving on {host} without --token: anyone who reaches this port can use the proxy and "
+                   "read every session through the JSON API and the dashboard. Add --token TOKEN (e.g. "
+                   "`openssl rand -hex 24`), or bind 127.0.0.1.", err=True)
+
+
+def _uvicorn_limits() -> dict[str, Any]:
+    """uvicorn's read timeouts: an idle keep-alive connection closes after 5 s, and a connection must send its request
+    headers within :data:`~windowsmith.server.limits.HEADER_TIMEOUT` seconds (the body's own timeout is the app's)."""
+    from ..server.limits import HeaderTimeoutH11
+
+    return {"http": HeaderTimeoutH11, "timeout_keep_alive": 5}
 
 
 def _serve(config: ServerConfig, host: str, port: int, workers: int, logs: tuple[str, str] = ("info", "text")) -> None:
@@ -74,7 +107,8 @@ def _serve(config: ServerConfig, host: str, port: int, workers: int, logs: tuple
     if workers == 1:
         app = create_app(config)
         click.echo(f"windowsmith serving on http://{host}:{port} (dashboard at /, proxy at /v1)", err=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=30)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=30,
+                    **_uvicorn_limits())
         return
     _serve_workers(config, host, port, workers, logs)
 
@@ -106,7 +140,7 @@ def _serve_workers(config: ServerConfig, host: str, port: int, workers: int,
         click.echo(f"windowsmith serving on http://{host}:{port} with {workers} workers (dashboard at /, proxy at /v1)",
                    err=True)
         uvicorn.run("windowsmith.server.app:app_from_env", factory=True, workers=workers, host=host, port=port,
-                    log_level="warning", access_log=False, timeout_graceful_shutdown=30)
+                    log_level="warning", access_log=False, timeout_graceful_shutdown=30, **_uvicorn_limits())
     finally:
         os.environ.pop(SERVE_ENV, None)
         shutil.rmtree(lock_dir, ignore_errors=True)

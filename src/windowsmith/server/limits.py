@@ -75,8 +75,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own refusals (unknown path 404, wrong method 405) in the route's error shape."""
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
-    message = f"{detail}: {request.method} {request.url.path} (the proxy serves POST /v1/chat/completions and " \
-              "POST /v1/messages; the JSON API GET /api/sessions)"
+    message = f"{detail}: {request.method} {request.url.path}"
     headers = getattr(exc, "headers", None)
     response = error_response(request.url.path, status, message)
     if headers:
