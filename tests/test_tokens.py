@@ -72,8 +72,8 @@ def test_calibration_clamps_the_slope_and_ignores_nonsense():
     cal.observe(1300, 1100 * 10)  # one absurd observation cannot push the slope past the clamp
     assert cal.slope <= cal.high == 1.5
     assert cal.observations == 2
-    back = Calibration.from_dict(cal.to_dict())  # a new session: the slope, the first call's offset
-    assert (back.slope, back.offset) == (cal.slope, cal.head_offset) and back.offset == 100
+    back = Calibration.from_dict(cal.to_dict())  # a new session: the first call's offset; the absurd fit (outside
+    assert (back.slope, back.offset) == (1.0, cal.head_offset) and back.offset == 100  # the band) is not persisted
     assert cal.observe(0, 100) == cal.slope and cal.observations == 2  # ignored
     assert Calibration.from_dict({"ratio": 1.2, "observations": 3}).slope == 1.2  # the earlier stored form
 

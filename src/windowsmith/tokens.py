@@ -278,7 +278,8 @@ class Calibration:
         self.offset = b - self.slope * c
 
     def to_dict(self) -> dict[str, Any]:
-        return {"slope": self.slope, "offset": self.offset, "observations": self.observations,
+        # a session that fitted no slope of its own (or a rejected one) stores the prior it started from
+        return {"slope": self.slope if self.fitted else self.prior, "offset": self.offset, "observations": self.observations,
                 "last_error": self.last_error, "fitted": self.fitted, "history": list(self.history),
                 "head_offset": self.head_offset}
 
