@@ -204,3 +204,34 @@ def test_gemini_schema_goes_through_google_genai_conversion() -> None:
     config = gtypes.GenerateContentConfig(tools=[gtypes.Tool(function_declarations=[fd])])
     [tool] = _tools(config)
     assert tool["parameters"] == {"type": "object", "properties": {"q": {"type": ["null", "string"]}}, "required": ["q"]}
+
+
+def test_the_plugin_covers_sub_agents(make_engine: Callable[..., ws.Engine]) -> None:
+    """One plugin on the App: the root agent's call and its sub-agent's calls all go through windowsmith, each
+    agent with its own log (the session function keys them by agent)."""
+    engine = make_engine("gemini-2.5-flash")
+    script = [gemini_reply("", [("transfer_to_agent", {"agent_name": "reader"})]),
+              gemini_reply("", [("read_file", {"path": "m0.py"})]),
+              gemini_reply("m0.py adds 0.", [])]
+    mock = MockModel("gemini", script)
+    client = genai.Client(api_key="test", http_options=gtypes.HttpOptions(httpx_async_client=mock.async_client()))
+    model = Gemini(model="gemini-2.5-flash", client=client)
+    reader = LlmAgent(name="reader", model=model, instruction="You read files.", tools=[read_file])
+    root = LlmAgent(name="root", model=model, instruction="Hand file questions to reader.", sub_agents=[reader])
+    plugin = WindowsmithPlugin(lambda ctx: engine.session(f"{ctx.session.id}/{ctx.agent_name}"))
+    service = InMemorySessionService()
+    runner = Runner(app=App(name="review", root_agent=root, plugins=[plugin]), session_service=service)
+
+    async def run() -> list[Any]:
+        await service.create_session(app_name="review", user_id="u", session_id="s")
+        events = [e async for e in runner.run_async(user_id="u", session_id="s", new_message=gtypes.Content(
+            role="user", parts=[gtypes.Part(text="What does m0.py do?")]))]
+        await runner.close()
+        return events
+
+    events = asyncio.run(run())
+    assert _text(events[-1]) == "m0.py adds 0."
+    assert len(mock.bodies) == len(plugin.packs) == 3  # every model call, the sub-agent's too, got a pack
+    root_log, reader_log = engine.session("s/root"), engine.session("s/reader")
+    assert len(root_log.state.usages) == 1 and len(reader_log.state.usages) == 2
+    assert [c.name for m in reader_log.messages for c in m.tool_calls] == ["read_file"]
