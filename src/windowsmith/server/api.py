@@ -8,11 +8,12 @@ tenant: an id of another tenant's session or pack is answered as not found.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..artifacts import EmbeddedArtifacts
@@ -21,6 +22,7 @@ from ..log import SessionLog
 from ..manifest import Manifest, diff
 from ..registry import load_registry
 from ..store.base import check_session_id
+from .insights import calibrated_layers, headline, redacted_artifact, request_view, whatif
 
 if TYPE_CHECKING:
     from .state import ServerState
@@ -164,6 +166,7 @@ class Api:
 
     def routes(self) -> list[Route]:
         return [
+            *dashboard_routes(self),
             Route("/api/sessions", self._route(self.sessions_list), methods=["GET"]),
             Route("/api/sessions/{sid:path}/packs", self._route(self.packs, "sid"), methods=["GET"]),
             Route("/api/sessions/{sid:path}/compact", self._route(self.compact, "sid"), methods=["POST"]),
@@ -171,3 +174,113 @@ class Api:
             Route("/api/packs/{pid}", self._route(self.pack, "pid"), methods=["GET"]),
             Route("/api/diff", self._route(self.diff, query=("a", "b")), methods=["GET"]),
         ]
+
+
+# ---------------------------------------------------------------------------------------------------- dashboard reads
+
+
+class DashboardReads:
+    """The dashboard's own reads over :class:`Api` (every one tenant-scoped through it): the session index with cost,
+    calls and last activity, a session's headline figures, the request it last sent, a redacted artifact it
+    references, and the what-if replay of its log (cached per session head: the log is append-only)."""
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self._whatif: dict[tuple[str | None, str], tuple[str | None, dict[str, Any]]] = {}
+        self._headline: dict[tuple[str | None, str], tuple[str | None, dict[str, Any]]] = {}
+        self._seen: dict[tuple[str | None, str], tuple[str | None, str]] = {}
+
+    def _manifests(self, tenant: str | None, session_id: str) -> list[Manifest]:
+        return [Manifest.from_dict(m) for m in self.api._store(tenant).list_packs(session_id)]
+
+    def _last_activity(self, tenant: str | None, rec: Any) -> str:
+        """When this server saw the session's head move last (its creation time until it sees a move)."""
+        key = (tenant, rec.id)
+        seen = self._seen.get(key)
+        if seen is None:
+            seen = (rec.head, rec.created_at.isoformat())
+        elif seen[0] != rec.head:
+            seen = (rec.head, datetime.now(UTC).isoformat())
+        self._seen[key] = seen
+        return seen[1]
+
+    def index(self, tenant: str | None) -> list[dict[str, Any]]:
+        out = []
+        for r in self.api._store(tenant).list_sessions():
+            st = self.api._state(tenant, r.id)
+            models = {m["model"]: m for m in self.api._store(tenant).list_packs(r.id)[-1:]}
+            model = next(iter(models), None)
+            cost = sum(self.api._cost(model, u) or 0.0 for _, u, _ in st.usages) if model else None
+            out.append({"id": r.id, "created_at": r.created_at.isoformat(), "events": r.event_count, "head": r.head,
+                        "calls": len(st.usages), "cost": cost, "model": model,
+                        "last_activity": self._last_activity(tenant, r)})
+        return out
+
+    def overview(self, tenant: str | None, session_id: str) -> dict[str, Any]:
+        detail = self.api.session_detail(tenant, session_id)
+        key = (tenant, session_id)
+        cached = self._headline.get(key)
+        manifests = self._manifests(tenant, session_id)
+        if cached is None or cached[0] != detail["head"]:
+            st = self.api._state(tenant, session_id)
+            cached = (detail["head"], headline(st, manifests, detail["calls"], self.api.registry))
+            self._headline[key] = cached
+        layers = [{"pack_id": m.pack_id, "layers": calibrated_layers(m)} for m in manifests]
+        return {**cached[1], "id": session_id, "head": detail["head"], "turn_layers": layers}
+
+    def request(self, tenant: str | None, session_id: str) -> dict[str, Any]:
+        self.api._record(tenant, session_id)
+        cached = self.api.state.cached_session(tenant, session_id)
+        pack = cached.last_pack if cached is not None else None
+        return request_view(pack, pack.manifest if pack is not None else None)
+
+    def artifact(self, tenant: str | None, session_id: str, sha: str) -> str:
+        self.api._record(tenant, session_id)
+        store = self.api._store(tenant)
+        sha = sha.removeprefix("artifact://")
+        ref = "artifact://" + sha
+        named = any(ref in (m.get("artifacts") or ()) for m in store.list_packs(session_id))
+        data = EmbeddedArtifacts(store).scoped(session_id).get(sha) if named else None
+        if data is None:
+            raise NotFound(f"no artifact {sha[:80]!r} in session {session_id!r}")
+        return redacted_artifact(data)
+
+    def whatif(self, tenant: str | None, session_id: str) -> dict[str, Any]:
+        rec = self.api._record(tenant, session_id)
+        key = (tenant, session_id)
+        cached = self._whatif.get(key)
+        if cached is None or cached[0] != rec.head:
+            st = self.api._state(tenant, session_id)
+            result = whatif(session_id, st, self._manifests(tenant, session_id), self.api.registry)
+            cached = (rec.head, {**result, "head": rec.head})
+            self._whatif[key] = cached
+        return cached[1]
+
+
+def dashboard_routes(api: Api) -> list[Route]:
+    """``GET /api/index`` (sessions with cost, calls, last activity), ``/api/sessions/{id}/overview`` (headline
+    figures, header, calibrated layers), ``/api/sessions/{id}/request`` (the last request sent),
+    ``/api/sessions/{id}/whatif`` (the log replayed under the bench's strategies) and
+    ``/api/sessions/{id}/artifacts/{sha}`` (a referenced artifact, redacted, as text)."""
+    reads = DashboardReads(api)
+
+    async def artifact(request: Request) -> Response:
+        tenant = api.state.tenant_for_api(request)
+        if isinstance(tenant, Response):
+            return tenant
+        sid, sha = request.path_params["sid"], request.path_params["sha"]
+        try:
+            text = await to_thread.run_sync(reads.artifact, tenant, sid, sha)
+        except NotFound as e:
+            return JSONResponse({"error": str(e)}, status_code=404)
+        except UsageError as e:
+            return JSONResponse({"error": str(e)}, status_code=400)
+        return PlainTextResponse(text, headers={"X-Content-Type-Options": "nosniff"})
+
+    return [
+        Route("/api/index", api._route(reads.index), methods=["GET"]),
+        Route("/api/sessions/{sid:path}/overview", api._route(reads.overview, "sid"), methods=["GET"]),
+        Route("/api/sessions/{sid:path}/request", api._route(reads.request, "sid"), methods=["GET"]),
+        Route("/api/sessions/{sid:path}/whatif", api._route(reads.whatif, "sid"), methods=["GET"]),
+        Route("/api/sessions/{sid:path}/artifacts/{sha}", artifact, methods=["GET"]),
+    ]

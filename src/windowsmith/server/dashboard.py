@@ -1,16 +1,21 @@
-"""The dashboard: one HTML page, its CSS and a little JS inline (no build step, no CDN, works offline).
+"""The dashboard: one HTML page, its CSS and its script (``dashboard.js``, a plain file of the package) inline: no
+build step, no CDN, works offline.
 
-The page lists the sessions (server-rendered); for the selected one the script reads
-``/api/sessions/{id}`` and draws, as inline SVG, the per-turn composition of each pack by layer and
-the cache read / write / uncached tokens of each call with its cost, lists the compaction events, and
-shows a pack's manifest with its diff against the previous pack. It polls while the agent runs and
-redraws only when the session's head moved.
+The header names the session's model, window and provider; the session list (from ``/api/index``) shows each
+session's cost, calls and last activity and is searchable. For the selected session the script reads
+``/api/sessions/{id}`` and ``/api/sessions/{id}/overview`` and shows the headline figures (cost, cache hit rate,
+tokens and dollars saved against sending the full history), draws as inline SVG with axes the per-turn
+composition by layer (calibrated, with the window and budget lines) and the cache per call (redrawn on resize),
+lists the compaction events, shows a pack's manifest as tables (layers, actions with reasons, artifacts linking
+to their redacted text) with its diff, the request last sent rendered as messages, and on demand the what-if
+replay of the session under the bench's strategies. It polls while the agent runs and redraws only when the
+session's head moved.
 """
-
 from __future__ import annotations
 
 import html
 import json
+from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
@@ -22,108 +27,43 @@ LAYER_COLOURS = {
 }
 
 _CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#111;background:#fafafa}
-header{background:#111827;color:#fff;padding:8px 16px}header h1{font-size:16px;margin:0}
-main{display:flex;gap:16px;padding:12px 16px}nav{min-width:220px;max-width:260px}
-nav a{display:block;padding:3px 6px;color:#1d4ed8;text-decoration:none;border-radius:4px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-nav a.sel{background:#dbeafe}section{flex:1;min-width:0}
-h2{font-size:15px;margin:14px 0 6px}.card{background:#fff;border:1px solid #e5e7eb;border-radius:6px;padding:10px;margin-bottom:10px}
-table{border-collapse:collapse;font-size:12px}td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:right}
-th:first-child,td:first-child{text-align:left}.legend span{display:inline-block;margin-right:10px;font-size:12px}
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#111;background:#f6f7f9}
+header{background:#111827;color:#fff;padding:8px 16px;display:flex;gap:18px;align-items:baseline;flex-wrap:wrap}
+header h1{font-size:16px;margin:0}header .hdr span{margin-right:14px}header .hdr b{color:#93c5fd;font-weight:600}
+header .hdr .muted{color:#9ca3af}
+main{display:flex;gap:16px;padding:12px 16px}nav{min-width:230px;max-width:280px;flex:none}
+nav input{width:100%;box-sizing:border-box;padding:5px 7px;border:1px solid #d1d5db;border-radius:5px;margin-bottom:6px}
+nav a{display:block;padding:4px 6px;color:#1d4ed8;text-decoration:none;border-radius:4px;overflow:hidden}
+nav a .sid{display:block;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+nav a .meta{display:block;font-size:11px;color:#6b7280}nav a.sel{background:#dbeafe}section{flex:1;min-width:0}
+h2{font-size:15px;margin:14px 0 6px}h3{font-size:13px;margin:10px 0 4px}
+.card{background:#fff;border:1px solid #e5e7eb;border-radius:6px;padding:10px;margin-bottom:10px}
+.figures{display:flex;gap:10px;flex-wrap:wrap}.figures .card{flex:1;min-width:150px;margin:0;cursor:help}
+.figures .v{font-size:22px;font-weight:600}.figures .k{font-size:12px;color:#6b7280}.figures .s{font-size:11px;color:#6b7280}
+table{border-collapse:collapse;font-size:12px}td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:right;vertical-align:top}
+th{background:#f9fafb}th:first-child,td:first-child{text-align:left}td .reason{display:inline-block;text-align:left;max-width:520px}
+.legend span{display:inline-block;margin-right:10px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
-pre{font-size:11px;max-height:320px;overflow:auto;background:#f3f4f6;padding:6px;margin:0}
-.muted{color:#6b7280}.bar{cursor:pointer}.cols{display:flex;gap:10px}.cols>div{flex:1;min-width:0}
+.legend i.dash{width:14px;height:0;border-top:2px dashed;background:none}
+i.sw{display:inline-block;width:9px;height:9px;margin-right:5px}
+svg text{font-size:11px;fill:#374151}svg text.axis{fill:#6b7280}
+pre{font-size:11px;max-height:320px;overflow:auto;background:#f3f4f6;padding:6px;margin:0;white-space:pre-wrap;word-break:break-word}
+.muted{color:#6b7280}.warn{color:#b45309}.bar{cursor:pointer}.cols{display:flex;gap:10px;flex-wrap:wrap}.cols>div{flex:1;min-width:280px}
+.msg{border-left:3px solid #d1d5db;padding:4px 8px;margin:6px 0;background:#fcfcfd}.msg .role{font-size:11px;font-weight:600;text-transform:uppercase;color:#4b5563}
+.msg.role-system{border-color:#1f2937}.msg.role-user{border-color:#2563eb}.msg.role-assistant{border-color:#059669}.msg.role-tool{border-color:#d97706}
+.msg pre.txt{max-height:160px}.call{font-size:12px;margin:3px 0}.result{font-size:12px;margin:3px 0}
+.bp{display:inline-block;font-size:11px;color:#fff;background:#7c3aed;border-radius:3px;padding:0 5px;margin:2px 0}
+#request{max-height:640px;overflow:auto}button{padding:4px 10px;border:1px solid #2563eb;background:#2563eb;color:#fff;border-radius:4px;cursor:pointer}
+button:disabled{opacity:.5}details summary{cursor:pointer;font-size:12px;color:#4b5563}
 """
 
-_JS = r"""
-const CFG = JSON.parse(document.getElementById('cfg').textContent);
-const COLOURS = CFG.colours;
-const qs = new URLSearchParams(location.search);
-const TOKEN = qs.get('token');
-let head = null, detail = null, selected = null;
-function api(path){
-  const h = TOKEN ? {'Authorization': 'Bearer ' + TOKEN} : {};
-  return fetch(path, {headers: h}).then(r => { if(!r.ok) throw new Error(path + ': HTTP ' + r.status); return r.json(); });
-}
-function esc(s){ return String(s).replace(/[&<>"]/g, c => ({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c])); }
-function colour(name){ return COLOURS[name] || '#9ca3af'; }
-function stacked(el, rows, keys, colourOf, onclick){
-  const W = Math.max(320, el.clientWidth || 800), H = 180, pad = 30;
-  const max = Math.max(1, ...rows.map(r => keys.reduce((a, k) => a + (r.values[k] || 0), 0)));
-  const bw = Math.max(2, Math.min(28, (W - pad) / Math.max(1, rows.length) - 2));
-  let s = `<svg width="${W}" height="${H + 18}" role="img">`;
-  s += `<text x="0" y="10" font-size="10" fill="#6b7280">${max.toLocaleString()}</text>`;
-  rows.forEach((r, i) => {
-    let y = H, x = pad + i * (bw + 2);
-    keys.forEach(k => {
-      const v = r.values[k] || 0; if (!v) return;
-      const h = v / max * (H - 14);
-      y -= h;
-      s += `<rect class="bar seg" data-i="${i}" data-key="${esc(k)}" x="${x}" y="${y}" width="${bw}" height="${h}" fill="${colourOf(k)}"><title>${esc(r.label)} ${esc(k)}: ${v.toLocaleString()}</title></rect>`;
-    });
-    if (r.mark) s += `<text x="${x + bw / 2}" y="${H + 14}" font-size="11" text-anchor="middle" fill="#be123c">&#9650;</text>`;
-  });
-  s += '</svg>';
-  el.innerHTML = s;
-  if (onclick) el.querySelectorAll('rect').forEach(n => n.addEventListener('click', () => onclick(+n.dataset.i)));
-}
-function legend(el, keys, colourOf){
-  el.innerHTML = keys.map(k => `<span><i style="background:${colourOf(k)}"></i>${esc(k)}</span>`).join('');
-}
-function draw(d){
-  detail = d;
-  document.getElementById('title').textContent = d.id;
-  document.getElementById('stats').textContent =
-    `${d.events} events · ${d.messages} messages · ${d.turns.length} packs · ${d.calls.length} calls · ` +
-    `${d.compactions.length} compaction events · cost $${d.cost.toFixed(4)}`;
-  const layers = [...new Set(d.turns.flatMap(t => Object.keys(t.layers)))];
-  const order = Object.keys(COLOURS).filter(k => layers.includes(k)).concat(layers.filter(k => !(k in COLOURS)));
-  const cseqs = d.compactions.map(c => c.seq);
-  const rows = d.turns.map((t, i) => ({label: 'turn ' + (i + 1), values: t.layers,
-    mark: cseqs.some(s => s <= t.seq && (i === 0 || s > d.turns[i - 1].seq))}));
-  stacked(document.getElementById('composition'), rows, order, colour, showPack);
-  legend(document.getElementById('composition-legend'), order, colour);
-  const ck = ['cache_read', 'cache_write', 'uncached'];
-  const cc = {cache_read: '#16a34a', cache_write: '#f59e0b', uncached: '#ef4444'};
-  stacked(document.getElementById('cache'), d.calls.map((c, i) => ({label: 'call ' + (i + 1), values: c})), ck, k => cc[k]);
-  legend(document.getElementById('cache-legend'), ck, k => cc[k]);
-  document.getElementById('calls').innerHTML = '<tr><th>call</th><th>pack</th><th>cache read</th><th>cache write</th><th>uncached</th><th>output</th><th>cost</th></tr>' +
-    d.calls.map((c, i) => `<tr><td>${i + 1}</td><td>${esc((c.pack_id || '').slice(0, 10))}</td><td>${c.cache_read.toLocaleString()}</td><td>${c.cache_write.toLocaleString()}</td><td>${c.uncached.toLocaleString()}</td><td>${c.output.toLocaleString()}</td><td>${c.cost == null ? '?' : '$' + c.cost.toFixed(5)}</td></tr>`).join('');
-  document.getElementById('compactions').innerHTML = d.compactions.length ? d.compactions.map(c =>
-    `<li><b>${esc(c.type)}</b> at seq ${c.seq}` + (c.folds != null ? ` · ${c.folds} folds` : '') +
-    (c.first_seq != null ? ` · seq ${c.first_seq}-${c.last_seq}` : '') +
-    (c.dropped_units != null ? ` · ${c.dropped_units} units dropped` : '') +
-    ` — <span class="muted">${esc(c.reason || '')}</span></li>`).join('') : '<li class="muted">none yet</li>';
-  if (selected === null && d.turns.length) showPack(d.turns.length - 1);
-}
-function showPack(i){
-  selected = i;
-  const t = detail.turns[i];
-  document.getElementById('pack-title').textContent = `turn ${i + 1}: pack ${t.pack_id.slice(0, 12)} (${t.tokens.toLocaleString()} tokens)`;
-  api('/api/packs/' + encodeURIComponent(t.pack_id)).then(m => {
-    document.getElementById('manifest').textContent = JSON.stringify(m, null, 2);
-  }).catch(e => { document.getElementById('manifest').textContent = String(e); });
-  if (i > 0) {
-    const a = detail.turns[i - 1].pack_id;
-    api(`/api/diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(t.pack_id)}`).then(df => {
-      const lines = [`tokens ${df.tokens.a.toLocaleString()} → ${df.tokens.b.toLocaleString()} (${df.tokens.delta >= 0 ? '+' : ''}${df.tokens.delta})`,
-        df.cache_prefix.kept ? 'cache prefix kept' : `cache prefix broke at part ${df.cache_prefix.broke_at_part} (${df.cache_prefix.broke_in})`];
-      for (const [k, v] of Object.entries(df.layers)) lines.push(`${k}: ${v.a} → ${v.b} (${v.delta >= 0 ? '+' : ''}${v.delta})`);
-      for (const a of df.actions_b) lines.push(`action: ${a.kind || ''} ${a.layer || ''} ${a.reason || ''}`);
-      document.getElementById('diff').textContent = lines.join('\n');
-    }).catch(e => { document.getElementById('diff').textContent = String(e); });
-  } else document.getElementById('diff').textContent = 'first pack: nothing to compare';
-}
-function poll(){
-  if (!CFG.session) return;
-  api('/api/sessions/' + encodeURIComponent(CFG.session)).then(d => {
-    if (d.head !== head) { head = d.head; draw(d); }
-    document.getElementById('live').textContent = 'live · updated ' + new Date().toLocaleTimeString();
-  }).catch(e => { document.getElementById('live').textContent = String(e); })
-    .finally(() => setTimeout(poll, CFG.poll_ms));
-}
-poll();
-"""
+#: the page's script (a plain file in the package, inlined into the page)
+_JS = resources.files(__package__).joinpath("dashboard.js").read_text(encoding="utf-8")
+
+
+def _figure(key: str, label: str, sub: str) -> str:
+    return (f'<div class="card" id="{key}-card"><div class="k">{label}</div><div class="v" id="{key}">…</div>'
+            f'<div class="s" id="{key}-sub">{sub}</div></div>')
 
 
 def render_page(sessions: list[dict[str, Any]], selected: str | None, poll_seconds: float,
@@ -134,24 +74,44 @@ def render_page(sessions: list[dict[str, Any]], selected: str | None, poll_secon
         selected = sessions[-1]["id"]
     links = "".join(
         f'<a class="{"sel" if s["id"] == selected else ""}" data-session="{html.escape(s["id"])}" '
-        f'href="?session={html.escape(quote(s["id"], safe="") + keep)}">{html.escape(s["id"])} <span class="muted">({s["events"]})</span></a>'
+        f'href="?session={html.escape(quote(s["id"], safe="") + keep)}"><span class="sid">{html.escape(s["id"])}</span>'
+        f'<span class="meta">{s["events"]} events</span></a>'
         for s in sessions
     ) or '<p class="muted">no sessions yet: point an agent at this server</p>'
     cfg = json.dumps({"session": selected, "poll_ms": int(poll_seconds * 1000), "colours": LAYER_COLOURS})
     cfg = cfg.replace("</", "<\\/")
-    body = f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>windowsmith</title>
-<meta name="viewport" content="width=device-width,initial-scale=1"><style>{_CSS}</style></head><body>
-<header><h1>windowsmith · context windows</h1></header>
-<main><nav><h2>sessions</h2>{links}</nav>
+    figures = "".join((
+        _figure("h-cost", "cost (billed prices)", ""), _figure("h-calls", "model calls", ""),
+        _figure("h-hit", "cache hit rate", "cache reads ÷ prompt tokens billed"),
+        _figure("h-saved", "tokens saved vs full history", ""), _figure("h-cost-saved", "saved vs full history", ""),
+    ))
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>windowsmith</title>
+<meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="data:,"><style>{_CSS}</style></head><body>
+<header><h1>windowsmith · context windows</h1><div class="hdr"><span>model <b id="hdr-model">…</b></span>
+<span>window <b id="hdr-window">…</b></span><span>provider <b id="hdr-provider">…</b></span>
+<span class="muted" id="hdr-cache"></span></div></header>
+<main><nav><h2>sessions <span class="muted" id="session-count"></span></h2>
+<input id="search" type="search" placeholder="search sessions" aria-label="search sessions">
+<div id="sessions">{links}</div></nav>
 <section id="session"><h2 id="title">{html.escape(selected or "")}</h2><div class="muted" id="stats"></div>
 <div class="muted" id="live"></div>
-<div class="card"><h2>Per-turn composition by layer (tokens; &#9650; compaction)</h2><div id="composition"></div>
+<div class="figures" id="headline">{figures}</div>
+<div class="card"><h2>Tokens sent per turn, by layer (calibrated)</h2><div id="composition"></div>
 <div class="legend" id="composition-legend"></div></div>
-<div class="card"><h2>Cache per call (tokens)</h2><div id="cache"></div><div class="legend" id="cache-legend"></div>
-<table id="calls"></table></div>
+<div class="card"><h2>Cache per call: prompt tokens billed</h2><div id="cache"></div><div class="legend" id="cache-legend"></div>
+<details open><summary>calls</summary><table id="calls"></table></details></div>
+<div class="card"><h2>What if this session had used another strategy?</h2>
+<p class="muted">Replays this session's own log under the strategies of <code>windowsmith bench</code>, at its window,
+with the bench's cost and identifier recall: what each would have cost, and what it would have lost.</p>
+<button id="whatif-run" type="button">Replay under the other strategies</button> <span id="whatif-status" class="muted"></span>
+<table id="whatif-table"></table><p class="muted" id="whatif-note"></p></div>
 <div class="card"><h2>Compaction events</h2><ul id="compactions"></ul></div>
-<div class="card"><h2 id="pack-title">Pack</h2><div class="cols"><div><h2>Manifest</h2><pre id="manifest"></pre></div>
-<div><h2>Diff against the previous pack</h2><pre id="diff"></pre></div></div></div>
+<div class="card"><h2 id="pack-title">Pack</h2><div id="pack-facts"></div><div class="muted" id="pack-cache"></div>
+<div class="cols"><div><h3>Layers</h3><table id="layers-table"></table></div>
+<div><h3>Artifacts</h3><table id="artifacts-table"></table></div></div>
+<h3>Actions and reasons</h3><table id="actions-table"></table>
+<h3>Diff against the previous pack</h3><pre id="diff"></pre>
+<details><summary>raw manifest (JSON)</summary><pre id="manifest"></pre></details></div>
+<div class="card"><h2>The request last sent</h2><div class="muted" id="request-note"></div><div id="request"></div></div>
 </section></main>
 <script type="application/json" id="cfg">{cfg}</script><script>{_JS}</script></body></html>"""
-    return body
