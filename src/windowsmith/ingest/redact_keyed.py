@@ -42,6 +42,8 @@ from .redact_values import classify, key_kind, looks_like_words
 
 __all__ = ["Span", "bare_end", "find_keyed"]
 
+_B64_NEXT = ("=", "+", "/")  # what follows a key candidate that may end a base64 string
+
 #: (start, end, type, priority); a lower priority number wins an overlap.
 Span = tuple[int, int, str, int]
 
@@ -89,7 +91,8 @@ def find_keyed(text: str) -> Iterator[Span]:
             i -= 1
         if (i == lo and lo > 0 and text[i - 1] in KEY_CHARS) or word_end - i > KEY_MAX + 2:
             continue  # a long run of word characters, not a key
-        if _base64_tail(text, i, word_end) or text.endswith("[REDACTED:", max(0, i - 10), i):
+        if (text.startswith(_B64_NEXT, word_end) and _base64_tail(text, i, word_end)) or \
+                (i >= 10 and text.startswith("[REDACTED:", i - 10)):
             continue  # padding of a base64 hash, or the type in a marker ([REDACTED:password_assignment]: ...)
         j = i
         while j < p and text[j] == "-":
@@ -108,10 +111,10 @@ def find_keyed(text: str) -> Iterator[Span]:
                 yield span
                 skip_until = max(skip_until, m.end(), span[1])  # each value is judged once: linear time
                 break
-            # a value judged not a secret may still hold a key ("KEY-----", "password": "0"): its keywords are
-            # looked at, the rest of the match is not
-            vg = _value_group(m)
-            skip_until = max(skip_until, m.start(vg[0]) if vg is not None else m.end())
+            # a quoted value judged not a secret may be a key itself ("KEY-----", "password": "0"): its keywords
+            # are looked at, the rest of the match is not
+            quoted_at = m.start("dq") if "dq" in m.re.groupindex and m.group("dq") is not None else -1
+            skip_until = max(skip_until, quoted_at if quoted_at >= 0 else m.end())
 
 
 def _value_ends_at(text: str, i: int) -> bool:
