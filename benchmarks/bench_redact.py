@@ -3,6 +3,10 @@
 Run:  .venv/bin/python benchmarks/bench_redact.py              (writes benchmarks/results/redact.json and .md)
       .venv/bin/python benchmarks/bench_redact.py --regenerate (rebuilds benchmarks/data/redact_corpus.json)
       .venv/bin/python benchmarks/bench_redact.py --adversarial (also times the 5 MB adversarial inputs)
+      ... --detect-secrets          (runs Yelp/detect-secrets on the same cases and traces: minutes; without
+                                     it, its last figures are carried over)
+      ... --baseline MODULE         (an importable copy of an earlier windowsmith.ingest.redact, measured side
+                                     by side, speed included)
 
 **Recall.** ``benchmarks/data/redact_corpus.json`` holds synthetic secrets, generated here from a fixed
 seed, for every type ``windowsmith.ingest.redact`` claims. Each secret follows the shape of a public rule
@@ -16,6 +20,14 @@ embedded in a few of the contexts an agent sees (shell, .env, JSON, YAML, code i
 HTTP headers, log and error lines, URLs). All values are random: none is a real credential. A case
 counts as caught when the secret is gone from the redacted text; "typed" also needs the marker of the
 expected type.
+
+**Contexts (issue 56).** The same secrets inside a JSON-escaped string (``{"stdout": "..."}``), 1,000
+unquoted passwords with ``& ( ) ] } ; , . < > |`` inside, base64-encoded ``.env`` bodies (bare, wrapped,
+a Kubernetes Secret, GitHub's contents API), Docker ``auths`` (plain and escaped), session cookies, and
+20,000 package-lock integrity hashes that must not change. Recall per context and type, side by side with
+detect-secrets (default plugins and filters, a case caught when replacing what it reports hides the
+secret). The optional PII redactor: recall per type on generated values, look-alikes that must be kept,
+and its matches on the real traces.
 
 **False positives.** Every text of the real traces in ``../shared/data/traces`` (system prompt, each tool
 description, each message text, each tool result, each tool call's arguments through ``redact_obj``)
@@ -350,6 +362,254 @@ def false_positives(texts: list[str | dict[str, Any]]) -> tuple[int, list[str]]:
     return hits, examples
 
 
+# --- issue 56: the contexts a secret hides in, side by side with detect-secrets ----------------------
+# Each context is generated from its own seed on every run (nothing stored). A case is caught when the secret
+# cannot be read back: for JSON-escaped text, from the decoded string (and the redacted JSON must parse); for
+# punctuated passwords, no piece of 3+ letters or digits survives; for base64 bodies, no line of the blob.
+
+PUNCT = "&()]};,.<>|"
+_PUNCT_TEMPLATES = ["DB_PASSWORD={S}", "export DB_PASSWORD={S}\n", "  password: {S}\n", "PGPASSWORD={S} psql -h db",
+                    "mysql -u root --password {S} -h db", "./deploy --db-password={S}", "REDIS_PASS={S}\nREDIS_HOST=cache"]
+_ENV_LINES = ["APP_ENV=production", "LOG_LEVEL=info", "DB_HOST=db.internal", "DB_PORT=5432", "WORKERS=4", "TZ=UTC"]
+_ENV_CONTEXTS = ["{B}", "$ base64 .env\n{W76}\n$ ", "apiVersion: v1\nkind: Secret\ndata:\n  .env: {B}\n",
+                 "echo {B} | base64 -d > .env", "{GH}"]
+
+
+def _punctuated(rng: random.Random) -> str:
+    v = list(_r(rng, ALNUM, rng.randint(10, 20)))
+    for _ in range(rng.randint(1, 3)):
+        v.insert(rng.randint(2, len(v) - 2), rng.choice(PUNCT))
+    return "".join(v)
+
+
+def _wrap(b: str, width: int) -> str:
+    return "\n".join(b[i : i + width] for i in range(0, len(b), width))
+
+
+def context_cases(seed: int = SEED) -> dict[str, list[dict[str, Any]]]:
+    """Cases by context: each is {"type", "text", "secret", "check"} (check: how "caught" is judged)."""
+    rng = random.Random(seed * 56)
+    corpus = build_corpus(seed)["cases"]
+    out: dict[str, list[dict[str, Any]]] = {
+        "plain": [{**c, "check": "plain"} for c in corpus],
+        "json_escaped": [{**c, "text": json.dumps({"stdout": c["text"], "exit_code": 0}), "check": "json"} for c in corpus],
+        "unquoted_punctuated": [],
+        "base64_env": [],
+        "docker_auths": [],
+    }
+    for i in range(1000):
+        pw = _punctuated(rng)
+        out["unquoted_punctuated"].append({"type": "password_assignment", "secret": pw, "check": "pieces",
+                                           "text": _PUNCT_TEMPLATES[i % len(_PUNCT_TEMPLATES)].format(S=pw)})
+    for i in range(500):
+        kind = ("password_assignment", "generic_secret_assignment", "aws_access_key_id", "github_token")[i % 4]
+        value, _ = _secret(kind, rng)
+        key = {"password_assignment": "DB_PASSWORD", "generic_secret_assignment": "API_KEY",
+               "aws_access_key_id": "AWS_ACCESS_KEY_ID", "github_token": "GITHUB_TOKEN"}[kind]
+        lines = rng.sample(_ENV_LINES, rng.randint(2, 5))
+        lines.insert(rng.randint(0, len(lines)), f"{key}={value}")
+        b = base64.b64encode(("\n".join(lines) + "\n").encode()).decode()
+        gh = json.dumps({"name": ".env", "encoding": "base64", "content": _wrap(b, 60) + "\n"})
+        text = _ENV_CONTEXTS[i % len(_ENV_CONTEXTS)].format(B=b, W76=_wrap(b, 76), GH=gh)
+        out["base64_env"].append({"type": kind, "secret": b, "check": "blob", "text": text})
+    for i in range(300):
+        auth = base64.b64encode(f"{rng.choice(['deploy', 'ci', 'bob'])}:{_password(rng)}".encode()).decode()
+        config = {"auths": {rng.choice(["https://index.docker.io/v1/", "ghcr.io", "registry.example.com:5000"]):
+                            {"auth": auth}}}
+        text = [json.dumps(config), json.dumps(config, indent=2), json.dumps({"stdout": json.dumps(config, indent=1)})][i % 3]
+        out["docker_auths"].append({"type": "basic_auth", "secret": auth, "check": "json" if i % 3 == 2 else "plain",
+                                    "text": text})
+    return out
+
+
+def _readable(case: dict[str, Any], text: str) -> bool:
+    """Whether the case's secret can still be read in ``text`` (see context_cases)."""
+    secret, check = case["secret"], case["check"]
+    if check == "json":
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return True  # a broken document is a failure too
+        text = doc["stdout"] if isinstance(doc, dict) and "stdout" in doc else text
+    if check == "pieces":
+        return any(p in text for p in "".join(c if c.isalnum() else " " for c in secret).split() if len(p) >= 3)
+    if check == "blob":
+        flat = text.replace("\\n", "\n")
+        return any(line[:24] in flat for line in _wrap(secret, 60).split("\n") + _wrap(secret, 76).split("\n")
+                   if len(line) >= 24)
+    return secret in text
+
+
+def context_recall(cases: dict[str, list[dict[str, Any]]], redactor: Any) -> dict[str, dict[str, dict[str, float]]]:
+    """Recall by context and secret type of ``redactor`` (text -> redacted text). For a scanner that only
+    reports (``redactor.flagged``), also how often it reports anything at all in the case ("flagged")."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for context, rows in cases.items():
+        by: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+        for case in rows:
+            hidden = not _readable(case, redactor(case["text"]))
+            by[case["type"]].append((hidden, getattr(redactor, "flagged", hidden)))
+        by["all"] = [x for v in list(by.values()) for x in v]
+        out[context] = {k: {"cases": len(v), "recall": round(sum(h for h, _ in v) / len(v), 4),
+                            "flagged": round(sum(f for _, f in v) / len(v), 4)} for k, v in by.items()}
+    return out
+
+
+def integrity_entries(n: int = 20_000, seed: int = SEED) -> dict[str, Any]:
+    """A package-lock.json with ``n`` packages, their integrity hashes random sha512 (and some sha1) digests."""
+    rng = random.Random(seed)
+    packages = {}
+    for i in range(n):
+        algo, size = ("sha512", 64) if rng.random() < 0.9 else ("sha1", 20)
+        packages[f"node_modules/pkg-{i}"] = {"version": f"1.{i % 40}.{i % 7}", "resolved": f"https://registry.npmjs.org/pkg-{i}/-/pkg-{i}-1.0.0.tgz",
+                                             "integrity": f"{algo}-{base64.b64encode(rng.randbytes(size)).decode()}"}
+    return {"name": "app", "lockfileVersion": 3, "requires": True, "packages": packages}
+
+
+def integrity_damage(lock: dict[str, Any], redactor: Any, *, compact: bool = True) -> dict[str, Any]:
+    """How many integrity entries ``redactor`` changes in the package-lock text (as npm writes it, indented,
+    and compact: one 4.4 MB line), and whether it still parses."""
+    out: dict[str, Any] = {"entries": len(lock["packages"])}
+    layouts = [("indented", json.dumps(lock, indent=2))]
+    if compact:
+        layouts.append(("compact", json.dumps(lock, separators=(",", ":"))))
+    for layout, text in layouts:
+        after_text = redactor(text)
+        try:
+            after = json.loads(after_text)["packages"]
+            changed = sum(after[k]["integrity"] != v["integrity"] for k, v in lock["packages"].items())
+            parses = True
+        except (ValueError, KeyError, TypeError):  # what changed is then counted as the markers put in
+            changed, parses = after_text.count("[REDACTED:") - text.count("[REDACTED:"), False
+        out[layout] = {"changed": changed, "json_parses": parses}
+    return out
+
+
+class DetectSecrets:
+    """Yelp/detect-secrets with its default plugins and filters, one text as one file (its ``scan_file``).
+    A case counts as caught when replacing every value it reports makes the secret unreadable."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        from detect_secrets.core.scan import scan_file
+        from detect_secrets.settings import default_settings
+
+        self._scan, self._settings = scan_file, default_settings
+        self._path = Path(tempfile.mkdtemp()) / "text.txt"
+        self.flagged = False
+
+    def values(self, text: str) -> list[str]:
+        self._path.write_text(text)
+        with self._settings():
+            return sorted({s.secret_value or "" for s in self._scan(str(self._path))} - {""}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        values = self.values(text)
+        self.flagged = bool(values)  # it found something in the case (a private key: only its BEGIN line)
+        for v in values:
+            text = text.replace(v, "[X]")
+        return text
+
+
+# --- the optional PII redactor ----------------------------------------------------------------------
+
+_PII_CONTEXTS = ["{S}", "Customer: Mia Li <{S}>", '{{"customer_id": "C1001", "{k}": "{S}"}}', "| {k} | {S} |",
+                 "please call me at {S} tomorrow", "{k}={S}\n"]
+_PII_LOOKALIKES = [
+    "released 2024-05-01 12:00:00", "version 10.0.19045.3803", "ip 192.168.100.200", "npm i @scope/pkg@1.2.3",
+    "git@github.com:acme/api.git", "pip install pkg==1.2.3", "uuid 550e8400-e29b-41d4-a716-446655440000",
+    "order #W2378156 total 1234.56", "ts 1712345678901", "M 0 0 L 469 0 L 469 531 Q 828 903 1448",
+    "isbn 978-3-16-148410-0", "port 8080:80 pid 12345", "Build 2024.05.01-1234", "sha 9f86d081884c7d659a2feaa0c55ad015",
+    "coords 52.5200, 13.4050", "range 100-200-3000", "lat -33.8688 lon 151.2093", "1,234,567,890 rows",
+]
+
+
+def _luhn_digit(body: str) -> str:
+    total = 0
+    for i, c in enumerate(reversed(body)):
+        d = int(c) * (2 if i % 2 == 0 else 1)
+        total += d - 9 if d > 9 else d
+    return str((10 - total % 10) % 10)
+
+
+def _pii_value(kind: str, rng: random.Random) -> str:
+    d = string.digits
+    if kind == "email_address":
+        return f"{rng.choice(WORDS).lower()}.{_r(rng, string.ascii_lowercase, 5)}{rng.randint(1, 9999)}@" \
+               f"{rng.choice(['gmail.com', 'example.org', 'mail.co.uk', 'corp.example.com'])}"
+    if kind == "phone_number":
+        a, b, c = rng.randint(201, 989), rng.randint(200, 999), _r(rng, d, 4)
+        return rng.choice([f"({a}) {b}-{c}", f"{a}-{b}-{c}", f"{a}.{b}.{c}", f"+1 {a} {b} {c}", f"+1-{a}-{b}-{c}",
+                           f"+44 20 {_r(rng, d, 4)} {_r(rng, d, 4)}", f"07{_r(rng, d, 3)} {_r(rng, d, 6)}", f"+4915{_r(rng, d, 9)}"])
+    if kind == "payment_card":
+        prefix, n = rng.choice([("4", 16), ("51", 16), ("55", 16), ("2221", 16), ("34", 15), ("37", 15), ("6011", 16), (rng.choice(["3528", "3566", "3589"]), 16)])
+        body = prefix + _r(rng, d, n - len(prefix) - 1)
+        v = body + _luhn_digit(body)
+        if rng.random() < 0.5 and n == 16:
+            v = rng.choice([" ", "-"]).join(v[i : i + 4] for i in range(0, 16, 4))
+        return v
+    if kind == "us_ssn":
+        return f"{rng.randint(1, 665):03d}-{rng.randint(1, 99):02d}-{rng.randint(1, 9999):04d}"
+    if kind == "uk_nino":
+        first, second = rng.choice("ABCEGHJKLMNOPRSTWXYZ"), rng.choice("ABCEGHJKLMNPRSTWXYZ")
+        if first + second in ("BG", "GB", "NK", "KN", "TN", "NT", "ZZ"):
+            first = "A"
+        sep = rng.choice(["", " "])
+        return sep.join([first + second, _r(rng, d, 2), _r(rng, d, 2), _r(rng, d, 2), rng.choice("ABCD")])
+    raise ValueError(kind)
+
+
+def pii_figures(texts: list[str | dict[str, Any]], seed: int = SEED, per_type: int = 300, *,
+                show: bool = False) -> dict[str, Any]:
+    """Recall per PII type on generated values, false positives on look-alikes, matches on the real traces
+    (with ``show``, each distinct match is printed with the text before it, to be read by hand)."""
+    from windowsmith.ingest.redact import PII_TYPES
+
+    rng = random.Random(seed * 7)
+    rec: dict[str, dict[str, float]] = {}
+    for kind in PII_TYPES:
+        caught = 0
+        for i in range(per_type):
+            v = _pii_value(kind, rng)
+            text = _PII_CONTEXTS[i % len(_PII_CONTEXTS)].format(S=v, k=kind.split("_")[0])
+            caught += v not in redact(text, pii=True).text
+        rec[kind] = {"cases": per_type, "recall": round(caught / per_type, 4)}
+    lookalike_fp = [t for t in _PII_LOOKALIKES if redact(t, pii=True).total]
+    on_traces: dict[str, int] = defaultdict(int)
+    changed = 0
+    seen: set[str] = set()
+    for t in texts:
+        counts = redact_obj(t, pii=True)[1] if isinstance(t, dict) else redact(t, pii=True).counts
+        pii = {k: v for k, v in counts.items() if k in PII_TYPES}
+        changed += bool(pii)
+        if pii and show:
+            shown = json.dumps(redact_obj(t, pii=True)[0]) if isinstance(t, dict) else redact(t, pii=True).text
+            original = json.dumps(t) if isinstance(t, dict) else t
+            seen.update(f"{k}: ...{original[max(0, i - 40):i + 40]!r}" for k in pii for i in [shown.find(f"[REDACTED:{k}]")])
+        for k, v in pii.items():
+            on_traces[k] += v
+    for line in sorted(seen):
+        print("  pii match near", line)
+    return {"recall": rec, "lookalikes": len(_PII_LOOKALIKES), "lookalike_false_positives": lookalike_fp,
+            "trace_texts_changed": changed, "trace_matches": dict(sorted(on_traces.items())),
+            "trace_note": "the traces hold synthetic customer records (tau-bench) and author e-mails in source headers; "
+                          "every match (listed with --show) was read by hand: all are e-mail addresses and phone numbers"}
+
+
+def timed_over(texts: list[str | dict[str, Any]], modules: dict[str, Any], rounds: int = 5) -> dict[str, float]:
+    """The fastest of ``rounds`` passes of each module's redaction over every trace text, in CPU seconds (a
+    machine shared with other work changes wall time far more), the modules taking turns."""
+    best = dict.fromkeys(modules, float("inf"))
+    for _ in range(rounds):
+        for name, module in modules.items():
+            start = time.process_time()
+            for t in texts:
+                module.redact_obj(t) if isinstance(t, dict) else module.redact(t)
+            best[name] = min(best[name], time.process_time() - start)
+    return {name: round(v, 3) for name, v in best.items()}
+
+
 # Each unit is repeated to 5 MB (and to a quarter of that: a linear rule takes about 4 times as long on the
 # full size). They stress the patterns scanned over the text: long runs of one character class, many
 # candidate starts.
@@ -358,7 +618,8 @@ ADVERSARIAL_UNITS = {
     "pem-begin": "-----BEGIN PRIVATE KEY-----!", "url-userinfo": "a://b:c@", "bearer": "Bearer ",
     "quotes": "password = '", "flags": "--password ", "sk": "sk-", "authorization": "Authorization: ",
     "xml": "<password>", "curl-user": "-u :", "commas": '"token", ', "hex": "0123456789abcdef",
-    "mysql-p": "mysql -pa ", "sshpass": "sshpass -p ",
+    "mysql-p": "mysql -pa ", "sshpass": "sshpass -p ", "cookies": "cookie=1;", "escaped": '\\"password=x1\\" ',
+    "base64": "QUJD" * 8 + " ",
 }
 # The value-shape checks a keyed or header value goes through (a dotted number, a word list, a path, a
 # "your ... here" placeholder), each fed 5 MB of values of 32 and of 256 characters: a check linear in
@@ -397,6 +658,105 @@ def adversarial() -> dict[str, dict[str, float]]:
     return out
 
 
+def _option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv and argv.index(name) + 1 < len(argv) else None
+
+
+def issue56(argv: list[str], texts: list[str | dict[str, Any]]) -> dict[str, Any]:
+    """Recall by context and type, package-lock damage, speed on the traces, the PII redactor; with
+    ``--baseline MODULE`` (an earlier copy of windowsmith.ingest.redact) and ``--detect-secrets`` side by side."""
+    import importlib
+
+    cases, lock = context_cases(), integrity_entries()
+    current = importlib.import_module("windowsmith.ingest.redact")
+    tools: dict[str, Any] = {"windowsmith": lambda t: redact(t).text}
+    baseline = _option(argv, "--baseline")
+    if baseline:
+        before = importlib.import_module(baseline)
+        tools = {"before": lambda t: before.redact(t).text, **tools}
+    if "--detect-secrets" in argv:
+        tools["detect-secrets"] = DetectSecrets()
+    out: dict[str, Any] = {"contexts": {}, "package_lock": {}, "baseline": baseline}
+    for name, tool in tools.items():
+        print(f"measuring {name} ...", flush=True)
+        out["contexts"][name] = context_recall(cases, tool)
+        # detect-secrets ran over 20 minutes on the compact layout's single 4.4 MB line without finishing
+        out["package_lock"][name] = integrity_damage(lock, tool, compact=name != "detect-secrets")
+    if "detect-secrets" in tools and texts:
+        ds = tools["detect-secrets"]
+        hits = sum(bool(ds.values(t if isinstance(t, str) else json.dumps(t))) for t in texts)
+        out["detect_secrets_false_positives"] = {"texts": len(texts), "flagged": hits,
+                                                 "per_10000": round(hits / len(texts) * 10_000, 2)}
+    elif (OUT / "redact.json").exists():  # detect-secrets takes minutes: its last figures are carried over
+        last = json.loads((OUT / "redact.json").read_text())
+        for section in ("contexts", "package_lock"):
+            if "detect-secrets" in last.get(section, {}):
+                out[section]["detect-secrets"] = last[section]["detect-secrets"]
+        if "detect_secrets_false_positives" in last:
+            out["detect_secrets_false_positives"] = last["detect_secrets_false_positives"]
+        out["detect_secrets_carried_over"] = "detect-secrets" in out["contexts"]
+    if texts:
+        speed: dict[str, float] = timed_over(texts, {"windowsmith": current, **({"before": before} if baseline else {})})
+        if baseline:
+            speed["ratio"] = round(speed["windowsmith"] / speed["before"], 3)
+        out["seconds_over_traces"] = speed
+        out["pii"] = pii_figures(texts, show="--show" in argv)
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The figures of redact.json as tables."""
+    lines = ["# Secret redaction (benchmarks/bench_redact.py)", ""]
+    ctx = report.get("contexts", {})
+    tools = list(ctx)
+    if tools:
+        if report.get("baseline"):
+            lines += [f"\"before\" is `{report['baseline']}` (--baseline: a copy of windowsmith.ingest.redact as it was "
+                      "before issue 56's fixes).", ""]
+        if report.get("detect_secrets_carried_over"):
+            lines += ["(detect-secrets figures from the last run with --detect-secrets, on the same seeded cases)", ""]
+        lines += ["## Recall by context and secret type", "",
+                  "Recall: the secret cannot be read back. detect-secrets only reports; a case counts when replacing "
+                  "what it reports hides the secret (for a private key it reports the BEGIN line only), and "
+                  "\"flagged\" says how often it reported anything in the case.", "",
+                  "| context | type | cases | " + " | ".join(tools) + (" | detect-secrets flagged |" if "detect-secrets" in ctx
+                                                                          else " |"),
+                  "|---|---|---:|" + "---:|" * (len(tools) + ("detect-secrets" in ctx))]
+        for context, types in ctx["windowsmith"].items():
+            for kind, row in types.items():
+                cells = [f"{ctx[t][context][kind]['recall']:.1%}" for t in tools]
+                if "detect-secrets" in ctx:
+                    cells.append(f"{ctx['detect-secrets'][context][kind].get('flagged', 0):.1%}")
+                lines.append(f"| {context} | {kind} | {row['cases']} | " + " | ".join(cells) + " |")
+        lines += ["", "## package-lock.json integrity hashes changed", "",
+                  "| tool | entries | changed (indented) | parses | changed (compact) | parses |", "|---|---:|---:|---|---:|---|"]
+        for t, row in report["package_lock"].items():
+            ind, com = row["indented"], row.get("compact", {"changed": "not run (one 4.4 MB line)", "json_parses": "-"})
+            lines.append(f"| {t} | {row['entries']} | {ind['changed']} | {ind['json_parses']} | {com['changed']} | "
+                         f"{com['json_parses']} |")
+    fp = report.get("false_positives")
+    if fp:
+        lines += ["", "## False positives on the real traces", "",
+                  f"windowsmith: {fp['redacted']} of {fp['texts']:,} texts ({fp['per_10000']} per 10,000)."]
+        ds = report.get("detect_secrets_false_positives")
+        if ds:
+            lines.append(f"detect-secrets: {ds['flagged']} of {ds['texts']:,} texts ({ds['per_10000']} per 10,000).")
+    speed = report.get("seconds_over_traces")
+    if speed:
+        lines += ["", "## Speed over every trace text (CPU seconds, fastest of 5 passes, taking turns)", "",
+                  ", ".join(f"{k}: {v}" + ("" if k == "ratio" else " s") for k, v in speed.items())]
+    pii = report.get("pii")
+    if pii:
+        lines += ["", "## PII redactor (off by default; redact(pii=True), IngestConfig(redact_pii=True))", "",
+                  "| type | cases | recall |", "|---|---:|---:|"]
+        lines += [f"| {k} | {v['cases']} | {v['recall']:.1%} |" for k, v in pii["recall"].items()]
+        lines += ["", f"Look-alikes (dates, versions, IPs, ids, SVG paths, ...): {len(pii['lookalike_false_positives'])} "
+                      f"of {pii['lookalikes']} redacted.",
+                  f"On the real traces: {pii['trace_texts_changed']} texts changed, matches {pii['trace_matches']}; "
+                  f"{pii['trace_note']}."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if "--regenerate" in argv or not CORPUS.exists():
         CORPUS.parent.mkdir(parents=True, exist_ok=True)
@@ -419,8 +779,8 @@ def main(argv: list[str]) -> int:
                        "typed": round(v["typed"] / v["cases"], 4)} for k, v in rec.items()},
         "min_recall": round(worst, 4),
     }
-    if TRACES.exists():
-        texts = trace_texts()
+    texts = trace_texts() if TRACES.exists() else []
+    if texts:
         start = time.perf_counter()
         hits, examples = false_positives(texts)
         elapsed = time.perf_counter() - start
@@ -433,6 +793,8 @@ def main(argv: list[str]) -> int:
                                      "seconds": round(elapsed, 2)}
     else:
         print(f"\n{TRACES} not found: false-positive rate not measured")
+    report.update(issue56(argv, texts))
+    print("\n" + markdown({k: v for k, v in report.items() if k != "false_positives"}))
     if "--adversarial" in argv:
         report["adversarial_seconds"] = adv = adversarial()
         print(f"\nadversarial inputs, seconds: scans at {ADVERSARIAL_BYTES // 4:,} and {ADVERSARIAL_BYTES:,} bytes "
@@ -443,6 +805,7 @@ def main(argv: list[str]) -> int:
             print(f"  {name:16} {a:>8.3f} {b:>8.3f} {ratio:>6.2f}")
     OUT.mkdir(exist_ok=True)
     (OUT / "redact.json").write_text(json.dumps(report, indent=1) + "\n")
+    (OUT / "redact.md").write_text(markdown(report))
     return 0
 
 
