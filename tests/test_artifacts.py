@@ -224,3 +224,29 @@ def test_gc_with_no_grace_racing_agent_processes_loses_no_named_artifact(tmp_pat
         orphan = e.artifacts.put(b"never named", session_id="w0")
         collect_garbage(e.store, e.artifacts if folder else None, grace_seconds=0, vacuum=False)
         assert e.artifacts.get(orphan) is None
+
+
+@pytest.mark.parametrize("where", ["embedded", "folder"])
+def test_an_append_naming_a_blob_gc_took_meanwhile_stores_it_again(tmp_path, where):
+    """The race, step by step: a blob is put, a gc with no grace runs before the event naming it is
+    appended (and deletes it), then the append: the blob is back, referenced, and the next gc keeps it."""
+    from windowsmith.artifacts import collect_garbage
+
+    with SQLiteStore(tmp_path / "s.db") as st:
+        arts = EmbeddedArtifacts(st) if where == "embedded" else FileArtifacts(tmp_path / "blobs")
+        st.create_session("s", {})
+        sha = arts.put(b"an offloaded tool result", session_id="s")
+        collect_garbage(st, arts, grace_seconds=0, vacuum=False)
+        assert arts.get(sha) is None  # no event named it yet: gc was right to take it
+        [ev] = arts.append(st, "s", [("message", {"text": f"see {artifact_uri(sha)}"})], expected_parent=None)
+        assert arts.get(sha) == b"an offloaded tool result" and arts.refs(sha) == ["s"]
+        collect_garbage(st, arts, grace_seconds=0, vacuum=False)
+        assert arts.get(sha) == b"an offloaded tool result"
+        # a blob put and never named is still collected; one named later than the next append is kept until then
+        later = arts.put(b"named by a later record", session_id="s")
+        arts.append(st, "s", [("message", {"text": "unrelated"})], expected_parent=ev.hash)
+        collect_garbage(st, arts, grace_seconds=0, vacuum=False)
+        head = st.head("s")
+        assert head is not None
+        arts.append(st, "s", [("message", {"text": f"now {artifact_uri(later)}"})], expected_parent=head.hash)
+        assert arts.get(later) == b"named by a later record"
