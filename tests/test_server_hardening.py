@@ -420,3 +420,38 @@ def test_serve_warns_when_it_binds_beyond_loopback_without_tokens(monkeypatch: p
     assert ("--token" in r.output and "without --token" in r.output) is warns
     c = seen["config"]
     assert (c.max_body, c.upstream_timeout, c.body_timeout) == (1000, 12.5, 3.0)
+
+
+# -- every error in the route's shape, in HTTP terms ------------------------------------------------------------
+
+PYTHON_ADVICE = ("BudgetConfig", "refresh()", "supported formats", "Traceback", "Session(", "Engine(", "window=")
+
+
+@pytest.mark.parametrize(("body", "status", "why"), [
+    ({"model": "gpt-4o", "messages": [{"role": "system", "content": "word " * 20000},
+                                      {"role": "user", "content": "hi"}]}, 400, "send a model with a larger window"),
+    ({"model": "gpt-4o", "messages": [{"role": "wizard", "content": "hi"}]}, 400, "unknown role 'wizard'"),
+    ({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "tools": "x"}, 400, "expected a JSON array"),
+    ({"model": "gpt-4o", "messages": "hi"}, 400, "'messages' array"),
+    ([1], 400, "must be a JSON object"),
+])
+def test_proxy_errors_speak_http_not_python(tmp_path: Path, body: Any, status: int, why: str) -> None:
+    with rig(tmp_path, model_window=4000) as r:
+        resp = r.post("/v1/chat/completions", json=body)
+        message = openai_error(resp, status)
+        assert why in message and not any(a in message for a in PYTHON_ADVICE), message
+
+
+def test_an_unexpected_failure_is_a_logged_500_in_the_route_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    from windowsmith.server.proxy import Proxy
+
+    def boom(*a: Any) -> Any:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(Proxy, "_identify", boom)
+    with rig(tmp_path) as r, caplog.at_level(logging.ERROR, "windowsmith.server"):
+        resp = r.post("/v1/messages", json={"model": ANTHROPIC_MODEL, "max_tokens": 5, "messages": hi()})
+        message = anthropic_error(resp, 500)
+        assert "RecursionError" in message and "server log" in message
+        assert "POST /v1/messages failed: RecursionError" in caplog.text

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..errors import UsageError
+from ..errors import BudgetBlockedError, BudgetExceededError, ConflictError, UsageError
 
 log = logging.getLogger("windowsmith.server")
 
@@ -69,6 +69,24 @@ def error_response(path: str, status: int, message: str) -> Response:
     else:
         body = {"error": message}
     return Response(json.dumps(body), status_code=status, media_type="application/json")
+
+
+def client_message(exc: BaseException) -> str:
+    """A library error as an HTTP client reads it: what was wrong with the request and what to send instead, without
+    the Python API's advice (``BudgetConfig(...)``, ``session.refresh()``) or a trace importer's list of formats."""
+    if isinstance(exc, ConflictError):
+        return "another request on this session was written first, and nothing of this one was: retry it"
+    if isinstance(exc, BudgetBlockedError):
+        return (f"the request needs {exc.needed:,} tokens, over this server's limit of {exc.limit:,} for the model "
+                f"even after compaction (the largest part is {exc.layer!r}): shorten it, or send a model with a "
+                "larger window")
+    if isinstance(exc, BudgetExceededError):
+        return (f"the request's required context needs {exc.needed:,} tokens but the model's window leaves "
+                f"{exc.available:,} (the largest part is {exc.layer!r}): shorten it, or send a model with a larger "
+                "window")
+    if isinstance(exc, UsageError):
+        return str(exc).split("; supported formats:")[0]
+    return f"windowsmith could not work on this request ({type(exc).__name__}); the server log has the details"
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -244,4 +262,4 @@ class HeaderTimeoutH11(H11Protocol):
 
 
 __all__ = ["BODY_TIMEOUT", "HEADER_TIMEOUT", "MAX_BODY", "MAX_DEPTH", "Guard", "HeaderTimeoutH11", "RequestRejected",
-           "error_response", "http_error", "json_depth", "parse_json", "read_json"]
+           "client_message", "error_response", "http_error", "json_depth", "parse_json", "read_json"]

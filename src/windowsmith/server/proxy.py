@@ -44,7 +44,7 @@ from .conversation import (
     unpack_json,
     with_unique_call_ids,
 )
-from .limits import RequestRejected, read_json
+from .limits import RequestRejected, client_message, read_json
 from .logs import CallLog
 from .replay import REPLAY_HEADER, replay_response, reply_from_message
 from .telemetry import Telemetry
@@ -318,7 +318,7 @@ class Proxy:
         try:
             conv, sid = await to_thread.run_sync(self._identify, fmt, body, headers, tenant)
         except UsageError as e:
-            return error_body(fmt, 400, str(e))
+            return error_body(fmt, 400, client_message(e))
         call_log.session = sid
         lock = self.state.session_lock(tenant, sid)
         await lock.acquire()
@@ -330,12 +330,12 @@ class Proxy:
             except ConversationDivergedError as e:
                 return error_body(fmt, 409, str(e))
             except ConflictError as e:
-                return error_body(fmt, 409, str(e))
+                return error_body(fmt, 409, client_message(e))
             except (UsageError, BudgetExceededError) as e:
-                return error_body(fmt, 400, str(e))
+                return error_body(fmt, 400, client_message(e))
             except RuntimeFailure as e:
-                log.error("session work failed: %s", type(e).__name__)
-                return error_body(fmt, 500, str(e), "api_error")
+                log.error("session work failed: %s: %s", type(e).__name__, e)
+                return error_body(fmt, 500, client_message(e), "api_error")
             p.log = call_log
             if p.replay is not None:
                 return replay_response(fmt, p.replay, bool(body.get("stream")),
