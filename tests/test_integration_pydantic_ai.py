@@ -244,3 +244,11 @@ def test_one_capability_two_conversations_in_flight(make_engine: Callable[..., w
         assert len(s.state.usages) == len(own) >= 2
         assert {p for _, _, p in s.state.usages} == own  # every usage names this conversation's own packs
     assert len(cap.packs) == len(mock.bodies)
+
+
+def test_an_engine_of_another_provider_is_refused(make_engine: Callable[..., ws.Engine]) -> None:
+    mock = MockModel("anthropic", [anthropic_reply("Done.", [], thinking=False)])
+    cap = WindowsmithCapability(make_engine("gpt-4.1").session("pai-mismatch"))
+    with pytest.raises(ws.UsageError, match="openai model but the agent's chat model is anthropic"):
+        asyncio.run(_agent(mock, cap).run("hi"))
+    assert mock.bodies == []

@@ -102,9 +102,18 @@ async def aload_history(session: Any, msgs: list[Message], *, what: str, **kw: A
     await session.aload(tail, "neutral", overlap=True, repairs=repairs, **kw)
 
 
+_NAME_PREFIXES = (("claude", "anthropic"), ("anthropic/", "anthropic"), ("gemini", "google"), ("gpt-", "openai"),
+                  ("openai/", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"))
+
+
 def provider_of(model: Any) -> str | None:
-    """The provider a framework's chat model object talks to (``anthropic``, ``openai``, ``google``), from
-    its class's module, or None."""
+    """The provider a framework's chat model talks to (``anthropic``, ``openai``, ``google``): from a model
+    name's prefix (``claude-``, ``gpt-``, ``gemini-``), else from its object's class module, else None."""
+    if isinstance(model, str):
+        name = model.lower().removeprefix("models/")
+        return next((p for prefix, p in _NAME_PREFIXES if name.startswith(prefix)), None)
+    if model is None:
+        return None
     mod = type(model).__module__.lower()
     for key, name in (("anthropic", "anthropic"), ("openai", "openai"), ("google", "google"), ("gemini", "google")):
         if key in mod:

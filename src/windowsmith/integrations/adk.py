@@ -35,7 +35,7 @@ from ..errors import UsageError
 from ..formats import gemini
 from ..model import Usage
 from ..session import Session
-from . import model_name, require
+from . import check_engine_provider, model_name, provider_of, require
 
 _types = require("google.genai.types", "adk", "windowsmith.integrations.adk")
 _plugins = require("google.adk.plugins.base_plugin", "adk", "windowsmith.integrations.adk")
@@ -89,6 +89,7 @@ class WindowsmithPlugin(_plugins.BasePlugin):  # type: ignore[misc, name-defined
         self._open: dict[tuple[str, str, str], Session] = {}  # (ADK session, invocation, agent) -> its session
         self._sent: dict[tuple[str, str, str], Any] = {}  # (ADK session, invocation, agent) -> the pack sent
         self.packs: list[Any] = []  # every pack sent, newest last (for inspection)
+        self._checked: set[int] = set()  # the sessions whose engine model was checked against the agent's
 
     def session_for(self, callback_context: Any) -> Session:
         if isinstance(self._session, Session):
@@ -104,6 +105,9 @@ class WindowsmithPlugin(_plugins.BasePlugin):  # type: ignore[misc, name-defined
 
     async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> None:
         session = self.session_for(callback_context)
+        if id(session) not in self._checked:
+            check_engine_provider(session, provider_of(llm_request.model), "WindowsmithPlugin")
+            self._checked.add(id(session))
         config = llm_request.config
         tools = _tools(config)
         await session.aload(list(llm_request.contents), FORMAT, tools=tools or None,

@@ -31,7 +31,7 @@ from ..errors import UsageError
 from ..formats import openai_responses
 from ..model import Usage
 from ..session import Session
-from . import model_name, require
+from . import check_engine_provider, model_name, provider_of, require
 
 _agents = require("agents", "openai-agents", "windowsmith.integrations.openai_agents")
 _run_config = require("agents.run_config", "openai-agents", "windowsmith.integrations.openai_agents")
@@ -109,6 +109,8 @@ class WindowsmithSession:
     async def call_model_input_filter(self, data: Any) -> Any:
         """``RunConfig.call_model_input_filter``: the model gets this session's pack."""
         model_data = data.model_data
+        if not self.packs:
+            check_engine_provider(self.session, provider_of(data.agent.model), "WindowsmithSession")
         tools = _tool_dicts(data.agent)
         await self.session.aload(list(model_data.input), FORMAT, tools=tools or None,
                                  system=model_data.instructions or None)

@@ -39,7 +39,7 @@ from ..errors import UsageError
 from ..formats.reader import Builder, image_from_url
 from ..model import Image, Message, Text, Thinking, Usage
 from ..session import Session
-from . import aload_history, provider_of, require
+from . import aload_history, check_engine_provider, provider_of, require
 
 _caps = require("pydantic_ai.capabilities", "pydantic-ai", "windowsmith.integrations.pydantic_ai")
 _m = require("pydantic_ai.messages", "pydantic-ai", "windowsmith.integrations.pydantic_ai")
@@ -235,6 +235,8 @@ class WindowsmithCapability(_caps.AbstractCapability):  # type: ignore[misc, nam
         tools = [{"name": t.name, "description": t.description or "", "parameters": t.parameters_json_schema}
                  for t in params.function_tools]
         session = self._session()
+        if self.sent is None and not session.state.usages:  # the run's first call of a fresh session
+            check_engine_provider(session, provider_of(request_context.model), "WindowsmithCapability")
         await aload_history(session, msgs, what="WindowsmithCapability", tools=tools or None, system=system,
                             repairs=repairs)
         # the anthropic pack only carries the messages; pydantic-ai sends them with its own model
