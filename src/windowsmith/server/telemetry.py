@@ -110,7 +110,8 @@ class Telemetry:
             return
         from opentelemetry import trace
 
-        key = _call_key.get() or telemetry.key_of_conversation(str((attributes or {}).get("windowsmith.session.id", "")))
+        sid = (attributes or {}).get("windowsmith.session.id")
+        key = telemetry.key_of_conversation(str(sid)) if sid else _call_key.get()
         here = trace.get_current_span()
         parent = telemetry.current(key) if key is not None and not here.is_recording() else None
         ctx = trace.set_span_in_context(parent) if parent is not None else None
