@@ -134,3 +134,24 @@ def test_new_routes_are_tenant_scoped(served: Served, path: str) -> None:
     assert served.get(f"/api/sessions/a-long/{path}", None).status_code == 401
     assert served.get(f"/api/sessions/a-long/{path}", "c" * 24).status_code == 401
     assert served.get("/api/index", None).status_code == 401
+
+
+def test_cache_wording_is_the_providers_own_and_calibrated() -> None:
+    from windowsmith.manifest import Manifest
+    from windowsmith.server.insights import cache_wording, calibrated_layers, provider_of
+
+    def pack(fmt: str) -> Manifest:
+        return Manifest("pk", "s", 3, None, "m", fmt, 8000, 1000, 7000, 900,
+                        {"history": {"used": 600}, "system": {"used": 300}, "tools": {"used": 100}}, {},
+                        cache={"breakpoints": 3, "prefix_tokens": 500}, tokens_counted=1000)
+
+    assert cache_wording(pack("anthropic")) == "3 cache_control breakpoints; cacheable prefix 450 tokens"
+    for fmt in ("openai-chat", "openai-responses"):
+        said = cache_wording(pack(fmt))
+        assert "prompt_cache_key" in said and "breakpoint" not in said and "450 tokens" in said
+    gemini = cache_wording(pack("gemini"))
+    assert "implicit" in gemini and "cachedContents" in gemini and "breakpoint" not in gemini
+    assert [provider_of(f) for f in ("anthropic", "openai-chat", "openai-responses", "gemini")] == \
+        ["Anthropic", "OpenAI", "OpenAI", "Google Gemini"]
+    # layers scaled to the calibrated total (900 of 1,000 counted)
+    assert calibrated_layers(pack("anthropic")) == {"history": 540, "system": 270, "tools": 90}

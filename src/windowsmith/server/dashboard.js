@@ -148,7 +148,7 @@ function artifactUrl(ref){
   return withToken('/api/sessions/' + encodeURIComponent(CFG.session) + '/artifacts/' + encodeURIComponent(ref.replace('artifact://', '')));
 }
 function drawManifest(m){
-  const cal = (overview.turn_layers.find(t => t.pack_id === m.pack_id) || {}).layers || {};
+  const cal = calibrated(m.pack_id);
   $('pack-facts').innerHTML = `<b>${num(m.tokens)}</b> tokens of ${num(m.available)} available (${pct(m.tokens / m.available)}) · window ${num(m.window)} · reserved output ${num(m.reserved_output)} · status <b>${esc(m.status)}</b> · ${m.messages} messages` +
     (m.warnings && m.warnings.length ? `<br><span class="warn">${m.warnings.map(esc).join('<br>')}</span>` : '');
   table($('layers-table'), ['layer', 'tokens', 'allocated', 'dropped', 'items', 'required'],
@@ -163,6 +163,7 @@ function drawManifest(m){
   $('pack-cache').textContent = overview.cache && m.pack_id === (detail.turns[detail.turns.length - 1] || {}).pack_id ? overview.cache : '';
   $('manifest').textContent = JSON.stringify(m, null, 2);
 }
+function calibrated(packId){ return ((overview && overview.turn_layers.find(t => t.pack_id === packId)) || {}).layers || {}; }
 function showPack(i){
   selected = i;
   const t = detail.turns[i];
@@ -175,7 +176,11 @@ function showPack(i){
     api(`/api/diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(t.pack_id)}`).then(df => {
       const lines = [`tokens ${num(df.tokens.a)} → ${num(df.tokens.b)} (${df.tokens.delta >= 0 ? '+' : ''}${df.tokens.delta})`,
         df.cache_prefix.kept ? 'cache prefix kept' : `cache prefix broke at part ${df.cache_prefix.broke_at_part} (${df.cache_prefix.broke_in})`];
-      for (const [k, v] of Object.entries(df.layers)) lines.push(`${k}: ${v.a} → ${v.b} (${v.delta >= 0 ? '+' : ''}${v.delta})`);
+      const ca = calibrated(a), cb = calibrated(t.pack_id);
+      for (const [k, v] of Object.entries(df.layers)) {
+        const x = ca[k] != null ? ca[k] : v.a, y = cb[k] != null ? cb[k] : v.b;
+        lines.push(`${k}: ${num(x)} → ${num(y)} (${y - x >= 0 ? '+' : ''}${num(y - x)})`);
+      }
       for (const a of df.actions_b) lines.push(`action: ${cutName(a.kind || '')} ${a.layer || ''} ${a.reason || ''}`);
       $('diff').textContent = lines.join('\n');
     }).catch(e => { $('diff').textContent = String(e); });
