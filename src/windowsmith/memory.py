@@ -46,6 +46,15 @@ class MemoryConfig:
     half_life_days: float = 30.0
     merge_at: float = 0.8
     redact: bool = True
+    #: retrieval (see ``Retriever.search``): the relevance floor (distinct query terms an item must hold,
+    #: or one identifier), the score share lent to the items added next to a hit, the weight of the vector
+    #: ranking against the lexical one (0: vectors are stored but not searched; on the shipped dev sets the
+    #: offline WordLlama embedder lowered recall at every weight tried), and the word overlap at which a
+    #: near-duplicate hit is dropped
+    floor: int = 3
+    neighbours: float = 0.5
+    dense_weight: float = 0.0
+    dedupe_at: float = 0.9
 
 
 @dataclass(frozen=True)
@@ -178,7 +187,9 @@ class Memory:
         queries = [q for q in (query_terms(t) for t in texts) if q]
         if not queries:
             return []
-        hits = self.retriever.search("memory", self.scopes, queries, limit=limit * 2, texts=texts)
+        cfg = self.config
+        hits = self.retriever.search("memory", self.scopes, queries, limit=limit * 2, texts=texts, floor=cfg.floor,
+                                     neighbours=cfg.neighbours, dense_weight=cfg.dense_weight, dedupe_at=cfg.dedupe_at)
         now = now or datetime.now(UTC)
         out = [MemoryItem.of(h.chunk, h.score * self.decay(h.chunk, now), _why(h)) for h in hits]
         out.sort(key=lambda m: (-m.score, m.id))
@@ -210,7 +221,9 @@ def _aware(d: datetime) -> datetime:
 
 
 def _why(h: Hit) -> str:
-    return ("matched " + ", ".join(h.matched[:6])) if h.matched else "related"
+    if h.matched:
+        return "matched " + ", ".join(h.matched[:6])
+    return "next to a matching item" if "neighbour" in h.via else "related"
 
 
 __all__ = ["SCOPES", "SOURCES", "Memory", "MemoryConfig", "MemoryItem"]

@@ -13,13 +13,14 @@ K = TypeVar("K", bound=Hashable)
 _TOKEN = re.compile(r"[^\W_]+")
 
 
-def rrf(rankings: Sequence[Sequence[K]], k: int = 60) -> list[tuple[K, float]]:
-    """Reciprocal rank fusion (Cormack et al. 2009): ``score(d) = sum 1 / (k + rank)``, best first;
-    ties keep the order in which items were first seen."""
+def rrf(rankings: Sequence[Sequence[K]], k: int = 60, weights: Sequence[float] = ()) -> list[tuple[K, float]]:
+    """Reciprocal rank fusion (Cormack et al. 2009): ``score(d) = sum w / (k + rank)``, best first (``weights``:
+    one per ranking, default 1); ties keep the order in which items were first seen."""
     scores: dict[K, float] = {}
-    for ranking in rankings:
+    for n, ranking in enumerate(rankings):
+        w = weights[n] if n < len(weights) else 1.0
         for rank, key in enumerate(ranking, start=1):
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            scores[key] = scores.get(key, 0.0) + w / (k + rank)
     order = {key: i for i, key in enumerate(scores)}
     return sorted(scores.items(), key=lambda e: (-e[1], order[e[0]]))
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..store.chunks import Chunk, NewChunk
+from ..store.chunks_sql import neighbour_chunks
 from .fusion import cosine, jaccard, mmr, rrf, token_set
+from .terms import words
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -53,6 +55,41 @@ class Hit:
     via: tuple[str, ...] = field(default=())  # "lexical", "vector"
 
 
+def _identifier(term: str) -> bool:
+    return any(ch.isdigit() or ch in "_.@/" for ch in term)
+
+
+def _passes(text: str, terms: Sequence[str], floor: int) -> bool:
+    """The relevance floor: enough distinct query terms in ``text``, an identifier-like one, or two or more
+    making up a third of a short text's content words."""
+    got = _matched(text, terms)
+    distinct = len({t.lower() for t in terms})
+    if len(got) >= min(floor, distinct) or any(_identifier(t) for t in got):
+        return True
+    # a short item (a remembered fact) passes with fewer terms when they are a third of its content words
+    return len(got) >= 2 and 3 * len(got) >= len(words(text, limit=64))
+
+
+def _fragment(text: str) -> bool:
+    """A chunk that cannot stand alone (fewer than 4 content words: "It is K7QX2M.", "yes, the second one"):
+    what it means is in the chunk next to it."""
+    return len(words(text, limit=4)) < 4
+
+
+def _dedupe(ids: Sequence[int], by_id: dict[int, Chunk], at: float) -> list[int]:
+    """``ids`` without a chunk whose word overlap with an earlier one reaches ``at``."""
+    if at > 1.0:
+        return list(ids)
+    kept: list[int] = []
+    sets: list[frozenset[str]] = []
+    for i in ids:
+        words = token_set(by_id[i].text)
+        if all(jaccard(words, w) < at for w in sets):
+            kept.append(i)
+            sets.append(words)
+    return kept
+
+
 def _matched(text: str, terms: Sequence[str]) -> tuple[str, ...]:
     low = text.lower()
     return tuple(t for t in dict.fromkeys(x.lower() for x in terms) if t in low)
@@ -69,9 +106,19 @@ class Retriever:
         self.mmr_lambda = mmr_lambda
 
     def search(self, namespace: str, scopes: Sequence[str], queries: Sequence[Sequence[str]], *,
-               limit: int = 8, texts: Sequence[str] = (), diversify: bool = True) -> list[Hit]:
+               limit: int = 8, texts: Sequence[str] = (), diversify: bool = True, floor: int = 0,
+               neighbours: float = 0.0, dense_weight: float = 1.0, dedupe_at: float = 1.01) -> list[Hit]:
         """The best ``limit`` chunks for ``queries`` (lists of terms; ``texts``: the same queries as prose
-        for the embedder). Lexical and vector rankings are fused with RRF, then MMR picks a varied set."""
+        for the embedder). Lexical and vector rankings are fused with RRF (the vector rankings weighted by
+        ``dense_weight``; 0 leaves vectors out), then MMR picks a varied set.
+
+        ``floor``: the relevance floor. Unless one of the best ``floor`` chunks holds ``min(floor, number of
+        query terms)`` distinct query terms, an identifier-like one (a digit, ``_``, ``.``, ``@``, ``/``), or
+        two that make up a third of its content words, the query has no answer here and nothing is
+        returned; a chunk holding no query term (a vector-only hit) is dropped. ``neighbours``: the chunks
+        added right before and after a hit in its scope score at least this share of it when they cannot
+        stand alone (fewer than 4 content words: the answer "It is K7QX2M." to the question before it).
+        ``dedupe_at``: a chunk whose word overlap (Jaccard) with one already picked reaches this is dropped."""
         rankings: list[list[int]] = []
         by_id: dict[int, Chunk] = {}
         via: dict[int, set[str]] = {}
@@ -81,23 +128,48 @@ class Retriever:
             for c in hits:
                 by_id.setdefault(c.id, c)
                 via.setdefault(c.id, set()).add("lexical")
-        if self.embedder is not None and texts:
+        lexical = len(rankings)
+        if self.embedder is not None and texts and dense_weight > 0:
             for c, _ in self._vector_rank(namespace, scopes, texts, rankings):
                 by_id.setdefault(c.id, c)
                 via.setdefault(c.id, set()).add("vector")
-        fused = rrf(rankings)
+        fused = rrf(rankings, weights=[1.0] * lexical + [dense_weight] * (len(rankings) - lexical))
+        all_terms = [t for q in queries for t in q]
+        if floor and not any(_passes(by_id[i].text, all_terms, floor) for i, _ in fused[:floor]):
+            return []  # nothing near the top holds enough of the query: it has no answer here
+        if floor:
+            fused = [(i, sc) for i, sc in fused if _matched(by_id[i].text, all_terms)]
+        if neighbours and fused:
+            fused = self._lend(namespace, scopes, fused, by_id, via, neighbours)
         if not fused:
             return []
-        all_terms = [t for q in queries for t in q]
         ids = [k for k, _ in fused]
         rel = [s for _, s in fused]
         if diversify and len(ids) > limit:
             sets = {i: token_set(by_id[i].text) for i in ids}
-            chosen = mmr(ids, rel, lambda a, b: jaccard(sets[a], sets[b]), lam=self.mmr_lambda, limit=limit)
+            chosen = mmr(ids, rel, lambda a, b: jaccard(sets[a], sets[b]), lam=self.mmr_lambda, limit=limit * 2)
         else:
-            chosen = ids[:limit]
+            chosen = ids[:limit * 2]
+        chosen = _dedupe(chosen, by_id, dedupe_at)[:limit]
         score = dict(fused)
         return [Hit(by_id[i], score[i], _matched(by_id[i].text, all_terms), tuple(sorted(via[i]))) for i in chosen]
+
+    def _lend(self, namespace: str, scopes: Sequence[str], fused: list[tuple[int, float]], by_id: dict[int, Chunk],
+              via: dict[int, set[str]], share: float) -> list[tuple[int, float]]:
+        """``fused`` with each hit's neighbours credited ``share`` of its score, best first."""
+        top = fused[: self.candidates]
+        near = neighbour_chunks(self.store, namespace, scopes, [by_id[i] for i, _ in top])
+        score = dict(fused)
+        for i, sc in top:
+            for d in (-1, 1):
+                j = i + d
+                if (j in near and _fragment(near[j].text)) or (j in score and _fragment(by_id[j].text)):
+                    if j in near:
+                        by_id.setdefault(j, near[j])
+                        via.setdefault(j, set()).add("neighbour")
+                    score[j] = max(score.get(j, 0.0), share * sc)
+        order = {k: n for n, k in enumerate(score)}
+        return sorted(score.items(), key=lambda e: (-e[1], order[e[0]]))
 
     def _vector_rank(self, namespace: str, scopes: Sequence[str], texts: Sequence[str],
                      rankings: list[list[int]]) -> list[tuple[Chunk, float]]:
