@@ -20,7 +20,7 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (the test extra)")
 
-from server_agents import TRACE, run_openai_agent  # noqa: E402
+from server_agents import TRACE, run_anthropic_agent, run_openai_agent  # noqa: E402
 from windowsmith.server import ServerConfig, create_app  # noqa: E402
 from windowsmith.testing import BackgroundServer, FakeUpstream  # noqa: E402
 
@@ -243,3 +243,40 @@ def test_dashboard_updates_while_the_agent_runs(proxy: str, request: pytest.Fixt
             assert page.eval_on_selector_all("#composition rect", "rs => new Set(rs.map(r => r.dataset.i)).size") == 3
         finally:
             browser.close()
+
+
+def test_anthropic_session_behind_a_token_shows_its_breakpoints(tmp_path: Path) -> None:
+    """An Anthropic session, on a server with ``--token``: the page works from ``?token=``, names the provider and
+    its cache_control breakpoints, marks them in the request, and keeps the token in the artifact links."""
+    anthropic = pytest.importorskip("anthropic")
+    token = "t" * 24
+    with BackgroundServer(FakeUpstream()) as up:
+        app = create_app(ServerConfig(store=tmp_path / "a.db", anthropic_base_url=up.url, model_window=6000,
+                                      poll_seconds=0.3, tokens={token: "team"}))
+        with BackgroundServer(app) as p:
+            client = anthropic.Anthropic(base_url=p.url, api_key="sk-test", max_retries=0)
+            try:
+                run_anthropic_agent(client, "claude-sonnet-5-5", 8,
+                                    headers={"X-Windowsmith-Session": "claude-run", "X-Windowsmith-Token": token})
+            finally:
+                client.close()
+            with sync_api.sync_playwright() as pw:
+                browser = launch(pw)
+                try:
+                    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+                    errors: list[str] = []
+                    page.on("pageerror", lambda e: errors.append(str(e)))
+                    page.goto(f"{p.url}/?session=claude-run&token={token}")
+                    page.wait_for_selector("#request .msg")
+                    assert page.locator("#hdr-provider").inner_text() == "Anthropic"
+                    assert "cache_control breakpoints" in page.locator("#hdr-cache").inner_text()
+                    assert page.locator("#request .bp").count() >= 1
+                    assert page.locator("#request-note").inner_text().startswith("Anthropic")
+                    page.wait_for_function("document.querySelectorAll('#sessions a').length == 1")
+                    assert f"token={token}" in (page.locator("#sessions a").first.get_attribute("href") or "")
+                    for href in page.eval_on_selector_all("#artifacts-table a.artifact", "as => as.map(a => a.href)"):
+                        assert f"token={token}" in href
+                    assert httpx.get(p.url + "/api/sessions/claude-run/overview", timeout=30).status_code == 401
+                    assert errors == []
+                finally:
+                    browser.close()
