@@ -107,6 +107,14 @@ class PostgresDialect(Dialect):
 #: held by the transaction that applies a migration: workers opening the same schema together apply it once
 _MIGRATIONS_LOCK = f"SELECT pg_advisory_xact_lock(hashtext('{ADVISORY_KEY}' || current_schema()))"
 
+#: creates the table of applied migrations unless it is there (a plain CREATE TABLE IF NOT EXISTS needs the
+#: privilege to create tables, which an application role migrated by an owner does not have)
+_RECORD_TABLE = f"""DO $$ BEGIN
+    IF to_regclass('{MIGRATIONS_TABLE}') IS NULL THEN
+        CREATE TABLE {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp());
+    END IF;
+END $$"""
+
 _APPEND_SQL = """
 WITH h AS (
     UPDATE sessions SET head_hash = %(new_head)s, head_seq = head_seq + %(n)s
@@ -364,12 +372,7 @@ class PostgresStore(Store):
         each in a transaction under an advisory lock, so workers opening a new schema together apply each once."""
         with self._transaction() as cur:
             cur.execute(_MIGRATIONS_LOCK)
-            (exists,) = cur.execute("SELECT to_regclass(%s)", (MIGRATIONS_TABLE,)).fetchone() or (None,)
-            if not exists:  # (CREATE TABLE IF NOT EXISTS would need the privilege to create, even when it exists)
-                cur.execute(
-                    f"CREATE TABLE {MIGRATIONS_TABLE} "
-                    "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
-                )
+            cur.execute(_RECORD_TABLE)
             applied = {r[0] for r in cur.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
         migration.apply(applied, f"the PostgreSQL store at {self._location()}", self._write, self.dialect.now,
                         lock=_MIGRATIONS_LOCK)
