@@ -4,6 +4,7 @@ every turn is recorded once."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     up = FakeUpstream()
     with BackgroundServer(up) as u:
         app = create_app(ServerConfig(store=tmp_path / "f.db", openai_base_url=u.url + "/v1", anthropic_base_url=u.url,
-                                      model_window=6000))
+                                      gemini_base_url=u.url, model_window=6000))
         with BackgroundServer(app) as p:
             yield Rig(up, p.url, tmp_path / "f.db")
 
@@ -103,4 +104,76 @@ def test_openai_responses_sdk_for_20_turns_streamed_and_not(rig: Rig) -> None:
         client.responses.create(model="gpt-5", instructions="You are a coding agent.", input=items[:-1],
                                 tools=RESPONSES_TOOLS, store=False)
     assert "no result" in str(e.value) and "session." not in str(e.value)
+    client.close()
+
+
+def test_google_genai_sdk_for_20_turns_streamed_and_not(rig: Rig) -> None:
+    genai = pytest.importorskip("google.genai")
+    from google.genai import types
+
+    client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=rig.url))
+    tool = types.Tool(function_declarations=[types.FunctionDeclaration(
+        name="shell", description="Run a shell command.",
+        parameters_json_schema={"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})])
+    config = types.GenerateContentConfig(system_instruction="You are a coding agent.", tools=[tool],
+                                         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+    contents: list[Any] = [types.Content(role="user", parts=[types.Part(text="Find the failing test and fix it.")])]
+    for turn in range(TURNS):
+        if turn % 2:
+            parts: list[Any] = []
+            for chunk in client.models.generate_content_stream(model="gemini-2.5-flash", contents=contents,
+                                                               config=config):
+                for part in chunk.candidates[0].content.parts or []:
+                    if part.text and parts and parts[-1].text is not None and part.function_call is None:
+                        parts[-1] = types.Part(text=parts[-1].text + part.text)
+                    elif part.text or part.function_call:
+                        parts.append(part)
+            content = types.Content(role="model", parts=parts)
+        else:
+            content = client.models.generate_content(model="gemini-2.5-flash", contents=contents,
+                                                     config=config).candidates[0].content
+        contents.append(content)
+        calls = [p.function_call for p in content.parts if p.function_call]
+        assert calls, f"turn {turn}: the fake calls its tool every turn"
+        contents.append(types.Content(role="user", parts=[
+            types.Part.from_function_response(name=c.name, response={"output": OBS + f"\n#{turn}"}) for c in calls]))
+    reqs = [q["body"] for q in rig.upstream.requests]
+    assert len(reqs) == TURNS
+    for body in reqs:
+        assert "maxOutputTokens" not in (body.get("generationConfig") or {})
+        last = body["contents"][-1]
+        assert last["role"] == "user"
+        roles = [c["role"] for c in body["contents"]]
+        assert all(not (a == b == "model") for a, b in itertools.pairwise(roles))
+        assert body["systemInstruction"]["parts"][0]["text"].startswith("You are a coding agent.")
+    recorded_once(rig, TURNS)
+
+
+ANTHROPIC_TOOLS = [{"name": "shell", "description": "Run a shell command.",
+                    "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
+
+
+def test_anthropic_sdk_for_20_turns_streamed_and_not(rig: Rig) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    client = anthropic.Anthropic(base_url=rig.url, api_key="k", max_retries=0)
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "Find the failing test and fix it."}]
+    for turn in range(TURNS):
+        kw: dict[str, Any] = {"model": "claude-sonnet-4-5", "system": "You are a coding agent.", "max_tokens": 2048,
+                              "messages": msgs, "tools": ANTHROPIC_TOOLS}
+        if turn % 2:
+            with client.messages.stream(**kw) as s:
+                r = s.get_final_message()
+        else:
+            r = client.messages.create(**kw)
+        content = [b.model_dump(exclude_none=True) for b in r.content]
+        msgs.append({"role": "assistant", "content": content})
+        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": b["id"],
+                                                  "content": OBS + f"\n#{turn}"} for b in content
+                                                 if b["type"] == "tool_use"]})
+    reqs = [q["body"] for q in rig.upstream.requests]
+    assert len(reqs) == TURNS and all(b["max_tokens"] == 2048 for b in reqs)
+    for body in reqs:
+        roles = [m["role"] for m in body["messages"]]
+        assert roles[-1] == "user" and all(a != b for a, b in itertools.pairwise(roles))
+    recorded_once(rig, TURNS)
     client.close()

@@ -82,6 +82,7 @@ class FakeUpstream:
             Route("/_timings", self._timings, methods=["GET"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/v1/responses", self._responses, methods=["POST"]),
+            Route("/v1beta/models/{target:path}", self._gemini, methods=["POST"]),
         ])
 
     async def _timings(self, request: Request) -> Response:
@@ -128,6 +129,9 @@ class FakeUpstream:
         return f"{prefix}0" if self.reuse_call_ids else self._next_id(prefix)
 
     def _tool_results(self, messages: list[Any], fmt: str) -> int:
+        if fmt == "gemini":
+            return sum(1 for m in messages if isinstance(m, dict) for p in m.get("parts") or []
+                       if isinstance(p, dict) and ("functionResponse" in p or "function_response" in p))
         if fmt == "responses":
             return sum(1 for m in messages if isinstance(m, dict) and m.get("type") == "function_call_output")
         if fmt == "openai":
@@ -137,7 +141,10 @@ class FakeUpstream:
 
     def _decide(self, body: dict[str, Any], fmt: str) -> tuple[str | None, tuple[str, dict[str, Any]] | None]:
         tools = body.get("tools") or []
-        done = self._tool_results(body.get("input" if fmt == "responses" else "messages") or [], fmt)
+        key = {"responses": "input", "gemini": "contents"}.get(fmt, "messages")
+        done = self._tool_results(body.get(key) or [], fmt)
+        if fmt == "gemini":
+            tools = [d for t in tools for d in t.get("functionDeclarations") or []]
         if tools and done < self.turns_per_task:
             t = tools[0]
             name = t["function"]["name"] if fmt == "openai" else t["name"]
@@ -268,6 +275,50 @@ class FakeUpstream:
         async def stream() -> AsyncIterator[bytes]:
             for e in events:
                 yield e
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    # ------------------------------------------------------------------ Gemini
+
+    async def _gemini(self, request: Request) -> Response:
+        """``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse`` (REST camelCase)."""
+        from starlette.responses import JSONResponse, StreamingResponse
+
+        body = await self._pre(request, "gemini")
+        if not isinstance(body, dict):
+            return body
+        model, _, method = request.path_params["target"].rpartition(":")
+        contents = list(body.get("contents") or [])
+        cached, total = self._cache([{"tools": body.get("tools")}, {"system": body.get("systemInstruction")}, *contents])
+        if total > self.max_context_tokens:
+            return JSONResponse({"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                                           f"The input token count ({total}) exceeds the maximum number of tokens "
+                                           f"allowed ({self.max_context_tokens})."}}, status_code=400)
+        text, call = self._decide(body, "gemini")
+        parts: list[dict[str, Any]] = [{"text": text}] if text else []
+        if call:
+            parts.append({"functionCall": {"name": call[0], "args": call[1]}})
+        out_tokens = self._tokens(parts)
+        usage = {"promptTokenCount": total, "candidatesTokenCount": out_tokens, "totalTokenCount": total + out_tokens,
+                 "cachedContentTokenCount": cached}
+        rid = self._next_id("gem_fake")
+        self.timings[rid] = time.perf_counter() - request.state.t0
+        whole = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                 "usageMetadata": usage, "modelVersion": model, "responseId": rid}
+        if method != "streamGenerateContent":
+            return JSONResponse(whole)
+        chunks: list[dict[str, Any]] = []
+        words = (text or "").split(" ")
+        for i, w in enumerate(words):
+            chunks.append({"candidates": [{"content": {"role": "model", "parts": [{"text": w if i == 0 else " " + w}]},
+                                           "index": 0}], "modelVersion": model, "responseId": rid})
+        last_parts = [{"functionCall": {"name": call[0], "args": call[1]}}] if call else [{"text": ""}]
+        chunks.append({"candidates": [{"content": {"role": "model", "parts": last_parts}, "finishReason": "STOP",
+                                       "index": 0}], "usageMetadata": usage, "modelVersion": model, "responseId": rid})
+
+        async def stream() -> AsyncIterator[bytes]:
+            for ch in chunks:
+                yield b"data: " + json.dumps(ch).encode() + b"\r\n\r\n"
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 

@@ -29,10 +29,10 @@ from starlette.routing import Route
 from ..errors import UsageError
 from ..store import Store
 from .api import Api
-from .conversation import ANTHROPIC, OPENAI, RESPONSES
+from .conversation import ANTHROPIC, GEMINI, OPENAI, RESPONSES
 from .dashboard import render_page
 from .limits import Guard, http_error
-from .proxy import Proxy
+from .proxy import BODY_FROM_PATH, Proxy
 from .state import ServerConfig, ServerState
 
 log = logging.getLogger("windowsmith.server")
@@ -102,8 +102,18 @@ def gateway_routes(state: ServerState, proxy: Proxy) -> list[Route]:
             return tenant
         return await proxy.models(request)
 
+    async def gemini(request: Request) -> Response:
+        model, _, method = request.path_params["target"].rpartition(":")
+        if method not in ("generateContent", "streamGenerateContent") or not model:
+            return JSONResponse({"error": {"code": 404, "message": f"unknown Gemini method {method!r}: windowsmith "
+                                 "serves generateContent and streamGenerateContent", "status": "NOT_FOUND"}},
+                                status_code=404)
+        request.scope[BODY_FROM_PATH] = {"model": model, "stream": method == "streamGenerateContent"}
+        return await proxy.handle(request, GEMINI)
+
     return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
-            Route("/v1/models", models, methods=["GET"])]
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1beta/models/{target:path}", gemini, methods=["POST"])]
 
 
 #: the environment variable through which ``windowsmith serve --workers N`` hands its configuration to each worker
@@ -111,7 +121,7 @@ SERVE_ENV = "WINDOWSMITH_SERVE_CONFIG"
 
 
 #: the fields a worker's configuration carries (the rest, a tracer and the dashboard's poll, keep their defaults)
-_ENV_FIELDS = ("store", "openai_base_url", "anthropic_base_url", "model_window", "tokens", "lock_dir", "registry",
+_ENV_FIELDS = ("store", "openai_base_url", "anthropic_base_url", "gemini_base_url", "model_window", "tokens", "lock_dir", "registry",
                "default_window", "max_body", "body_timeout", "upstream_timeout")
 
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TraceFormatError, UsageError
-from ..formats import anthropic, openai_chat, openai_responses
-from ..formats.reader import Builder, Ctx
+from ..formats import anthropic, gemini, openai_chat, openai_responses
+from ..formats.reader import Builder, Ctx, tools_from
 from ..hashing import canonical_json
 from ..model import Message, ToolCall, ToolResult, ToolSpec
 
@@ -40,6 +40,7 @@ from ..model import Message, ToolCall, ToolResult, ToolSpec
 OPENAI = "openai-chat"
 ANTHROPIC = "anthropic"
 RESPONSES = "openai-responses"
+GEMINI = "gemini"
 
 SYNC_SCOPE = "proxy-sync"
 
@@ -74,12 +75,36 @@ def _responses_value(body: Mapping[str, Any]) -> dict[str, Any]:
     return {"input": items, **{k: body[k] for k in ("instructions", "tools") if k in body}}
 
 
+def gemini_value(body: Mapping[str, Any]) -> tuple[list[Any], str | None, list[dict[str, Any]]]:
+    """The contents, the system text and the function declarations of a Gemini generateContent body."""
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise ConversationError("the request needs a non-empty 'contents' array")
+    sys_value = body.get("systemInstruction", body.get("system_instruction"))
+    system = None
+    if isinstance(sys_value, Mapping):
+        system = "\n\n".join(str(p.get("text", "")) for p in sys_value.get("parts") or [] if isinstance(p, Mapping))
+    elif isinstance(sys_value, str):
+        system = sys_value
+    decls: list[dict[str, Any]] = []
+    for t in body.get("tools") or []:
+        for d in (t.get("functionDeclarations", t.get("function_declarations")) if isinstance(t, Mapping) else None) or []:
+            if isinstance(d, Mapping):
+                schema = d.get("parametersJsonSchema", d.get("parameters_json_schema", d.get("parameters")))
+                decls.append({"name": d.get("name"), "description": d.get("description", ""), "parameters":
+                              schema if isinstance(schema, Mapping) else {"type": "object", "properties": {}}})
+    return contents, system or None, decls
+
+
 def parse_conversation(fmt: str, body: Mapping[str, Any]) -> Conversation:
     """The system prompt, tools and neutral messages of an OpenAI chat, Responses or Anthropic messages body."""
     if not isinstance(body, Mapping):
         raise ConversationError("the request body must be a JSON object")
+    value: Any
     if fmt == RESPONSES:
         value = _responses_value(body)
+    elif fmt == GEMINI:
+        value = gemini_value(body)
     else:
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             raise ConversationError("the request needs a non-empty 'messages' array")
@@ -93,6 +118,10 @@ def parse_conversation(fmt: str, body: Mapping[str, Any]) -> Conversation:
             history = anthropic.read_history(value, ctx, b)
         elif fmt == RESPONSES:
             history = openai_responses.read_history(value, ctx, b)
+        elif fmt == GEMINI:
+            contents, system, decls = value
+            found = gemini.read_history(contents, ctx, b)
+            history = replace(found, system=system or found.system, tools=tools_from(decls, ctx.sub("tools"), []))
         else:
             raise ConversationError(f"unknown request format {fmt!r}")
         messages, _, repairs = b.finish()

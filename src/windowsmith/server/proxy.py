@@ -24,9 +24,11 @@ from starlette.responses import Response, StreamingResponse
 from ..build import ModelCall, Pack
 from ..errors import BudgetExceededError, ConflictError, RuntimeFailure, UsageError
 from ..formats import get_renderer, is_context_overflow
+from ..model import Message, ToolCall
 from ..store.base import check_session_id
 from .conversation import (
     ANTHROPIC,
+    GEMINI,
     OPENAI,
     RESPONSES,
     SYNC_SCOPE,
@@ -44,6 +46,8 @@ from .conversation import (
     unpack_json,
     with_unique_call_ids,
 )
+from .gemini import GeminiStream, to_snake
+from .gemini import merge_request as gemini_merge
 from .limits import RequestRejected, client_message, read_json
 from .logs import CallLog
 from .replay import REPLAY_HEADER, replay_response, reply_from_message
@@ -58,6 +62,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("windowsmith.server")
 
 SESSION_HEADER = "x-windowsmith-session"
+#: the ASGI scope key under which a route puts body fields its path carries (Gemini's model and method)
+BODY_FROM_PATH = "windowsmith.body_from_path"
 #: How many restarts of the same conversation start (same system prompt and first message) get their
 #: own session under one hashed id before the proxy refuses.
 MAX_FORKS = 1000
@@ -66,6 +72,11 @@ SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}")
 
 
 def error_body(fmt: str, status: int, message: str, kind: str = "invalid_request_error") -> Response:
+    if fmt == GEMINI:
+        statuses = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 409: "ABORTED", 413: "INVALID_ARGUMENT"}
+        return Response(json.dumps({"error": {"code": status, "message": message,
+                                              "status": statuses.get(status, "INTERNAL")}}),
+                        status_code=status, media_type="application/json")
     if fmt != ANTHROPIC:
         body: dict[str, Any] = {"error": {"message": message, "type": kind, "param": None, "code": None}}
     else:
@@ -94,9 +105,15 @@ class Prepared:
     request: dict[str, Any]
     replay: dict[str, Any] | None = None  # a retry of an answered turn: the recorded reply, sent again
     log: CallLog = field(default_factory=lambda: CallLog(""))
+    client: Mapping[str, Any] = field(default_factory=dict)  # the client's request body
 
 
 def merge_request(fmt: str, body: Mapping[str, Any], pack_request: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`merge_fields`, or for Gemini its REST body (:func:`windowsmith.server.gemini.merge_request`)."""
+    return gemini_merge(body, pack_request) if fmt == GEMINI else merge_fields(body, pack_request)
+
+
+def merge_fields(body: Mapping[str, Any], pack_request: Mapping[str, Any]) -> dict[str, Any]:
     """The client's parameters with windowsmith's window in place of its conversation. The client's model name
     wins over the pack's, and so does its output limit: the pack's output reservation is a budget the window
     leaves free, not a cap, so a request without one gets none (an API that requires one, like Anthropic's, has
@@ -107,6 +124,18 @@ def merge_request(fmt: str, body: Mapping[str, Any], pack_request: Mapping[str, 
             continue
         out[k] = v
     return out
+
+
+def echo_ids(body: Mapping[str, Any], response: Mapping[str, Any], message: Message) -> Message:
+    """A Gemini reply with the tool-call ids its echo will get: Gemini's calls carry no id, so the history
+    reader numbers them by position; the reply is read as the last message of the conversation that echoes it."""
+    content = ((response.get("candidates") or [{}])[0] or {}).get("content")
+    if not isinstance(content, Mapping):
+        return message
+    echoed = parse_conversation(GEMINI, {**body, "contents": [*body["contents"], content]})
+    ids = iter([c.id for c in with_unique_call_ids(echoed.messages)[-1].tool_calls])
+    return Message(message.role, tuple(replace(b, id=next(ids, b.id)) if isinstance(b, ToolCall) else b
+                                       for b in message.content))
 
 
 class Proxy:
@@ -181,7 +210,7 @@ class Proxy:
         else:
             pack = self._build(session, call)
         window = unpack_json(turn["request"]) if plan.kind == "resend" else pack.request
-        p = Prepared(session, pack, call, sync, merge_request(fmt, body, window))
+        p = Prepared(session, pack, call, sync, merge_request(fmt, body, window), client=body)
         self._save_turn(p, window)
         return p
 
@@ -251,11 +280,13 @@ class Proxy:
         the client's) and its usage, then the sync state that says the turn is answered. ``delivered=False``:
         the client left first: only the billed usage is recorded, and the turn stays open for its retry."""
         s = p.session
-        parsed = get_renderer(p.pack.format).parse_response(response)
+        parsed = get_renderer(p.pack.format).parse_response(to_snake(response) if p.pack.format == GEMINI else response)
         p.log.pack = p.pack.id
         p.log.usage(parsed.usage)
-        msg = unique_call_ids(parsed.message, set(s.state.call_names), {}) \
-            if parsed.message.content and delivered else None
+        msg = None
+        if parsed.message.content and delivered:
+            msg = echo_ids(p.client, response, parsed.message) if p.pack.format == GEMINI else \
+                unique_call_ids(parsed.message, set(s.state.call_names), {})
         recorded = s.record(message=msg, usage=parsed.usage, pack=p.pack)
         if recorded is not None:
             p.sync.pending = message_digest(recorded)
@@ -313,6 +344,7 @@ class Proxy:
             return error_body(fmt, e.status, str(e))
         if not isinstance(body, dict):
             return error_body(fmt, 400, "the request body must be a JSON object")
+        body.update(request.scope.get(BODY_FROM_PATH) or {})  # (Gemini names the model and streaming in its path)
         headers = {k.lower(): v for k, v in request.headers.items()}
         upstream = self.state.upstream(fmt)
         try:
@@ -424,7 +456,7 @@ class Proxy:
             span.set_attribute("http.response.status_code", exc.status)
             span.end()
             raise
-        acc = stream_accumulator(fmt, drop_usage)
+        acc = GeminiStream() if fmt == GEMINI else stream_accumulator(fmt, drop_usage)
 
         async def record() -> None:
             await self._try_record(p, acc.response(), None)

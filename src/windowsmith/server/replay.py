@@ -14,7 +14,7 @@ from typing import Any
 from starlette.responses import Response
 
 from ..model import Message, Text
-from .conversation import OPENAI, RESPONSES
+from .conversation import GEMINI, OPENAI, RESPONSES
 
 #: The header a replayed reply carries (its value: the session log holds this reply already).
 REPLAY_HEADER = "x-windowsmith-replay"
@@ -95,6 +95,11 @@ def reply_from_message(fmt: str, msg: Message, model: str) -> dict[str, Any]:
     stopped between the two writes). Its text and tool calls; no usage (it was billed once)."""
     text = "".join(b.text for b in msg.content if isinstance(b, Text)) or None
     calls = msg.tool_calls
+    if fmt == GEMINI:
+        parts: list[dict[str, Any]] = [{"text": text}] if text else []
+        parts += [{"functionCall": {"id": c.id, "name": c.name, "args": dict(c.arguments)}} for c in calls]
+        return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                "modelVersion": model}
     if fmt == RESPONSES:
         output: list[dict[str, Any]] = [{"type": "message", "id": "msg_replay", "role": "assistant", "status": "completed",
                                          "content": [{"type": "output_text", "text": text, "annotations": []}]}] \
@@ -122,6 +127,9 @@ def replay_response(fmt: str, reply: Mapping[str, Any], stream: bool, include_us
     headers = {REPLAY_HEADER: "recorded"}
     if not stream:
         return Response(json.dumps(reply), media_type="application/json", headers=headers)
+    if fmt == GEMINI:
+        return Response(b"data: " + json.dumps(reply).encode() + b"\r\n\r\n", media_type="text/event-stream",
+                        headers=headers)
     events = openai_events(reply, include_usage) if fmt == OPENAI else \
         responses_events(reply) if fmt == RESPONSES else anthropic_events(reply)
     return Response(b"".join(events), media_type="text/event-stream", headers=headers)

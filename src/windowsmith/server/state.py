@@ -54,6 +54,7 @@ class ServerConfig:
     poll_seconds: float = 2.0
     tracer_provider: Any = None  # an OpenTelemetry TracerProvider (None: the global one)
     lock_dir: str | Path | None = None
+    gemini_base_url: str | None = None  # where Gemini requests go (None: Google's API)
     registry: str | Path | None = None  # a JSON/TOML model file merged over the packaged registry
     default_window: int | None = None  # the window of a model no registry knows (None: such a model is refused)
     max_body: int = MAX_BODY
@@ -170,6 +171,11 @@ class ServerState:
 
     def upstream(self, fmt: str) -> Upstream:
         up = self._upstreams.get(fmt)
+        if up is None and fmt == "gemini":
+            from .gemini import GeminiUpstream
+
+            up = self._upstreams[fmt] = GeminiUpstream(self.config.gemini_base_url,  # type: ignore[assignment]
+                                                       timeout=self.config.upstream_timeout)
         if up is None:
             base = self.config.anthropic_base_url if fmt == ANTHROPIC else self.config.openai_base_url
             up = self._upstreams[fmt] = Upstream(fmt, base, timeout=self.config.upstream_timeout)

@@ -225,6 +225,8 @@ class SSEParser:
 def stream_error_event(fmt: str, message: str) -> bytes:
     """An error event ending a stream, in the provider's format (the SDKs raise it as an API error)."""
     data: dict[str, Any]
+    if fmt == "gemini":
+        return b"data: " + json.dumps({"error": {"code": 500, "message": message, "status": "INTERNAL"}}).encode() + b"\n\n"
     if fmt == RESPONSES:
         data = {"type": "error", "code": "server_error", "message": message, "param": None, "sequence_number": 0}
         return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
@@ -235,7 +237,7 @@ def stream_error_event(fmt: str, message: str) -> bytes:
     return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
 
 
-class _Accumulator(abc.ABC):
+class StreamAccumulator(abc.ABC):
     """What both streams share: the parser, and a broken stream turned into one error event for the client."""
 
     format = OPENAI
@@ -244,6 +246,10 @@ class _Accumulator(abc.ABC):
         self.parser = SSEParser()
         self.done = False
         self.failed: str | None = None  # why the stream was cut (then nothing more is passed on)
+
+    @abc.abstractmethod
+    def response(self) -> dict[str, Any]:
+        """The final response as the provider would have answered it unstreamed (what is recorded)."""
 
     @abc.abstractmethod
     def _take(self, data: str) -> bool:
@@ -285,7 +291,7 @@ class _Accumulator(abc.ABC):
         return stream_error_event(self.format, reason)
 
 
-class OpenAIStream(_Accumulator):
+class OpenAIStream(StreamAccumulator):
     """Rebuilds a ``chat.completion`` from ``chat.completion.chunk`` events."""
 
     format = OPENAI
@@ -361,7 +367,7 @@ class OpenAIStream(_Accumulator):
                 "usage": self.usage or {}}
 
 
-class AnthropicStream(_Accumulator):
+class AnthropicStream(StreamAccumulator):
     """Rebuilds a ``message`` from Anthropic's streaming events."""
 
     format = ANTHROPIC
@@ -430,7 +436,7 @@ class AnthropicStream(_Accumulator):
         return {**self.message, "content": content}
 
 
-class ResponsesStream(_Accumulator):
+class ResponsesStream(StreamAccumulator):
     """Keeps the final ``response`` of a Responses API stream (its ``response.completed`` event, or the
     ``response.incomplete`` / ``response.failed`` one)."""
 
@@ -458,7 +464,7 @@ class ResponsesStream(_Accumulator):
         return self.final
 
 
-def stream_accumulator(fmt: str, drop_usage_chunk: bool = False) -> OpenAIStream | AnthropicStream | ResponsesStream:
+def stream_accumulator(fmt: str, drop_usage_chunk: bool = False) -> StreamAccumulator:
     if fmt == RESPONSES:
         return ResponsesStream()
     return OpenAIStream(drop_usage_chunk) if fmt == OPENAI else AnthropicStream()
