@@ -189,6 +189,7 @@ class DashboardReads:
         self._whatif: dict[tuple[str | None, str], tuple[str | None, dict[str, Any]]] = {}
         self._headline: dict[tuple[str | None, str], tuple[str | None, dict[str, Any]]] = {}
         self._seen: dict[tuple[str | None, str], tuple[str | None, str]] = {}
+        self._rows: dict[tuple[str | None, str], tuple[str | None, dict[str, Any]]] = {}
 
     def _manifests(self, tenant: str | None, session_id: str) -> list[Manifest]:
         return [Manifest.from_dict(m) for m in self.api._store(tenant).list_packs(session_id)]
@@ -207,13 +208,14 @@ class DashboardReads:
     def index(self, tenant: str | None) -> list[dict[str, Any]]:
         out = []
         for r in self.api._store(tenant).list_sessions():
-            st = self.api._state(tenant, r.id)
-            models = {m["model"]: m for m in self.api._store(tenant).list_packs(r.id)[-1:]}
-            model = next(iter(models), None)
-            cost = sum(self.api._cost(model, u) or 0.0 for _, u, _ in st.usages) if model else None
+            cached = self._rows.get((tenant, r.id))
+            if cached is None or cached[0] != r.head:  # a session's figures change only when its log moves
+                d = self.api.session_detail(tenant, r.id)
+                model = next((c["model"] for c in reversed(d["calls"]) if c["model"]), None)
+                cached = (r.head, {"calls": len(d["calls"]), "cost": d["cost"] if model else None, "model": model})
+                _remember(self._rows, (tenant, r.id), cached)
             out.append({"id": r.id, "created_at": r.created_at.isoformat(), "events": r.event_count, "head": r.head,
-                        "calls": len(st.usages), "cost": cost, "model": model,
-                        "last_activity": self._last_activity(tenant, r)})
+                        **cached[1], "last_activity": self._last_activity(tenant, r)})
         return out
 
     def overview(self, tenant: str | None, session_id: str) -> dict[str, Any]:
@@ -224,7 +226,7 @@ class DashboardReads:
         if cached is None or cached[0] != detail["head"]:
             st = self.api._state(tenant, session_id)
             cached = (detail["head"], headline(st, manifests, detail["calls"], self.api.registry))
-            self._headline[key] = cached
+            _remember(self._headline, key, cached)
         layers = [{"pack_id": m.pack_id, "layers": calibrated_layers(m)} for m in manifests]
         return {**cached[1], "id": session_id, "head": detail["head"], "turn_layers": layers}
 
@@ -253,8 +255,19 @@ class DashboardReads:
             st = self.api._state(tenant, session_id)
             result = whatif(session_id, st, self._manifests(tenant, session_id), self.api.registry)
             cached = (rec.head, {**result, "head": rec.head})
-            self._whatif[key] = cached
+            _remember(self._whatif, key, cached)
         return cached[1]
+
+
+#: sessions whose computed figures each cache of :class:`DashboardReads` keeps (the oldest entry goes first)
+CACHED_SESSIONS = 256
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    cache.pop(key, None)
+    cache[key] = value
+    while len(cache) > CACHED_SESSIONS:
+        del cache[next(iter(cache))]
 
 
 def dashboard_routes(api: Api) -> list[Route]:
