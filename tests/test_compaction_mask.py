@@ -63,13 +63,14 @@ def mixed_session(e: ws.Engine, sid: str = "mix") -> ws.Session:
 
 @contextmanager
 def compacted_mixed(tmp_path, fillers: int) -> Iterator[tuple[ws.Engine, ws.Session]]:
-    """The mixed exchange, ``fillers`` exchanges after it, then compacted on demand (keep_turns=2)."""
+    """The mixed exchange, ``fillers`` exchanges after it, then compacted as after a provider overflow (keep_turns=2:
+    on demand, a summary of these short folds would be longer than they are, and is not written)."""
     with ws.Engine(model="claude-sonnet-4-5", store=tmp_path / "w.db", window=200_000,
                    compaction=CompactionConfig(keep_turns=2), ingest=ws.IngestConfig(offload_tokens=200)) as e:
         s = mixed_session(e)
         for i in range(fillers):
             filler(s, i)
-        s.compact()
+        s.compact(harder=True)
         yield e, s
 
 

@@ -134,9 +134,12 @@ PINNED = {
         "b60f1fece0cb0c5837232e5404d2c83a9ec066899a6389ac8b9c1a811898aadc",
     ("openhands/msb_example_output.jsonl", 1): "a22e979ed33b1a74ae5961d0453f1c4d1d6950965f080c498a3a66270f41079a",
     ("openhands/msb_example_output.jsonl", 2): "eb9c1ae32a9f542a28afece7ce98ea76bb514d2d74612b747d333388371dbdc1",
+    # its spans are a dozen tokens: an on-demand summary would make the request larger, so none is written (issue 55)
     ("tau2-bench/gpt-4.1_retail_default_1trial.json", 1):
-        "c4902351d99aa255e3439c9b961d5dcb7cd57b676808d5afc198ddd2282b29f9",
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
 }
+#: summaries each pinned trace writes (2 unless noted)
+PINNED_SUMMARIES = {("tau2-bench/gpt-4.1_retail_default_1trial.json", 1): 0}
 
 
 def _compaction_records(tmp_path, path: str, index: int) -> tuple[list[str], list[str]]:
@@ -168,7 +171,7 @@ def _compaction_records(tmp_path, path: str, index: int) -> tuple[list[str], lis
 def test_summary_records_on_real_traces_are_pinned(tmp_path, path: str, index: int) -> None:
     R._MESSAGES.items.clear()
     records, stages = _compaction_records(tmp_path, path, index)
-    assert stages.count("summary") == 2
+    assert stages.count("summary") == PINNED_SUMMARIES.get((path, index), 2)
     assert hashlib.sha256("\n".join(records).encode()).hexdigest() == PINNED[(path, index)]
 
 
@@ -186,7 +189,7 @@ def test_one_compaction_scans_each_message_once(tmp_path) -> None:
             s.assistant(f"I will fix src/mod_{i}.py next.")
         try:
             R._message_scan = lambda m: scanned.append(m.digest) or real(m)  # type: ignore[assignment]
-            assert "summary" in s.compact("openai-chat").stages
+            assert "summary" in s.compact("openai-chat", harder=True).stages  # on demand, too short to pay
         finally:
             R._message_scan = real
     assert scanned and len(scanned) == len(set(scanned))

@@ -164,12 +164,16 @@ class CompactionResult:
     stages: list[str] = field(default_factory=list)
     tokens_before: int = 0
     tokens_after: int = 0
+    #: why nothing was done, when compaction was asked for and would not have made the request smaller
+    reason: str = ""
 
     @property
     def changed(self) -> bool:
         return bool(self.stages)
 
     def describe(self) -> str:
+        if not self.stages and self.reason:
+            return f"nothing to compact (the request is {self.tokens_before:,} tokens): {self.reason}"
         if not self.actions:
             return f"nothing to compact (the request is {self.tokens_before:,} tokens)"
         lines = [f"compacted the context: {self.tokens_before:,} → {self.tokens_after:,} tokens"]

@@ -100,6 +100,8 @@ class Compactor:
             with self._stage("mask"):
                 size = run_mask(p, self.planner, size)
         p.result.tokens_after = size
+        if force and not p.result.stages and not p.result.reason:
+            p.result.reason = "no span is old enough to compact (the newest exchanges stay verbatim)"
         return p.result
 
 

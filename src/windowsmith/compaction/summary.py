@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..assemble import Action
 from ..model import Message, Text
 from ..records import FailedRecord, LessonRecord, SummaryRecord, last_of
+from ..stand_ins import summary_stand_in
 from .base import Summarizer, Summary
 from .economics import fixed_raw, turns_to_cut
 from .mask import fold_artifacts
@@ -57,6 +58,12 @@ def run_summary(p: Pass, summarizer: Summarizer, size: int) -> tuple[int, bool]:
     before = size
     outcome = summarize(p, summarizer, lo, cut, sbudget)
     name = getattr(summarizer, "name", "?")
+    if isinstance(outcome, NoGain):
+        # asked for (compact(), the compact_context tool): a summary no shorter than what it replaces is not written
+        p.result.reason = str(outcome)
+        p.result.actions.append(Action("noop", "history", str(outcome), before, before,
+                                       {"summarizer": name, "record_seq": state.seq}))
+        return size, False
     if isinstance(outcome, str):
         p.result.actions.append(Action("summary_failed", "history", outcome, before, before,
                                        {"summarizer": name, "record_seq": state.seq}))
@@ -126,9 +133,14 @@ def summary_span(state: SessionState, counter: TokenCounter, target_raw: int, *,
         return None
     return lo, cut
 
+class NoGain(str):
+    """Why an on-demand summary was not written: it would not make the request smaller."""
+
+
 def summarize(p: Pass, summarizer: Summarizer, lo: int, cut: int, sbudget: int) -> tuple[int, int] | str:
     """Summarize units [lo, cut) and append the record (or a ``failed`` one): (raw tokens removed, added),
-    or why the summary was rejected."""
+    or why the summary was rejected (a :class:`NoGain` when, asked for on demand, it would not shrink the request:
+    nothing is appended)."""
     state = p.state
     counter = p.counter
     why = p.why
@@ -170,6 +182,13 @@ def summarize(p: Pass, summarizer: Summarizer, lo: int, cut: int, sbudget: int) 
                       summary.input_tokens, summary.output_tokens, summary.sections)
     keep_from = state.units[cut].first_seq
     transcript = store_transcript(p.port, originals, first_seq, last_seq)
+    if p.force and not p.harder:
+        gone = removed + sum(counter.raw_message(m) for m in old_summary)
+        stand_in = counter.raw_message(summary_stand_in(summary.to_dict(), (), (), transcript))
+        if stand_in >= gone:
+            return NoGain(f"nothing would shrink: a summary of {cut - lo} unit(s) (log seq {first_seq}-{last_seq}) "
+                          f"takes {int(stand_in * counter.scale):,} tokens where they take {int(gone * counter.scale):,}; "
+                          "the context is left as it is")
     absorbed = last_of(state.records, SummaryRecord)
     p.port.append(SummaryRecord(
         first_seq=first_seq,
@@ -192,4 +211,4 @@ def summarize(p: Pass, summarizer: Summarizer, lo: int, cut: int, sbudget: int) 
     return removed, added
 
 
-__all__ = ["SUMMARY_PROMPT_TOKENS", "run_summary", "summarize", "summary_pays", "summary_span"]
+__all__ = ["SUMMARY_PROMPT_TOKENS", "NoGain", "run_summary", "summarize", "summary_pays", "summary_span"]
