@@ -136,6 +136,7 @@ def anthropic_error(resp: Any, status: int) -> str:
     return str(body["error"]["message"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size_mb", [32, 64])
 def test_oversized_bodies_are_413_without_being_read(tmp_path: Path, size_mb: int) -> None:
     payload = b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "' + b"x" * (size_mb << 20) + b'"}]}'
@@ -220,6 +221,7 @@ def eventually(check: Any, what: str) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_client_that_leaves_cancels_the_upstream_call_and_frees_the_session(
         tmp_path: Path, stream: bool, caplog: pytest.LogCaptureFixture) -> None:
@@ -243,6 +245,7 @@ def test_a_client_that_leaves_cancels_the_upstream_call_and_frees_the_session(
         up.release.set()
 
 
+@pytest.mark.slow
 def test_upstream_timeout_is_a_504_naming_the_option(tmp_path: Path) -> None:
     up = HangingUpstream()
     try:
@@ -366,6 +369,7 @@ def read_all(sock: socket.socket) -> bytes:
     return out
 
 
+@pytest.mark.slow
 def test_slow_sockets_are_cut_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from windowsmith.server import limits
 
@@ -391,6 +395,44 @@ def test_slow_sockets_are_cut_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         with socket.create_connection(addr) as s:
             s.sendall(b"GET /api/sessions HTTP/1.1\r\nHost: x\r\n\r\n")
             assert read_all(s).startswith(b"HTTP/1.1 200")
+
+
+
+@pytest.mark.slow
+def test_a_client_that_leaves_a_stalled_stream_frees_the_session(tmp_path: Path) -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    seen = {"abandoned": 0}
+    release = threading.Event()
+
+    async def answer(request: Any) -> Any:  # one event, then nothing until the caller leaves
+        await request.body()
+
+        async def body() -> Any:
+            try:
+                yield OPENAI_START
+                while not release.is_set():
+                    await asyncio.sleep(0.02)
+            finally:  # (starlette cancels a stream whose caller left)
+                seen["abandoned"] += not release.is_set()
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    up = Starlette(routes=[Route("/v1/chat/completions", answer, methods=["POST"])])
+    try:
+        with rig(tmp_path, up) as r:
+            body = {"model": "gpt-4o", "messages": hi(), "stream": True}
+            with httpx.stream("POST", r.url + "/v1/chat/completions", json=body, timeout=30,
+                              headers={"X-Windowsmith-Session": "stalled"}) as resp:
+                first = next(resp.iter_bytes())
+                assert b"Hel" in first
+            lock = r.state.session_lock(None, "stalled")
+            eventually(lambda: not lock.locked(), "the session stays locked after its client left a stalled stream")
+            eventually(lambda: seen["abandoned"] == 1, "the stalled upstream stream was not closed")
+    finally:
+        release.set()
 
 
 # -- the serve command ------------------------------------------------------------------------------------------
