@@ -106,7 +106,7 @@ def test_dashboard_shows_composition_cache_compactions_manifest_and_diff_live(pr
             check_request(page)
             check_whatif(page, proxy)
             shoot(page, "dashboard.png", full_page=True)
-            shoot(page, "dashboard-headline.png", clip={"x": 0, "y": 0, "width": 1400, "height": 700})
+            shoot(page, "dashboard-headline.png", full_page=True, clip={"x": 0, "y": 0, "width": 1400, "height": 700})
             shoot(card(page, "#whatif-table"), "dashboard-whatif.png")
             shoot(card(page, "#layers-table"), "dashboard-pack.png")
             page.eval_on_selector("#request", "e => { e.style.maxHeight = '900px'; }")
@@ -188,6 +188,7 @@ def check_whatif(page: Any, proxy: str) -> None:
     for (_, value, text), r in zip(shown, w["rows"], strict=True):
         assert value == pytest.approx(r["cost"], rel=1e-12) and text == f"${r['cost']:.4f}"
     assert "this session" in page.locator("#whatif-table tr").nth(1).inner_text()
+    assert page.locator("#whatif-chart rect").count() == len(w["rows"])  # a bar per strategy
 
 
 def test_session_list_shows_cost_calls_and_is_searchable(proxy: str, request: pytest.FixtureRequest) -> None:
@@ -207,7 +208,7 @@ def test_session_list_shows_cost_calls_and_is_searchable(proxy: str, request: py
             page.fill("#search", "beta")
             page.wait_for_function("document.querySelectorAll('#sessions a').length == 2")
             assert page.eval_on_selector_all("#sessions a", "as => as.map(a => a.dataset.session)") == ["beta-run", "beta-retry"]
-            shoot(page, "dashboard-sessions.png", clip={"x": 0, "y": 0, "width": 320, "height": 260})
+            shoot(page, "dashboard-sessions.png", full_page=True, clip={"x": 0, "y": 0, "width": 320, "height": 260})
             page.fill("#search", "nothing-like-it")
             page.wait_for_function("document.querySelectorAll('#sessions a').length == 0")
             # a one-call session: the what-if panel says it is too short

@@ -52,7 +52,7 @@ function stacked(el, rows, keys, colourOf, opts){
       const h = v / hi * ph; acc += v;
       s += `<rect class="bar seg" data-i="${i}" data-key="${esc(k)}" x="${x.toFixed(1)}" y="${y(acc).toFixed(1)}" width="${bw.toFixed(1)}" height="${h.toFixed(1)}" fill="${colourOf(k)}"><title>${esc(r.label)} · ${esc(k)}: ${num(v)} tokens</title></rect>`;
     });
-    if (r.mark) s += `<text class="mark" x="${(x + bw / 2).toFixed(1)}" y="${(y(acc) - 3).toFixed(1)}" font-size="11" text-anchor="middle" fill="#be123c">&#9650;<title>${esc(r.mark)}</title></text>`;
+    if (r.mark) s += `<text class="mark" x="${(x + bw / 2).toFixed(1)}" y="${(y(acc) - 3).toFixed(1)}" font-size="11" text-anchor="middle" style="fill:#be123c">&#9650;<title>${esc(r.mark)}</title></text>`;
   });
   const every = Math.max(1, Math.ceil(n / Math.floor(pw / 28)));
   rows.forEach((r, i) => {
@@ -61,7 +61,7 @@ function stacked(el, rows, keys, colourOf, opts){
   });
   for (const l of lines) {
     s += `<line class="refline" data-line="${esc(l.name)}" x1="${L}" x2="${L + pw}" y1="${y(l.value).toFixed(1)}" y2="${y(l.value).toFixed(1)}" stroke="${l.colour}" stroke-dasharray="5 3" stroke-width="1.5"/>` +
-         `<text x="${L + pw - 4}" y="${(y(l.value) - 4).toFixed(1)}" text-anchor="end" fill="${l.colour}" font-size="11">${esc(l.name)} ${num(l.value)}</text>`;
+         `<text x="${L + pw - 4}" y="${(y(l.value) - 4).toFixed(1)}" text-anchor="end" style="fill:${l.colour}" font-size="11">${esc(l.name)} ${num(l.value)}</text>`;
   }
   s += `<line x1="${L}" x2="${L + pw}" y1="${T + ph}" y2="${T + ph}" stroke="#999"/><line x1="${L}" x2="${L}" y1="${T}" y2="${T + ph}" stroke="#999"/>`;
   s += `<text x="${L + pw / 2}" y="${H - 4}" text-anchor="middle" class="axis">${esc(o.xlabel || '')}</text>`;
@@ -233,6 +233,24 @@ function loadRequest(){
 }
 
 // ------------------------------------------------------------------ what-if
+// Horizontal bars: each strategy's cost, with what this session was billed as a dashed line.
+function whatifChart(el, rows, billed){
+  const W = Math.max(360, Math.min(900, el.clientWidth || 700)), L = 150, R = 70, rowH = 20, T = 18;
+  const H = T + rows.length * rowH + 26, pw = W - L - R;
+  const hi = Math.max(1e-9, ...rows.map(r => r.cost), billed || 0) * 1.05;
+  const x = v => L + v / hi * pw;
+  let s = `<svg width="${W}" height="${H}" role="img" aria-label="cost per strategy">`;
+  for (const t of ticks(hi, 4)) s += `<line x1="${x(t).toFixed(1)}" x2="${x(t).toFixed(1)}" y1="${T}" y2="${H - 22}" stroke="#eee"/><text class="tick" x="${x(t).toFixed(1)}" y="${H - 8}" text-anchor="middle">$${t.toFixed(hi < 0.2 ? 3 : 2)}</text>`;
+  rows.forEach((r, i) => {
+    const y = T + i * rowH, fill = r.strategy === 'windowsmith' ? '#2563eb' : '#9ca3af';
+    s += `<text x="${L - 6}" y="${y + 14}" text-anchor="end">${esc(r.strategy)}</text>` +
+         `<rect x="${L}" y="${y + 3}" width="${(x(r.cost) - L).toFixed(1)}" height="${rowH - 6}" fill="${fill}"><title>${esc(r.strategy)}: ${money(r.cost)}</title></rect>` +
+         `<text x="${(x(r.cost) + 4).toFixed(1)}" y="${y + 14}">${money(r.cost)}</text>`;
+  });
+  if (billed != null) s += `<line x1="${x(billed).toFixed(1)}" x2="${x(billed).toFixed(1)}" y1="${T}" y2="${H - 22}" stroke="#dc2626" stroke-dasharray="5 3" stroke-width="1.5"><title>this session: ${money(billed)}</title></line>` +
+    `<text x="${(x(billed) + 3).toFixed(1)}" y="${T - 6}" style="fill:#dc2626" font-size="10">this session (billed)</text>`;
+  el.innerHTML = s + '</svg>';
+}
 function runWhatif(){
   $('whatif-status').textContent = 'replaying this session under each strategy…';
   $('whatif-run').disabled = true;
@@ -250,6 +268,7 @@ function runWhatif(){
         base == null ? '' : (r.cost - base >= 0 ? '+' : '−') + money(Math.abs(r.cost - base)).slice(0),
         num(r.input_tokens), pct(share), num(r.peak), pct(r.recall_strict), lost, r.error ? esc(r.error) : (r.cuts ? r.cuts + ' cut' : '')]);
     }
+    whatifChart($('whatif-chart'), w.rows, base);
     table($('whatif-table'), ['strategy', 'cost', 'vs this session', 'tokens sent', 'cache read', 'peak', 'recall (strict)', 'what it lost', 'notes'], rows);
   }).catch(e => { $('whatif-run').disabled = false; $('whatif-status').textContent = String(e); });
 }

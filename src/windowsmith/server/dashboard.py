@@ -104,7 +104,7 @@ def render_page(sessions: list[dict[str, Any]], selected: str | None, poll_secon
 <p class="muted">Replays this session's own log under the strategies of <code>windowsmith bench</code>, at its window,
 with the bench's cost and identifier recall: what each would have cost, and what it would have lost.</p>
 <button id="whatif-run" type="button">Replay under the other strategies</button> <span id="whatif-status" class="muted"></span>
-<table id="whatif-table"></table><p class="muted" id="whatif-note"></p></div>
+<div id="whatif-chart"></div><table id="whatif-table"></table><p class="muted" id="whatif-note"></p></div>
 <div class="card"><h2>Compaction events</h2><ul id="compactions"></ul></div>
 <div class="card"><h2 id="pack-title">Pack</h2><div id="pack-facts"></div><div class="muted" id="pack-cache"></div>
 <div class="cols"><div><h3>Layers</h3><table id="layers-table"></table></div>

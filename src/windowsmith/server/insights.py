@@ -42,13 +42,12 @@ def provider_of(fmt: str) -> str:
 def cache_wording(m: Manifest) -> str:
     """How the pack is cached, in the provider's own terms."""
     c = m.cache or {}
-    # the prefix is counted with the tokenizer alone: scale it as the pack's total was calibrated
-    prefix = round(int(c.get("prefix_tokens", 0)) * (m.tokens / m.tokens_counted if m.tokens_counted else 1.0))
     if m.format.startswith("anthropic"):
-        return f"{c.get('breakpoints', 0)} cache_control breakpoints; cacheable prefix {prefix:,} tokens"
+        return (f"{c.get('breakpoints', 0)} cache_control breakpoints; cacheable prefix "
+                f"{int(c.get('prefix_tokens', 0)):,} tokens")
     if m.format.startswith("gemini"):
-        return f"implicit prefix caching (cachedContents for explicit caches); stable prefix {prefix:,} tokens"
-    return f"automatic prefix caching, routed by prompt_cache_key; stable prefix {prefix:,} tokens"
+        return "implicit prefix caching (cachedContents for explicit caches): the cache reads per call show what it hit"
+    return "automatic prefix caching, routed by prompt_cache_key: the cache reads per call show what it hit"
 
 
 def calibrated_layers(m: Manifest) -> dict[str, int]:
