@@ -24,6 +24,7 @@ from .assemble import Assembly, assemble
 from .body_snapshot import BodySnapshots
 from .budget import Budget
 from .cache import plan_cache, prefix_tokens
+from .cache_lint import lint_request, move_to_tail, note_volatile
 from .compaction.base import Summarizer
 from .compaction.config import Breaker, CompactionResult
 from .compaction.emergency import lost_identifiers
@@ -246,6 +247,9 @@ class Builder:
             self._check_history(asm, counter)
         asm.actions[:0] = actions
         req = asm.request
+        volatile = lint_request(req)
+        if volatile and eng.cache.volatile_to_tail:
+            req = move_to_tail(req, volatile)
         req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
         renderer = eng.renderer(fmt)
         restored = self.bodies.restore(renderer, req)  # the body an earlier process stored, if it renders req's
@@ -255,6 +259,8 @@ class Builder:
         rendered = renderer.render(req)
         window = eng.window or spec.context_window
         manifest = self.manifest(asm, req, rendered, counter, fmt, window)
+        if volatile:
+            note_volatile(manifest, volatile, moved=eng.cache.volatile_to_tail)
         if self.last_pack is None or self.last_pack.manifest.pack_id != manifest.pack_id:
             # the part digests extend the last manifest's: the delta encoder need not compare the shared prefix.
             # (A pack saved already, by this build's twin in another process, is left as it is: its id is

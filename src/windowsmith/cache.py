@@ -31,9 +31,36 @@ it; otherwise it goes on the final message (the tail, if any, is a separate trai
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from .errors import ConfigError
 from .model import Message
 from .request import CachePlan, NeutralRequest
 from .tokens import TokenCounter
+
+#: the cache lifetimes Anthropic offers for a breakpoint (``cache_control.ttl``)
+TTLS = ("5m", "1h")
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """How the engine uses the provider's prompt cache (``Engine(cache=CacheConfig(...))``).
+
+    ``volatile_to_tail``: move the volatile spans that cache-break linting finds in the stable layers (timestamps,
+    dates, UUIDs, request ids, counters; :mod:`windowsmith.cache_lint`) to the tail, so the cached prefix stays the
+    same from call to call. Off by default: the spans are only reported (manifest warnings).
+    ``stable_ttl``: the lifetime of the breakpoints on the stable prefix (tools, system, session context) where the
+    provider offers tiers (Anthropic: ``"5m"``, the default, or ``"1h"``: a write costs 2x the base input price
+    instead of 1.25x, and the prefix survives pauses of up to an hour); the history's breakpoints stay at 5 minutes.
+    """
+
+    volatile_to_tail: bool = False
+    stable_ttl: str = "5m"
+
+    def __post_init__(self) -> None:
+        if self.stable_ttl not in TTLS:
+            raise ConfigError(f"CacheConfig(stable_ttl={self.stable_ttl!r}) is not a cache lifetime; use one of {TTLS}")
+
 
 #: content blocks before a breakpoint that Anthropic checks for a cached prefix ("about 20 blocks")
 LOOKBACK_BLOCKS = 20
@@ -149,4 +176,4 @@ def prefix_tokens(req: NeutralRequest, counter: TokenCounter, history_raw: int |
     return counter.scaled(raw)
 
 
-__all__ = ["LOOKBACK_BLOCKS", "anchor_index", "message_blocks", "plan_cache", "prefix_tokens"]
+__all__ = ["LOOKBACK_BLOCKS", "TTLS", "CacheConfig", "anchor_index", "message_blocks", "plan_cache", "prefix_tokens"]

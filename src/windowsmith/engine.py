@@ -24,6 +24,7 @@ from typing import Any
 from .artifacts import GC_GRACE_SECONDS, ArtifactStore, EmbeddedArtifacts, collect_garbage
 from .budget import BudgetConfig
 from .build import check_format
+from .cache import CacheConfig
 from .compaction.base import Summarizer
 from .compaction.config import CompactionConfig
 from .errors import ConfigError, ModelRetiredWarning, UsageError
@@ -59,6 +60,8 @@ class Engine:
     ``memory``: which project and user memory the sessions share (:class:`MemoryConfig`).
     ``embedder``: vectors for hybrid retrieval (memory, knowledge, recall), e.g.
     ``windowsmith.retrieval.WordLlamaEmbedder()`` (offline, ``windowsmith[vectors]``); None: lexical only.
+    ``cache``: how requests use the provider's prompt cache (:class:`~windowsmith.cache.CacheConfig`: volatile spans
+    moved out of the cached prefix, the stable prefix's cache lifetime).
     """
 
     def __init__(
@@ -78,7 +81,9 @@ class Engine:
         tenant: str | None = None,
         memory: MemoryConfig | None = None,
         embedder: Embedder | None = None,
+        cache: CacheConfig | None = None,
     ) -> None:
+        self.cache = cache or CacheConfig()
         self.memory = memory or MemoryConfig()
         self.embedder = embedder
         self.compaction = compaction or CompactionConfig()

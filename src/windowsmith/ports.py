@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from .artifacts import ArtifactStore
     from .budget import BudgetConfig
+    from .cache import CacheConfig
     from .compaction.base import Summarizer
     from .compaction.config import CompactionConfig
     from .formats.base import Renderer
@@ -103,6 +104,9 @@ class BuildEngine(Protocol):
 
     @property
     def compaction(self) -> CompactionConfig: ...
+
+    @property
+    def cache(self) -> CacheConfig: ...
 
     @property
     def summarizer(self) -> Summarizer | type[Summarizer] | None: ...
