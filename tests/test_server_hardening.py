@@ -435,6 +435,17 @@ def test_a_client_that_leaves_a_stalled_stream_frees_the_session(tmp_path: Path)
         release.set()
 
 
+
+def test_a_client_that_leaves_mid_body_is_no_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with rig(tmp_path) as r, caplog.at_level(logging.INFO, "windowsmith.server"):
+        host, port = r.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"model\": ")
+            time.sleep(0.2)
+        eventually(lambda: "disconnected while sending its body" in caplog.text, "the early disconnect was not seen")
+        assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+
+
 # -- the serve command ------------------------------------------------------------------------------------------
 
 

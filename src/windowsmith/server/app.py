@@ -7,7 +7,9 @@ Security: the CLI binds 127.0.0.1 unless told otherwise; with ``tokens`` set, ev
 (``Authorization: Bearer`` or ``?token=`` for the API and dashboard, ``X-Windowsmith-Token`` on the
 proxy endpoints, whose ``Authorization`` header carries the upstream key), and each token names the
 tenant whose sessions it sees. Upstream credentials are passed to the SDK per request and never
-stored or logged; session ids are validated before they reach the store.
+stored or logged; session ids are validated before they reach the store. Without tokens every route is open to
+whoever reaches the port, which is meant for loopback (``serve`` warns when it binds beyond it). What a request may
+be (body size, read time, JSON depth) and how every refusal is shaped: ``server/limits.py``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -221,6 +221,8 @@ class Guard:
             except RequestRejected as e:
                 if not ex.started:
                     await error_response(path, e.status, str(e))(scope, receive, send)
+            except ClientDisconnect:
+                log.info("the client of %s disconnected while sending its body", path)
             except Exception as e:  # the last resort: a logged reason and a 500 in the route's shape, never a traceback
                 log.error("%s %s failed: %s: %s", scope.get("method"), path, type(e).__name__, e, exc_info=e)
                 if not ex.started:
