@@ -174,6 +174,9 @@ def check_request(page: Any) -> None:
     assert page.locator("#request .call").count() >= 1
     assert "prompt_cache_key" in page.locator("#request-note").inner_text()
     assert page.locator("#request .bp").count() == 0  # no cache_control marks on an OpenAI request
+    refs = page.eval_on_selector_all("#request a.artifact", "as => as.map(a => a.href)")
+    assert refs  # the artifact:// references in the text open the artifact
+    assert httpx.get(refs[0], timeout=60).status_code == 200
 
 
 def check_whatif(page: Any, proxy: str) -> None:

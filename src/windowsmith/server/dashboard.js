@@ -194,14 +194,17 @@ function blocksOf(content){
   if (Array.isArray(content)) return content;
   return [content];
 }
+function linked(text){
+  return esc(text).replace(/artifact:\/\/([0-9a-f]{64})/g, (m, sha) => `<a class="artifact" target="_blank" rel="noopener" href="${esc(artifactUrl(sha))}">${m}</a>`);
+}
 function renderBlock(b){
   const mark = b.cache_control ? ' <span class="bp" title="cache_control: the cached prefix ends here">&#9873; cache breakpoint</span>' : '';
   const t = b.type || (b.text != null ? 'text' : b.functionCall ? 'tool_use' : b.functionResponse ? 'tool_result' : 'part');
-  if (b.text != null && (t === 'text' || t === 'input_text' || t === 'output_text')) return `<pre class="txt">${esc(b.text)}</pre>${mark}`;
+  if (b.text != null && (t === 'text' || t === 'input_text' || t === 'output_text')) return `<pre class="txt">${linked(b.text)}</pre>${mark}`;
   if (t === 'tool_use' || b.functionCall) { const f = b.functionCall || b; return `<div class="call">&#8594; <b>${esc(f.name)}</b>(<code>${esc(JSON.stringify(f.input || f.args || {}))}</code>)</div>${mark}`; }
   if (t === 'tool_result' || b.functionResponse) {
     const inner = b.functionResponse ? JSON.stringify(b.functionResponse.response) : blocksOf(b.content).map(x => x.text != null ? x.text : JSON.stringify(x)).join('\n');
-    return `<div class="result">&#8592; result${b.tool_use_id ? ' ' + esc(b.tool_use_id) : ''}${b.is_error ? ' (error)' : ''}<pre class="txt">${esc(inner)}</pre></div>${mark}`;
+    return `<div class="result">&#8592; result${b.tool_use_id ? ' ' + esc(b.tool_use_id) : ''}${b.is_error ? ' (error)' : ''}<pre class="txt">${linked(inner)}</pre></div>${mark}`;
   }
   if (t === 'image' || t === 'image_url' || b.inlineData) return `<div class="muted">[image]</div>${mark}`;
   return `<pre class="txt">${esc(JSON.stringify(b))}</pre>${mark}`;
@@ -226,7 +229,7 @@ function loadRequest(){
     if (!r.ok) { $('request-note').textContent = r.message; $('request').innerHTML = ''; return; }
     const b = r.body, tools = b.tools || [];
     const key = b.prompt_cache_key ? ` · prompt_cache_key <code>${esc(b.prompt_cache_key)}</code>` : '';
-    $('request-note').innerHTML = `${esc(r.provider)} (${esc(r.format)}), pack ${esc(r.pack_id.slice(0, 12))} · ${tools.length} tools · ${esc(r.cache)}${key}`;
+    $('request-note').innerHTML = `${esc(r.provider)} (${esc(r.format)}), pack ${esc(r.pack_id.slice(0, 12))} · ${tools.length} tool${tools.length === 1 ? '' : 's'} · ${esc(r.cache)}${key}`;
     $('request').innerHTML = requestMessages(b).map((m, i) =>
       `<div class="msg role-${esc(m.role)}"><div class="role">${i + 1}. ${esc(m.role)}${m.id ? ' <span class="muted">' + esc(m.id) + '</span>' : ''}</div>${m.blocks.map(renderBlock).join('')}</div>`).join('');
   }).catch(e => { $('request-note').textContent = String(e); });
