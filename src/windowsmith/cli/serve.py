@@ -27,6 +27,9 @@ def _env(name: str) -> str:
               help="Upstream for /v1/messages (default: the Anthropic SDK's).")
 @click.option("--gemini-base-url", default=None, envvar=_env("GEMINI_BASE_URL"),
               help="Upstream for /v1beta/models/...:generateContent (default: Google's Gemini API).")
+@click.option("--artifacts", default=None, envvar=_env("ARTIFACTS"), metavar="URL",
+              help="Keep offloaded tool results in s3://bucket[/prefix] (obstore; AWS_* variables for credentials and "
+                   "endpoint) or file:///folder, each tenant under its own prefix (default: in the store).")
 @click.option("--model-window", type=click.IntRange(min=1), default=None, envvar=_env("MODEL_WINDOW"),
               help="Build windows of this many tokens instead of each model's full window.")
 @click.option("--registry", type=click.Path(exists=True, dir_okay=False), default=None, envvar=_env("REGISTRY"),
@@ -52,7 +55,7 @@ def _env(name: str) -> str:
               envvar=_env("LOG_FORMAT"), help="Log lines as text or as one JSON object each.")
 @clean_errors
 def serve(host: str, port: int, store: str | None, openai_base_url: str | None, anthropic_base_url: str | None,
-          gemini_base_url: str | None, model_window: int | None, registry: str | None, default_window: int | None,
+          gemini_base_url: str | None, artifacts: str | None, model_window: int | None, registry: str | None, default_window: int | None,
           tokens: tuple[str, ...], workers: int, max_body: int, body_timeout: float, upstream_timeout: float, log_level: str,
           log_format: str) -> None:
     """Run the proxy (POST /v1/chat/completions, /v1/messages), the JSON API (/api/...) and the dashboard (/).
@@ -71,7 +74,7 @@ def serve(host: str, port: int, store: str | None, openai_base_url: str | None, 
         token_map[tok] = tenant or None
     configure(log_level, log_format)
     config = ServerConfig(store=store, openai_base_url=openai_base_url, anthropic_base_url=anthropic_base_url,
-                          gemini_base_url=gemini_base_url, model_window=model_window, tokens=token_map, registry=registry,
+                          gemini_base_url=gemini_base_url, artifacts=artifacts, model_window=model_window, tokens=token_map, registry=registry,
                           default_window=default_window,
                           max_body=max_body, body_timeout=body_timeout, upstream_timeout=upstream_timeout)
     _warn_if_open(host, token_map)

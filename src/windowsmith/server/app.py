@@ -31,6 +31,7 @@ from starlette.routing import Route
 from ..errors import UsageError
 from ..store import Store
 from .api import Api
+from .blobs import check_reachable, open_artifacts
 from .conversation import ANTHROPIC, GEMINI, OPENAI, RESPONSES
 from .dashboard import render_page
 from .limits import Guard, http_error
@@ -91,12 +92,21 @@ def gateway_routes(state: ServerState, proxy: Proxy) -> list[Route]:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        try:
-            await to_thread.run_sync(state.store.get_kv, "health", "ready")
-        except Exception as e:  # any failure to answer is "not ready", said without its details
-            log.warning("readiness check failed: the store did not answer (%s)", type(e).__name__)
-            return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
-        return JSONResponse({"status": "ready", "store": "ok"})
+        checks: dict[str, str] = {}
+
+        def artifacts() -> None:
+            if state.config.artifacts is not None:
+                check_reachable(open_artifacts(state.config.artifacts, None))
+
+        for name, probe in (("store", lambda: state.store.get_kv("health", "ready")), ("artifacts", artifacts)):
+            try:
+                await to_thread.run_sync(probe)
+                checks[name] = "ok"
+            except Exception as e:  # any failure to answer is "not ready", said without its details
+                log.warning("readiness check failed: the %s did not answer (%s)", name, type(e).__name__)
+                checks[name] = "unreachable"
+        ready = all(v == "ok" for v in checks.values())
+        return JSONResponse({"status": "ready" if ready else "unavailable", **checks}, status_code=200 if ready else 503)
 
     async def models(request: Request) -> Response:
         tenant = proxy.tenant(request)
@@ -123,8 +133,8 @@ SERVE_ENV = "WINDOWSMITH_SERVE_CONFIG"
 
 
 #: the fields a worker's configuration carries (the rest, a tracer and the dashboard's poll, keep their defaults)
-_ENV_FIELDS = ("store", "openai_base_url", "anthropic_base_url", "gemini_base_url", "model_window", "tokens", "lock_dir", "registry",
-               "default_window", "max_body", "body_timeout", "upstream_timeout")
+_ENV_FIELDS = ("store", "openai_base_url", "anthropic_base_url", "gemini_base_url", "artifacts", "model_window", "tokens",
+               "lock_dir", "registry", "default_window", "max_body", "body_timeout", "upstream_timeout")
 
 
 def config_to_env(config: ServerConfig) -> str:

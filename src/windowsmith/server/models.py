@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..artifacts import ArtifactStore
 from ..engine import Engine
 from ..errors import UnknownModelError, UsageError
 from ..registry import ModelSpec, Prices, Provider, Registry, Tokenizer, load_registry
@@ -39,8 +40,9 @@ class Models:
         self.registry: Registry = load_registry(registry)
         self.default_window = default_window
 
-    def engine(self, model: str, store: Store, window: int | None) -> Engine:
-        """An engine for ``model`` over ``store`` (``window``: the server's cap on every window)."""
+    def engine(self, model: str, store: Store, window: int | None, artifacts: ArtifactStore | None = None) -> Engine:
+        """An engine for ``model`` over ``store`` (``window``: the server's cap on every window; ``artifacts``: where
+        offloaded results go, None for the store)."""
         if self.registry.find(model) is None:
             if self.default_window is None:
                 raise UnknownModelError(
@@ -48,8 +50,8 @@ class Models:
                     "with --default-window TOKENS (its context window) or --registry FILE (a JSON or TOML file "
                     "describing it)")
             reg = Registry([fallback_spec(model, self.default_window)])
-            return Engine(model, store=store, registry=reg, window=window)
-        return Engine(model, store=store, registry=self.registry, window=window)
+            return Engine(model, store=store, registry=reg, window=window, artifacts=artifacts)
+        return Engine(model, store=store, registry=self.registry, window=window, artifacts=artifacts)
 
 
 __all__ = ["FALLBACK_TOKENIZER", "Models", "fallback_spec"]

@@ -20,9 +20,10 @@ from ..engine import Engine
 from ..errors import UsageError
 from ..session import Session
 from ..store import Store, open_store
+from .blobs import open_artifacts
 from .conversation import ANTHROPIC, OPENAI
 from .limits import BODY_TIMEOUT, MAX_BODY
-from .locks import SessionLock, lock_path
+from .locks import AdvisoryLock, SessionLock, advisory_key, lock_path
 from .models import Models
 from .telemetry import Telemetry
 from .upstream import Upstream
@@ -55,6 +56,7 @@ class ServerConfig:
     tracer_provider: Any = None  # an OpenTelemetry TracerProvider (None: the global one)
     lock_dir: str | Path | None = None
     gemini_base_url: str | None = None  # where Gemini requests go (None: Google's API)
+    artifacts: str | None = None  # s3://bucket/prefix or file:///folder for offloaded results (None: in the store)
     registry: str | Path | None = None  # a JSON/TOML model file merged over the packaged registry
     default_window: int | None = None  # the window of a model no registry knows (None: such a model is refused)
     max_body: int = MAX_BODY
@@ -125,7 +127,8 @@ class ServerState:
         with self._guard:
             eng = self._engines.get(key)
             if eng is None:
-                eng = self.models.engine(model, store, self.config.model_window)
+                art = None if self.config.artifacts is None else open_artifacts(self.config.artifacts, tenant)
+                eng = self.models.engine(model, store, self.config.model_window, art)
                 self._engines[key] = eng
             return eng
 
@@ -165,8 +168,12 @@ class ServerState:
         key = (tenant, session_id)
         lock = self._locks.get(key)
         if lock is None:
-            path = None if self.lock_dir is None else lock_path(self.lock_dir, tenant, session_id)
-            lock = self._locks[key] = SessionLock(path)
+            dsn = getattr(self.store, "dsn", None)  # a PostgreSQL store: one lock for every host on its database
+            if isinstance(dsn, str):
+                lock = self._locks[key] = SessionLock(advisory=AdvisoryLock(dsn, advisory_key(tenant, session_id)))
+            else:
+                path = None if self.lock_dir is None else lock_path(self.lock_dir, tenant, session_id)
+                lock = self._locks[key] = SessionLock(path)
         return lock
 
     def upstream(self, fmt: str) -> Upstream:
