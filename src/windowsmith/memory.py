@@ -166,9 +166,10 @@ class Memory:
 
     def _near_duplicate(self, scope: str, text: str) -> Chunk | None:
         words = token_set(text)
-        terms = query_terms(text, limit=16)
+        # a near-duplicate holds most of the text's words: its longest terms find it (few, rare: a fast search)
+        terms = sorted(query_terms(text, limit=16), key=lambda t: (-len(t), t))[:6]
         best: tuple[float, Chunk] | None = None
-        for c in self.store.search_chunks("memory", [scope], terms, limit=20) if terms else []:
+        for c in self.store.search_chunks("memory", [scope], terms, limit=8) if terms else []:
             sim = jaccard(words, token_set(c.text))
             if sim >= self.config.merge_at and (best is None or sim > best[0]):
                 best = (sim, c)

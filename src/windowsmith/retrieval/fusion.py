@@ -52,15 +52,17 @@ def mmr(candidates: Sequence[K], relevance: Sequence[float], similarity: Callabl
     rel = [r / top for r in relevance]
     left = list(range(len(candidates)))
     taken: list[int] = []
+    sim = [0.0] * len(candidates)  # each candidate's greatest similarity to those taken, kept up to date
     while left and len(taken) < limit:
         best, best_score = left[0], -math.inf
         for i in left:
-            sim = max((similarity(candidates[i], candidates[j]) for j in taken), default=0.0)
-            score = lam * rel[i] - (1 - lam) * sim
+            score = lam * rel[i] - (1 - lam) * sim[i]
             if score > best_score:
                 best, best_score = i, score
         taken.append(best)
         left.remove(best)
+        for i in left:
+            sim[i] = max(sim[i], similarity(candidates[i], candidates[best]))
     return [candidates[i] for i in taken]
 
 
