@@ -250,7 +250,9 @@ class Builder:
         volatile = lint_request(req)
         if volatile and eng.cache.volatile_to_tail:
             req = move_to_tail(req, volatile)
-        req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints))
+        editing = eng.compaction.server_editing
+        req = replace(req, model=model_name, cache=plan_cache(req, spec.max_breakpoints, stable_ttl=eng.cache.stable_ttl),
+                      context_management=editing.to_param() if editing is not None and fmt == "anthropic" else None)
         renderer = eng.renderer(fmt)
         restored = self.bodies.restore(renderer, req)  # the body an earlier process stored, if it renders req's
         if restored:

@@ -90,9 +90,15 @@ def anchor_index(req: NeutralRequest, msg_idx: int | None) -> int | None:
     return None
 
 
-def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, *, anchor: bool = True) -> CachePlan:
+def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, *, anchor: bool = True,
+               stable_ttl: str = "5m") -> CachePlan:
     """Where ``req``'s cache breakpoints go (see the module docstring). ``anchor=False``: no anchor after a wide
-    turn (the bench's peers: LangChain's caching middleware marks system, tools and the newest message only)."""
+    turn (the bench's peers: LangChain's caching middleware marks system, tools and the newest message only).
+
+    ``stable_ttl="1h"`` (:class:`CacheConfig`): the stable prefix's breakpoints (tools, system, session) get a 1-hour
+    lifetime, and the last of them is ranked right after the message breakpoint, so that a 1-hour breakpoint is
+    placed whenever the model allows two (the 1-hour ones come first in cache order, before the 5-minute ones of
+    the history, as Anthropic requires)."""
     msg_idx: int | None
     n = len(req.messages)
     if n == 0:
@@ -135,6 +141,11 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, *, anchor: bool = 
         ("system", bool(req.system)),
         ("tools", bool(req.tools)),
     ]
+    if stable_ttl != "5m":
+        stable = next((w for w in wanted[-3:] if w[1]), None)  # session, system, tools: the one that covers most
+        if stable is not None:
+            wanted.remove(stable)
+            wanted.insert(1, stable)
     chosen = {name for name, ok in wanted if ok}
     if max_breakpoints <= 0:
         # implicit-cache providers (OpenAI, Gemini) cache by prefix; keep the plan for accounting
@@ -152,6 +163,7 @@ def plan_cache(req: NeutralRequest, max_breakpoints: int = 4, *, anchor: bool = 
         fold_index=fold_idx if "fold" in chosen else None,
         turn_index=turn_idx if "turn" in chosen else None,
         anchor_index=anchor_idx if "anchor" in chosen else None,
+        stable_ttl=stable_ttl,
     )
 
 

@@ -34,9 +34,12 @@ class CallCost:
     output_tokens: int
     shared_prefix_tokens: int
     usd: float
+    cache_write_1h_tokens: int = 0  # of ``cache_write_tokens``, written with a 1-hour lifetime (``CacheConfig``)
 
     def to_dict(self) -> dict[str, float | int]:
-        return {
+        extra: dict[str, float | int] = {"cache_write_1h_tokens": self.cache_write_1h_tokens} \
+            if self.cache_write_1h_tokens else {}
+        return extra | {
             "prompt_tokens": self.prompt_tokens,
             "input_tokens": self.input_tokens,
             "cache_read_tokens": self.cache_read_tokens,
@@ -154,15 +157,26 @@ def call_cost(
         top = max((t for t, _ in mine), default=0)
         read = int(read_raw * scale)
         write = max(0, int(top * scale) - read) if top * scale >= minimum else 0
+        stable = _stable_top(cur, counter) if cur.cache.stable_ttl == "1h" else 0
+        write_1h = min(write, max(0, int(stable * scale) - read)) if stable * scale >= minimum else 0
     else:
         mine = []
         read = (shared // 128) * 128 if shared >= max(minimum, 1024 if minimum == 0 else minimum) else 0
-        write = 0
+        write = write_1h = 0
     read = min(read, prompt_tokens)
     write = min(write, prompt_tokens - read)
+    write_1h = min(write_1h, write)
     uncached = max(0, prompt_tokens - read - write)
-    usd = spec.cost(uncached, output_tokens, read, write)
-    return CallCost(prompt_tokens, uncached, read, write, output_tokens, shared, usd), mine
+    usd = spec.cost(uncached, output_tokens, read, write, cache_write_1h_tokens=write_1h)
+    return CallCost(prompt_tokens, uncached, read, write, output_tokens, shared, usd, write_1h), mine
+
+
+def _stable_top(req: NeutralRequest, counter: TokenCounter) -> int:
+    """Raw tokens through the last breakpoint of ``req``'s stable prefix (tools, system, session): what a 1-hour
+    breakpoint covers; 0 when none is placed."""
+    plan = req.cache
+    base, sys_end, ses_end = _boundaries(req, counter)
+    return ses_end if plan.session else sys_end if plan.system else base if plan.tools else 0
 
 
 __all__ = ["CallCost", "call_cost", "shared_prefix_tokens"]

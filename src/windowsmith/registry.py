@@ -47,6 +47,7 @@ from windowsmith.errors import ConfigError, UnknownModelError, UsageError
 
 __all__ = [
     "ENV_VAR",
+    "ONE_HOUR_WRITE",
     "LongContextPrices",
     "ModelSpec",
     "Prices",
@@ -70,6 +71,10 @@ ThinkingKept = Literal["all", "current_turn"]
 # --------------------------------------------------------------------------------------------------------------
 
 
+#: a 1-hour cache write's price as a multiple of the base input price (Anthropic, every model; prompt-caching docs)
+ONE_HOUR_WRITE = 2.0
+
+
 @dataclass(frozen=True, slots=True)
 class LongContextPrices:
     """Prices (USD per million tokens) that apply to a whole request once its prompt exceeds ``threshold``."""
@@ -83,13 +88,20 @@ class LongContextPrices:
 
 @dataclass(frozen=True, slots=True)
 class Prices:
-    """USD per million tokens. ``cache_write`` is Anthropic's 5-minute write price; equals ``input`` elsewhere."""
+    """USD per million tokens. ``cache_write`` is Anthropic's 5-minute write price; equals ``input`` elsewhere.
+    ``cache_write_1h``: the 1-hour write price (``cache_control.ttl = "1h"``); None: :data:`ONE_HOUR_WRITE` times
+    ``input``, Anthropic's rule for every model (1.25x for 5 minutes, 2x for an hour, reads 0.1x)."""
 
     input: float
     output: float
     cache_write: float
     cache_read: float
     long_context: LongContextPrices | None = None
+    cache_write_1h: float | None = None
+
+    def write_1h(self) -> float:
+        """The 1-hour cache write price."""
+        return self.cache_write_1h if self.cache_write_1h is not None else self.input * ONE_HOUR_WRITE
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +148,18 @@ class ModelSpec:
         output_tokens: int,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
+        *,
+        cache_write_1h_tokens: int = 0,
     ) -> float:
         """USD cost of one request.
 
         ``input_tokens`` are uncached input tokens (see the module docstring for how to derive them from each
         provider's usage block). When ``input + cache_read + cache_write`` exceeds the long-context threshold,
-        all tokens of the request are priced at the long-context rates.
+        all tokens of the request are priced at the long-context rates. ``cache_write_1h_tokens``: the part of
+        ``cache_write_tokens`` written with a 1-hour lifetime (priced at :meth:`Prices.write_1h`, 2x the input price,
+        instead of the 5-minute ``cache_write``).
         """
-        counts = (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+        counts = (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cache_write_1h_tokens)
         if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in counts):
             raise UsageError(
                 f"cost() needs non-negative integer token counts, got input={input_tokens!r}, "
@@ -153,12 +169,16 @@ class ModelSpec:
         lc = self.prices.long_context
         if lc is not None and input_tokens + cache_read_tokens + cache_write_tokens > lc.threshold:
             p = lc
-        return (
+        usd = (
             input_tokens * p.input
             + output_tokens * p.output
             + cache_read_tokens * p.cache_read
             + cache_write_tokens * p.cache_write
         ) / _PER_MILLION
+        if cache_write_1h_tokens:
+            one_hour = self.prices.write_1h() if p is self.prices else p.input * ONE_HOUR_WRITE
+            usd += min(cache_write_1h_tokens, cache_write_tokens) * (one_hour - p.cache_write) / _PER_MILLION
+        return usd
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -189,6 +209,7 @@ class _PricesIn(BaseModel):
     cache_write: float = Field(ge=0)
     cache_read: float = Field(ge=0)
     long_context: _LongContextIn | None = None
+    cache_write_1h: float | None = Field(default=None, ge=0)
 
 
 class _ModelIn(BaseModel):
@@ -253,6 +274,7 @@ def _validate(raw: Mapping[str, Any], origin: str) -> ModelSpec:
             cache_write=m.prices.cache_write,
             cache_read=m.prices.cache_read,
             long_context=None if lc is None else LongContextPrices(**lc.model_dump()),
+            cache_write_1h=m.prices.cache_write_1h,
         ),
         min_cacheable_prefix=m.min_cacheable_prefix,
         max_breakpoints=m.max_breakpoints,

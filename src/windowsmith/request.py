@@ -19,8 +19,9 @@ turn, so the previous request's cached prefix is always a byte prefix of the nex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .model import Image, Message, Text, ToolSpec
 
@@ -62,6 +63,9 @@ class CachePlan:
     fold_index: int | None = None
     turn_index: int | None = None
     anchor_index: int | None = None
+    #: the cache lifetime of the stable prefix's breakpoints (tools, system, session): ``"5m"`` or ``"1h"``
+    #: (Anthropic ``cache_control.ttl``; the history's breakpoints always get the default 5 minutes)
+    stable_ttl: str = "5m"
 
     @property
     def count(self) -> int:
@@ -123,6 +127,9 @@ class NeutralRequest:
     #: leading messages through the user's newest message, when the provider strips the thinking of the replies after it
     #: at the user's next message and one of them carries thinking (or 0): the next user message re-writes only what follows
     turn: int = 0
+    #: server-side context editing (Anthropic ``context_management``, sent with its beta header), or None:
+    #: the ``{"edits": [...]}`` of :class:`~windowsmith.compaction.context_editing.ContextEditing`
+    context_management: Mapping[str, Any] | None = None
 
     @property
     def system_text(self) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ..assemble import Action
 from ..errors import ConfigError, UsageError
+from .context_editing import ContextEditing
 
 #: The stages in the order they run, cheapest first.
 STAGES: tuple[str, ...] = ("mask", "summary", "emergency")
@@ -67,6 +68,8 @@ class CompactionConfig:
     """
 
     enabled: bool = True
+    #: Anthropic's server-side context editing on top of this compaction (``compaction/context_editing.py``), or None
+    server_editing: ContextEditing | None = None
     keep_turns: int = 12
     mask_batch: int = 8  # a fold batch rewrites the cache from its first fold on: 8 (was 4) halves those rewrites
     mask_at: float = 0.6

@@ -33,6 +33,18 @@ TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_to
 #: server-side tool search blocks of a response: kept (opaque) so the tools they loaded stay loaded
 _SEARCH_BLOCKS = ("server_tool_use", "tool_search_tool_result")
 _THINKING_TYPES = ("thinking", "redacted_thinking")
+#: the beta that server-side context editing (``context_management``) needs: send the request with
+#: ``client.beta.messages.create(**request)``, which turns ``betas`` into the ``anthropic-beta`` header
+CONTEXT_MANAGEMENT_BETA = "context-management-2025-06-27"
+
+
+def _plain(v: Any) -> Any:
+    """A JSON value of mappings and sequences as dicts and lists."""
+    if isinstance(v, Mapping):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
 
 
 def _image(image: Image) -> dict[str, Any]:
@@ -52,8 +64,9 @@ def _blocks(content: tuple[Text | Image, ...]) -> list[dict[str, Any]]:
     return out
 
 
-def _marked(block: dict[str, Any]) -> dict[str, Any]:
-    return {**block, "cache_control": dict(EPHEMERAL)}
+def _marked(block: dict[str, Any], ttl: str = "5m") -> dict[str, Any]:
+    """``block`` with a cache breakpoint; ``ttl`` other than the default 5 minutes is written out (``"1h"``)."""
+    return {**block, "cache_control": dict(EPHEMERAL) if ttl == "5m" else {**EPHEMERAL, "ttl": ttl}}
 
 
 class AnthropicRenderer(UnitRenderer):
@@ -112,12 +125,13 @@ class AnthropicRenderer(UnitRenderer):
 
     def build(self, req: NeutralRequest, tools: list[Any], system: list[Any], messages: list[dict[str, Any]], marks: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"model": req.model, "max_tokens": req.max_output_tokens}
+        ttl = req.cache.stable_ttl  # the stable prefix's lifetime; the history's breakpoints stay at 5 minutes
         if tools:
             if marks["tools"]:
-                tools = [*tools[:-1], _marked(tools[-1])]
+                tools = [*tools[:-1], _marked(tools[-1], ttl)]
             out["tools"] = tools
         if system:
-            out["system"] = [_marked(s) if m else s for s, m in zip(system, marks["system"], strict=True)]
+            out["system"] = [_marked(s, ttl) if m else s for s, m in zip(system, marks["system"], strict=True)]
         for at in (marks.get("head"), marks.get("carry"), marks.get("fold"), marks.get("turn"), marks.get("anchor"),
                    marks["message"]):
             if at is None:
@@ -127,6 +141,9 @@ class AnthropicRenderer(UnitRenderer):
             content[j] = _marked(content[j])
             messages[k] = {**messages[k], "content": content}  # the list is this request's own (render's hook contract)
         out["messages"] = messages
+        if req.context_management is not None:  # server-side context editing: a beta of the Messages API
+            out["betas"] = [CONTEXT_MANAGEMENT_BETA]
+            out["context_management"] = _plain(req.context_management)
         return out
 
     # -- responses --------------------------------------------------------------------------------
@@ -347,6 +364,7 @@ def accumulate_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 __all__ = [
     "AnthropicRenderer",
+    "CONTEXT_MANAGEMENT_BETA",
     "STREAM_EVENTS",
     "accumulate_stream",
     "image_from_source",

@@ -223,6 +223,8 @@ class UnitRenderer(Renderer):
                          if getattr(plan, f"{name}_index") is not None}},
             "tail_mode": mode,
         }
+        if plan.stable_ttl != "5m":  # (only then: the default rendering's checksum stays what it was)
+            rest["stable_ttl"] = plan.stable_ttl
         ptuple = Snapshot(head_parts, body.parts, 0, len(body.parts), tuple(extra_parts))  # no copy of the body's digests
         return self._rendered(request, ptuple, rest, body, extended, head_parts, pre_body, prefix)
 
