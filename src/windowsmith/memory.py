@@ -19,7 +19,7 @@ import builtins
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .errors import UsageError
@@ -121,10 +121,37 @@ class Memory:
         return out
 
     def add(self, text: str, *, scope: str = "session", source: str = "user", seq: int | None = None,
-            meta: dict[str, Any] | None = None, once: str | None = None) -> MemoryItem | None:
+            meta: dict[str, Any] | None = None, once: str | None = None, subject: str | None = None,
+            expires_days: float | None = None) -> MemoryItem | None:
         """Remember ``text``; a near-duplicate of an item in the same scope is merged into it. ``once``: a
         name for this write (e.g. the lesson's log seq); a second write with the same name adds nothing
-        and returns None."""
+        and returns None. ``subject``: what the item is about ("refund confirmation"); a newer item on the
+        same subject in the same scope supersedes the older ones (kept, listed with ``history=True``, never
+        returned by a search again). ``expires_days``: the item is not returned after that many days and
+        ``prune`` deletes it."""
+        if subject is not None and (not isinstance(subject, str) or not subject.strip()):
+            raise UsageError("a memory subject is a non-empty string, e.g. subject='refund confirmation'")
+        if expires_days is not None and not (isinstance(expires_days, int | float) and expires_days > 0):
+            raise UsageError(f"expires_days must be a positive number of days, got {expires_days!r:.40}")
+        extra = dict(meta or {})
+        if subject is not None:
+            extra["subject"] = " ".join(subject.lower().split())
+        if expires_days is not None:
+            extra["expires"] = (datetime.now(UTC) + timedelta(days=float(expires_days))).isoformat()
+        item = self._add(text, scope, source, seq, extra, once)
+        if item is not None and subject is not None:
+            self._supersede(item)
+        return item
+
+    def _supersede(self, item: MemoryItem) -> None:
+        """Mark the older items of ``item``'s scope on its subject as superseded by it."""
+        subject = item.provenance.get("subject")
+        for c in self.store.list_chunks("memory", [item.scope]):
+            if c.id != item.id and c.meta.get("subject") == subject and "superseded_by" not in c.meta:
+                self.store.update_chunk("memory", c.scope, c.id, text=c.text, meta={**c.meta, "superseded_by": item.id})
+
+    def _add(self, text: str, scope: str, source: str, seq: int | None, meta: dict[str, Any],
+             once: str | None) -> MemoryItem | None:
         if not isinstance(text, str) or not text.strip():
             raise UsageError("memory text must be a non-empty string")
         if source not in SOURCES:
@@ -139,7 +166,7 @@ class Memory:
             raise UsageError(f"a memory item holds at most {MAX_MEMORY_CHARS:,} characters, got {len(text):,}; "
                              "store long text as knowledge (engine.knowledge.add)")
         prov: dict[str, Any] = {"source": source, "trusted": source in ("user", "assistant"), "session": self.session_id,
-                                "seq": seq, "count": 1, **(meta or {})}
+                                "seq": seq, "count": 1, **meta}
         near = self._near_duplicate(sc, text)
         if near is not None and once is not None:
             return None  # a named write (a lesson) already said elsewhere: nothing to add
@@ -151,6 +178,8 @@ class Memory:
                 srcs.append(source)
             m["sources"] = srcs
             m["trusted"] = bool(m.get("trusted", True)) and source in ("user", "assistant")
+            m.update({k: v for k, v in meta.items() if k in ("subject", "expires")})
+            m.pop("superseded_by", None)
             keep = text if len(text) > len(near.text) else near.text
             self.store.update_chunk("memory", sc, near.id, text=keep, meta=m)
             return MemoryItem.of(Chunk(near.id, "memory", sc, near.key, near.doc, near.source, keep, m,
@@ -175,9 +204,13 @@ class Memory:
                 best = (sim, c)
         return best[1] if best else None
 
-    def list(self, scope: str | None = None) -> builtins.list[MemoryItem]:
+    def list(self, scope: str | None = None, *, history: bool = False, now: datetime | None = None) -> builtins.list[MemoryItem]:
+        """The items of one scope (default: every scope this memory reads), oldest first; superseded and
+        expired items only with ``history=True``."""
         scopes = [self.scope(scope)] if scope else self.scopes
-        return [MemoryItem.of(c) for c in self.store.list_chunks("memory", scopes)] if scopes else []
+        chunks = self.store.list_chunks("memory", scopes) if scopes else []
+        now = now or datetime.now(UTC)
+        return [MemoryItem.of(c) for c in chunks if history or live(c.meta, now)]
 
     def search(self, query: str | Sequence[str], *, limit: int = 8, now: datetime | None = None) -> builtins.list[MemoryItem]:
         """Items relevant to ``query`` (text, or a list of texts for multi-query), decayed by disuse."""
@@ -192,7 +225,7 @@ class Memory:
         hits = self.retriever.search("memory", self.scopes, queries, limit=limit * 2, texts=texts, floor=cfg.floor,
                                      neighbours=cfg.neighbours, dense_weight=cfg.dense_weight, dedupe_at=cfg.dedupe_at)
         now = now or datetime.now(UTC)
-        out = [MemoryItem.of(h.chunk, h.score * self.decay(h.chunk, now), _why(h)) for h in hits]
+        out = [MemoryItem.of(h.chunk, h.score * self.decay(h.chunk, now), _why(h)) for h in hits if live(h.chunk.meta, now)]
         out.sort(key=lambda m: (-m.score, m.id))
         return out[:limit]
 
@@ -210,11 +243,39 @@ class Memory:
         """Delete one item (only from the scopes this memory reads)."""
         return self.store.delete_chunks("memory", self.scopes, [int(item_id)]) > 0 if self.scopes else False
 
+    def promote(self, item_id: int, scope: str = "project") -> MemoryItem | None:
+        """Move an item to a wider ``scope`` (project or user), keeping its provenance (``promoted_from``
+        names the scope it left); None when this memory does not read it."""
+        target = self.scope(scope)
+        got = [c for c in self.store.list_chunks("memory", self.scopes) if c.id == int(item_id)] if self.scopes else []
+        if not got:
+            return None
+        c = got[0]
+        if c.scope == target:
+            return MemoryItem.of(c)
+        m = dict(c.meta)
+        item = self._add(c.text, scope, str(m.pop("source", "user")), m.pop("seq", None),
+                         {**m, "promoted_from": c.scope}, None)
+        self.store.delete_chunks("memory", [c.scope], [c.id])
+        return item
+
     def prune(self, *, stale_days: float = 90.0, now: datetime | None = None) -> int:
-        """Delete items not used (or created) for ``stale_days``; returns how many went."""
+        """Delete items not used (or created) for ``stale_days``, and expired ones; returns how many went."""
         now = now or datetime.now(UTC)
-        stale = [m.id for m in self.list() if (now - _aware(m.used_at or m.created_at)).total_seconds() > stale_days * 86400]
+        stale = [m.id for m in self.list(history=True, now=now)
+                 if (now - _aware(m.used_at or m.created_at)).total_seconds() > stale_days * 86400
+                 or _expired(m.provenance, now)]
         return self.store.delete_chunks("memory", self.scopes, stale) if stale else 0
+
+
+def _expired(meta: dict[str, Any], now: datetime) -> bool:
+    exp = meta.get("expires")
+    return bool(exp) and _aware(datetime.fromisoformat(str(exp))) <= now
+
+
+def live(meta: dict[str, Any], now: datetime) -> bool:
+    """Whether an item with this provenance may be returned: not superseded, not expired."""
+    return "superseded_by" not in meta and not _expired(meta, now)
 
 
 def _aware(d: datetime) -> datetime:

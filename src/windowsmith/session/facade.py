@@ -143,11 +143,13 @@ class Session:
         """Add a note to a tail layer: ``memory``, ``evidence`` or ``knowledge``."""
         self._inputs.note(layer, text, source=source, ref=ref)
 
-    def remember(self, text: str, *, scope: str = "session", source: str = "user") -> MemoryItem | None:
+    def remember(self, text: str, *, scope: str = "session", source: str = "user", subject: str | None = None,
+                 expires_days: float | None = None) -> MemoryItem | None:
         """Remember ``text`` as a memory item (``scope``: session, project or user; ``source``: user,
         assistant, tool (untrusted) or lesson). Redacted, deduplicated; the MEMORY section picks items
-        by relevance to the task and the newest turn. See :class:`windowsmith.memory.Memory`."""
-        return self._inputs.remember(text, scope=scope, source=source)
+        by relevance to the task and the newest turn. A newer item on the same ``subject`` supersedes the
+        older ones; ``expires_days`` ends an item. See :class:`windowsmith.memory.Memory`."""
+        return self._inputs.remember(text, scope=scope, source=source, subject=subject, expires_days=expires_days)
 
     def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None) -> list[InstructionFile]:
         """Load the instruction files (``AGENTS.md``, ``CLAUDE.md``, ``.windowsmith/instructions/*.md``) of

@@ -118,8 +118,10 @@ class Inputs:
             data["ref"] = ref
         self.log.append_event("meta", data)
 
-    def remember(self, text: str, *, scope: str = "session", source: str = "user") -> MemoryItem | None:
-        return self.memory.add(text, scope=scope, source=source, seq=self.state.seq)
+    def remember(self, text: str, *, scope: str = "session", source: str = "user", subject: str | None = None,
+                 expires_days: float | None = None) -> MemoryItem | None:
+        return self.memory.add(text, scope=scope, source=source, seq=self.state.seq, subject=subject,
+                               expires_days=expires_days)
 
     def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None) -> list[InstructionFile]:
         files = discover(root, user_dir)
