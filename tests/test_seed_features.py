@@ -46,3 +46,56 @@ def test_compact_still_shrinks_a_long_session(engine):
     result = s.compact()
     assert result.changed and not result.reason
     assert s.build().manifest.to_dict()["tokens"] < before
+
+
+# --------------------------------------------------------------------------- item 10: the artifact store fails
+
+
+def test_a_failing_artifact_store_keeps_the_result_inline_clipped(engine, monkeypatch):
+    import pytest
+
+    from windowsmith.errors import ArtifactStoreWarning
+
+    s = engine.session("store-down", goal="Fix the failing test in parser.py")
+    s.tools([RUN_TOOL])
+    s.user("run the tests")
+    s.assistant(tool_calls=[{"id": "c1", "name": "run", "arguments": {"command": "pytest"}}])
+
+    def refuse(data: bytes, *, session_id: str) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(engine.artifacts, "put", refuse)
+    big = "".join(f"tests/test_parser.py::test_case_{k} FAILED AssertionError: expected {k}\n" for k in range(3000))
+    with pytest.warns(ArtifactStoreWarning, match="kept inline"):
+        msg = s.tool_result("c1", big)
+    text = msg.tool_results[0].content[0].text
+    assert "tests/test_parser.py::test_case_0 " in text and "test_case_2999 " in text  # head and tail
+    assert "clipped" in text and "artifact://" not in text
+    pack = s.build()
+    # clipped to the offload threshold (at most max_offload_tokens), where the result is some 60,000 tokens
+    assert pack.manifest.to_dict()["tokens"] < engine.ingest.max_offload_tokens + 500
+    repairs = [r["what"] for r in pack.manifest.to_dict()["repairs"]]
+    assert any("artifact store failed" in r and "'c1'" in r for r in repairs)
+
+
+def test_a_failing_file_artifact_store_keeps_the_result_inline(make_engine, tmp_path):
+    import shutil
+
+    import pytest
+
+    from windowsmith.artifacts import FileArtifacts
+    from windowsmith.errors import ArtifactStoreWarning
+
+    folder = tmp_path / "blobs"
+    folder.mkdir()
+    e = make_engine(artifacts=FileArtifacts(str(folder)))
+    s = e.session("gone", goal="Fix the failing test in parser.py")
+    s.tools([RUN_TOOL])
+    s.user("run the tests")
+    s.assistant(tool_calls=[{"id": "c1", "name": "run", "arguments": {"command": "pytest"}}])
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")  # the store's folder is gone: no blob can be written
+    with pytest.warns(ArtifactStoreWarning):
+        s.tool_result("c1", "line of output\n" * 5000)
+    what = s.build().manifest.to_dict()["repairs"][0]["what"]
+    assert "StoreError" in what and "kept inline" in what

@@ -19,6 +19,7 @@
 
     ModelRetiredWarning (a UserWarning, not an error): the engine's model is past its provider's
     retirement date; the message names the successor.
+    ArtifactStoreWarning (a UserWarning): the artifact store failed, a tool result was kept inline (clipped).
 
 Every message says what was wrong and how to fix it.
 """
@@ -125,7 +126,13 @@ class ModelRetiredWarning(UserWarning):
     requests for it will be refused. The message names the successor to switch to."""
 
 
+class ArtifactStoreWarning(UserWarning):
+    """The artifact store failed to store a tool result: the result was kept inline, clipped to the offload
+    threshold, and a ``repair`` line says so in the manifest. Check the store's folder (space, permissions)."""
+
+
 __all__ = [
+    "ArtifactStoreWarning",
     "BudgetBlockedError",
     "BudgetExceededError",
     "ConfigError",

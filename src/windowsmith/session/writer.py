@@ -23,6 +23,7 @@ from ..log import SessionLog
 from ..model import Block, Message, Text, ToolCall, ToolResult, Usage, block_from_dict, blocks_from_content
 from ..ports import SessionEngine
 from ..state import SessionState
+from .inline import STORE_FAILURES, ingest_inline
 
 
 def without_blank_text(msg: Message) -> Message:
@@ -57,6 +58,8 @@ class Writer:
         self.log = log
         self.builder = builder
         self.steps = StepTracker()
+        #: repair lines of results kept inline because the artifact store failed, by call id (see inline.py)
+        self.inline: dict[str, str] = {}
 
     @property
     def state(self) -> SessionState:
@@ -82,6 +85,8 @@ class Writer:
                     self.ingest(r.content, name, r.call_id)
                 results.append(ToolResult(r.call_id, ing.blocks, r.is_error, name))
                 ingest_meta.append({"call_id": r.call_id, **ing.meta()})
+                if r.call_id in self.inline:
+                    extra.append(("meta", {"type": "repair", "what": self.inline.pop(r.call_id)}))
                 if ing.artifact:
                     extra.append(("meta", {
                         "type": "note", "layer": "evidence", "text": f"{ing.summary} (artifact://{ing.artifact})",
@@ -118,12 +123,19 @@ class Writer:
         available = self.builder.budget().available
         last = self.builder.last_pack
         used = last.tokens if last is not None else 0
-        return ingest_result(
-            # a replayed result with no blocks is an empty result (as None is), not the JSON text "[]"
-            (list(content) or None) if isinstance(content, tuple) else content,
-            artifacts=eng.artifacts, session_id=self.session_id, count_tokens=counter.text,
-            remaining_tokens=max(0, available - used), available_tokens=available, tool_name=tool_name, arguments=args, config=eng.ingest,
-        )
+        # a replayed result with no blocks is an empty result (as None is), not the JSON text "[]"
+        output = (list(content) or None) if isinstance(content, tuple) else content
+        try:
+            return ingest_result(
+                output, artifacts=eng.artifacts, session_id=self.session_id, count_tokens=counter.text,
+                remaining_tokens=max(0, available - used), available_tokens=available, tool_name=tool_name, arguments=args, config=eng.ingest,
+            )
+        except STORE_FAILURES as e:
+            ing, what = ingest_inline(output, e, call_id=call_id, count_tokens=counter.text,
+                                      remaining_tokens=max(0, available - used), available_tokens=available,
+                                      tool_name=tool_name, arguments=args, config=eng.ingest)
+            self.inline[call_id] = what
+            return ing
 
     def user(self, content: str | bytes | Sequence[Block | Mapping[str, Any]]) -> Message:
         return self.add(Message("user", blocks_from_content(content, "user content")))
