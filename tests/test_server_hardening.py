@@ -172,6 +172,8 @@ def test_malformed_bodies_are_400_in_the_provider_shape(tmp_path: Path, body: by
         assert why in openai_error(r, 400)
         r = httpx.post(url + "/v1/messages", content=body, timeout=30)
         assert why in anthropic_error(r, 400)
+        r = httpx.post(url + "/v1beta/models/gemini-2.5-pro:generateContent", content=body, timeout=30)
+        assert r.status_code == 400 and why in r.json()["error"]["message"]
 
 
 def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
@@ -188,6 +190,17 @@ def test_unknown_routes_and_methods_answer_in_the_route_shape(tmp_path: Path) ->
         assert openai_error(httpx.post(url + "/v1/nope", timeout=30), 404)
         r = httpx.get(url + "/api/nope", timeout=30)
         assert r.status_code == 404 and "GET /api/nope" in r.json()["error"]
+        r = httpx.get(url + "/v1beta/models/gemini-2.5-pro:generateContent", timeout=30)
+        assert r.status_code == 405 and r.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_a_gemini_body_over_the_limit_is_413_in_gemini_shape(tmp_path: Path) -> None:
+    with counted_server(tmp_path, max_body=1000) as (app, url):
+        r = httpx.post(url + "/v1beta/models/gemini-2.5-pro:generateContent", content=b"{" + b" " * 5000 + b"}",
+                       timeout=30)
+        assert r.status_code == 413 and app.read == 0
+        err = r.json()["error"]
+        assert err["code"] == 413 and err["status"] == "INVALID_ARGUMENT" and "--max-body" in err["message"]
 
 
 # -- clients that leave, upstreams that hang --------------------------------------------------------------------

@@ -8,7 +8,7 @@ released); an exception nothing else handled is logged with its reason and answe
 parses a body strictly: nesting deeper than :data:`MAX_DEPTH` is measured on the raw bytes before any parser
 recurses, and ``NaN`` / ``Infinity`` (or a number that overflows to them) are refused. Every refusal is
 :class:`RequestRejected`, answered by :func:`error_response` in the shape the route's clients parse: the
-OpenAI or Anthropic error format on the proxy routes, ``{"error": "..."}`` on the JSON API and the dashboard.
+OpenAI, Anthropic or Gemini error format on the proxy routes, ``{"error": "..."}`` on the JSON API and the dashboard.
 :class:`HeaderTimeoutH11` closes a connection whose request headers are not in within :data:`HEADER_TIMEOUT`.
 """
 
@@ -52,6 +52,8 @@ class RequestRejected(UsageError):
 
 # -- error bodies -----------------------------------------------------------------------------------------------
 
+_GEMINI_STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT",
+                    408: "DEADLINE_EXCEEDED", 413: "INVALID_ARGUMENT", 504: "DEADLINE_EXCEEDED"}
 _ANTHROPIC_KINDS = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
                     408: "timeout_error", 413: "request_too_large", 500: "api_error"}
 
@@ -59,7 +61,9 @@ _ANTHROPIC_KINDS = {400: "invalid_request_error", 401: "authentication_error", 4
 def error_response(path: str, status: int, message: str) -> Response:
     """``message`` as an error body of ``status`` in the shape the clients of ``path`` parse."""
     body: dict[str, Any]
-    if path.rstrip("/").endswith("/v1/messages"):
+    if path.startswith("/v1beta/"):  # Gemini
+        body = {"error": {"code": status, "message": message, "status": _GEMINI_STATUSES.get(status, "INTERNAL")}}
+    elif path.rstrip("/").endswith("/v1/messages"):
         body = {"type": "error", "error": {"type": _ANTHROPIC_KINDS.get(status, "api_error" if status >= 500
                                                                           else "invalid_request_error"),
                                            "message": message}}
