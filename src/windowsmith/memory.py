@@ -243,17 +243,34 @@ class Memory:
         """Delete one item (only from the scopes this memory reads)."""
         return self.store.delete_chunks("memory", self.scopes, [int(item_id)]) > 0 if self.scopes else False
 
+    def get(self, item_id: int) -> MemoryItem | None:
+        """One item of the scopes this memory reads (superseded and expired ones too), or None."""
+        got = [c for c in self.store.list_chunks("memory", self.scopes) if c.id == int(item_id)] if self.scopes else []
+        return MemoryItem.of(got[0]) if got else None
+
+    def replace(self, item_id: int, text: str) -> MemoryItem | None:
+        """Replace an item's text (redacted; its provenance gains ``edited``); None when this memory does
+        not read it."""
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("memory text must be a non-empty string")
+        item = self.get(item_id)
+        if item is None:
+            return None
+        text = redact(text.strip()).text if self.config.redact else text.strip()
+        if len(text) > MAX_MEMORY_CHARS:
+            raise UsageError(f"a memory item holds at most {MAX_MEMORY_CHARS:,} characters, got {len(text):,}")
+        meta = {**item.provenance, "edited": datetime.now(UTC).isoformat()}
+        self.store.update_chunk("memory", item.scope, item.id, text=text, meta=meta)
+        return self.get(item_id)
+
     def promote(self, item_id: int, scope: str = "project") -> MemoryItem | None:
         """Move an item to a wider ``scope`` (project or user), keeping its provenance (``promoted_from``
         names the scope it left); None when this memory does not read it."""
         target = self.scope(scope)
-        got = [c for c in self.store.list_chunks("memory", self.scopes) if c.id == int(item_id)] if self.scopes else []
-        if not got:
-            return None
-        c = got[0]
-        if c.scope == target:
-            return MemoryItem.of(c)
-        m = dict(c.meta)
+        c = self.get(item_id)
+        if c is None or c.scope == target:
+            return c
+        m = dict(c.provenance)
         item = self._add(c.text, scope, str(m.pop("source", "user")), m.pop("seq", None),
                          {**m, "promoted_from": c.scope}, None)
         self.store.delete_chunks("memory", [c.scope], [c.id])

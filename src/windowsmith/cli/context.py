@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def _note(f: Any, number: dict[str, int]) -> str:
 
 @click.group()
 def memory() -> None:
-    """List, search and forget long-term memory items."""
+    """List, search, add, edit, promote and forget long-term memory items; say why one was injected."""
 
 
 def _memory(st: Any, session_id: str | None, project: str | None, user: str | None) -> Any:
@@ -143,6 +144,102 @@ def memory_forget(item_id: int, store: str | None, tenant: str | None, session_i
     if not ok:
         fail(WindowsmithError(f"no memory item {item_id} in those scopes; list them with `windowsmith memory list`"))
     click.echo(json.dumps({"forgot": item_id}) if as_json else f"forgot memory item {item_id}")
+
+
+_SCOPE_CHOICE = click.Choice(["session", "project", "user"])
+
+
+@memory.command("add")
+@click.argument("text", callback=_query)
+@click.option("--scope", "target", type=_SCOPE_CHOICE, default=None,
+              help="Where to keep it (default: the narrowest scope named: session, else project, else user).")
+@click.option("--subject", default=None, help="What it is about; it supersedes older items on the same subject.")
+@click.option("--expires-days", type=click.FloatRange(min=0, min_open=True), default=None, help="Forget it after N days.")
+@_scoped
+@clean_errors
+def memory_add(text: str, target: str | None, subject: str | None, expires_days: float | None, store: str | None,
+               tenant: str | None, session_id: str | None, project: str | None, user: str | None, as_json: bool) -> None:
+    """Remember TEXT (redacted; a near-duplicate is merged into the item it repeats)."""
+    scope = target or ("session" if session_id else "project" if project else "user")
+    with existing_store(store, tenant) as st:
+        item = _memory(st, session_id, project, user).add(text, scope=scope, subject=subject, expires_days=expires_days)
+    if item is None:  # pragma: no cover - only named writes (lessons) return None
+        fail(WindowsmithError("nothing added"))
+    _print_items([item], f"memory item {item.id}", as_json)
+
+
+@memory.command("edit")
+@click.argument("item_id", type=int)
+@click.argument("text", callback=_query)
+@_scoped
+@clean_errors
+def memory_edit(item_id: int, text: str, store: str | None, tenant: str | None, session_id: str | None,
+                project: str | None, user: str | None, as_json: bool) -> None:
+    """Replace the text of memory item ITEM_ID with TEXT (redacted)."""
+    with existing_store(store, tenant) as st:
+        item = _memory(st, session_id, project, user).replace(item_id, text)
+    if item is None:
+        fail(WindowsmithError(f"no memory item {item_id} in those scopes; list them with `windowsmith memory list`"))
+    _print_items([item], f"memory item {item_id}", as_json)
+
+
+@memory.command("promote")
+@click.argument("item_id", type=int)
+@click.option("--to", "target", type=click.Choice(["project", "user"]), default="project", show_default=True,
+              help="The scope to move it to.")
+@_scoped
+@clean_errors
+def memory_promote(item_id: int, target: str, store: str | None, tenant: str | None, session_id: str | None,
+                   project: str | None, user: str | None, as_json: bool) -> None:
+    """Move memory item ITEM_ID (e.g. a session's lesson) to the project or user scope, with its provenance."""
+    with existing_store(store, tenant) as st:
+        item = _memory(st, session_id, project, user).promote(item_id, target)
+    if item is None:
+        fail(WindowsmithError(f"no memory item {item_id} in those scopes; list them with `windowsmith memory list`"))
+    _print_items([item], f"memory item {item.id} ({target})", as_json)
+
+
+@memory.command("why")
+@click.argument("pack_id")
+@click.argument("item_id", type=int)
+@click.option("--project", default=None, help="The project the pack's engine shared memory with.")
+@click.option("--user", default=None, help="The user the pack's engine shared memory with.")
+@click.option("--store", default=None, help=STORE_HELP)
+@click.option("--tenant", default=None, help=TENANT_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@clean_errors
+def memory_why(pack_id: str, item_id: int, project: str | None, user: str | None, store: str | None,
+               tenant: str | None, as_json: bool) -> None:
+    """Why memory item ITEM_ID was or was not injected in pack PACK_ID (an id or a unique prefix)."""
+    with existing_store(store, tenant) as st:
+        manifest = st.get_pack(pack_id)
+        if manifest is None:
+            fail(WindowsmithError(f"no pack {pack_id!r}; list a session's packs with `windowsmith packs SESSION`"))
+        got = {"pack": pack_id, "item": item_id, **why_item(st, manifest, item_id, project, user)}
+    click.echo(json.dumps(got) if as_json else f"memory item {item_id} in pack {pack_id}: {got['reason']}")
+
+
+def why_item(st: Any, manifest: dict[str, Any], item_id: int, project: str | None, user: str | None) -> dict[str, Any]:
+    """Whether the pack's MEMORY section held the item, and the reason."""
+    from ..memory import Memory, MemoryConfig, live
+
+    used = (manifest.get("layers") or {}).get("memory", {}).get("retrieved") or []
+    entry = next((e for e in used if e.get("id") == item_id), None)
+    if entry is not None:
+        terms = ", ".join(entry.get("matched", [])) or entry.get("why", "related")
+        return {"injected": True, "score": entry.get("score"),
+                "reason": f"injected (score {entry.get('score')}, {terms})"}
+    item = Memory(st, manifest.get("session_id"), MemoryConfig(project=project, user=user)).get(item_id)
+    if item is None:
+        reason = "not injected: the item is not in a scope that session reads (pass --project/--user as its engine did)"
+    elif "superseded_by" in item.provenance:
+        reason = f"not injected: superseded by item {item.provenance['superseded_by']} on the same subject"
+    elif not live(item.provenance, datetime.now(UTC)):
+        reason = f"not injected: expired ({item.provenance.get('expires')})"
+    else:
+        reason = ("not injected: not among the best items for that pack's task and newest turn (below the relevance "
+                  "floor, or outranked within the MEMORY budget)")
+    return {"injected": False, "reason": reason}
 
 
 @click.command()
