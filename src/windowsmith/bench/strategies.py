@@ -9,6 +9,8 @@ The strategies (:data:`STRATEGIES`), each configured as its project ships it:
 * ``clear`` — LangChain ``ContextEditingMiddleware`` + ``ClearToolUsesEdit``.
 * ``summarize-langchain`` — LangChain ``SummarizationMiddleware``.
 * ``summarize-openhands`` — OpenHands ``LLMSummarizingCondenser(max_size=120, keep_first=4)``.
+* ``anthropic-context-editing`` (run when named) — Anthropic's server-side ``clear_tool_uses_20250919`` edit with
+  its documented defaults (:mod:`windowsmith.bench.native`).
 * ``windowsmith`` — the real engine (an :class:`~windowsmith.engine.Engine` over a temporary SQLite
   store), its request being ``pack.neutral``, unchanged.
 
@@ -25,13 +27,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import Message, ToolSpec
-from . import peers
+from . import native, peers
 from .base import BenchConfig, Built, Strategy, messages_tokens, unit_starts
 
 STRATEGIES: tuple[str, ...] = ("full", "sticky", "sliding", "sliding-per-turn", "masking", "clear",
                                 "summarize-langchain", "summarize-openhands", "windowsmith")
 #: Variants run only when named (``--strategies windowsmith,windowsmith-recall``): options of windowsmith.
-VARIANTS: tuple[str, ...] = ("windowsmith-recall",)
+#: Provider-native strategies run the same way (``--strategies windowsmith,anthropic-context-editing``).
+VARIANTS: tuple[str, ...] = ("windowsmith-recall", "anthropic-context-editing")
 
 
 class FullHistory(Strategy):
@@ -215,6 +218,7 @@ def _peer(name: str) -> type[Strategy] | None:
         "clear": peers.LangChainClearToolUses,
         "summarize-langchain": peers.LangChainSummarization,
         "summarize-openhands": peers.OpenHandsSummarizing,
+        "anthropic-context-editing": native.AnthropicContextEditing,
     }.get(name)
 
 
