@@ -294,7 +294,8 @@ def scripted_upstream(events: list[bytes], drop: bool) -> Any:
         return StreamingResponse(body(), media_type="text/event-stream")
 
     return Starlette(routes=[Route("/v1/chat/completions", answer, methods=["POST"]),
-                             Route("/v1/messages", answer, methods=["POST"])])
+                             Route("/v1/messages", answer, methods=["POST"]),
+                             Route("/v1beta/models/{target:path}", answer, methods=["POST"])])
 
 
 def sse(data: dict[str, Any], event: str | None = None) -> bytes:
@@ -309,6 +310,23 @@ ANTHROPIC_START = [
     sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start"),
     sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}}, "content_block_delta"),
 ]
+
+
+@pytest.mark.parametrize("drop", [True, False])
+def test_a_broken_gemini_stream_ends_with_an_error_event(tmp_path: Path, drop: bool,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    start = sse({"candidates": [{"content": {"parts": [{"text": "Hel"}], "role": "model"}, "index": 0}]})
+    with BackgroundServer(scripted_upstream([start], drop)) as u, \
+            rig(tmp_path, FakeUpstream(), gemini_base_url=u.url) as r, caplog.at_level(logging.WARNING):
+        body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+        with httpx.stream("POST", r.url + "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", json=body,
+                          headers={"x-goog-api-key": "k"}, timeout=30) as resp:
+            text = resp.read().decode()
+        assert resp.status_code == 200, text
+        *_, last = [e for e in text.split("\n\n") if e.strip()]
+        err = json.loads(last.removeprefix("data: "))["error"]
+        assert err["code"] == 500 and "ended before its last event" in err["message"]
+        assert "ended before its last event" in caplog.text and "Traceback" not in caplog.text
 
 
 @pytest.mark.parametrize(("fmt", "events", "drop", "why"), [

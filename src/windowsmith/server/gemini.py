@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import ProviderResponseError
 from ..formats.gemini import accumulate_stream
 from .conversation import GEMINI
-from .upstream import StreamAccumulator, UpstreamError, UpstreamReply, pass_headers
+from .upstream import StreamAccumulator, UpstreamError, UpstreamReply, body_chunks, pass_headers
 
 #: the Gemini API's own endpoint (``--gemini-base-url`` replaces it)
 DEFAULT_BASE = "https://generativelanguage.googleapis.com"
@@ -138,14 +138,7 @@ class GeminiUpstream:
             await resp.aclose()
             raise UpstreamError(resp.status_code, content, pass_headers(resp.headers), ProviderResponseError(content[:200]))
 
-        async def chunks() -> AsyncGenerator[bytes, None]:
-            try:
-                async for chunk in resp.aiter_bytes():
-                    yield chunk
-            finally:
-                await resp.aclose()
-
-        return UpstreamReply(resp.status_code, pass_headers(resp.headers), b""), chunks()
+        return UpstreamReply(resp.status_code, pass_headers(resp.headers), b""), body_chunks(resp.aiter_bytes(), resp.aclose)
 
     async def close(self) -> None:
         await self._client.aclose()

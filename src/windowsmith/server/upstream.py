@@ -16,7 +16,7 @@ import contextlib
 import inspect
 import json
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,21 +170,25 @@ class Upstream:
                     continue
                 raise self._error(exc) from None
 
-        async def chunks() -> AsyncGenerator[bytes, None]:
-            try:
-                async for chunk in resp.http_response.aiter_bytes():
-                    yield chunk
-            except Exception as e:  # dropped, reset, timed out: the accumulator's end() tells the client
-                log.warning("the upstream stream broke off: %s: %s", type(e).__name__, e)
-            finally:
-                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):  # (even when the client left)
-                    await cm.__aexit__(None, None, None)
-
         r = resp.http_response
-        return UpstreamReply(r.status_code, pass_headers(r.headers), b""), chunks()
+        return (UpstreamReply(r.status_code, pass_headers(r.headers), b""),
+                body_chunks(r.aiter_bytes(), lambda: cm.__aexit__(None, None, None)))
 
     async def close(self) -> None:
         await self._client.close()
+
+
+async def body_chunks(chunks: AsyncIterator[bytes], close: Callable[[], Awaitable[Any]]) -> AsyncGenerator[bytes, None]:
+    """An upstream stream's chunks. A broken connection (dropped, reset, timed out) ends them with its reason logged
+    (the accumulator's ``end()`` then tells the client); ``close`` releases the response even when the client left."""
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except Exception as e:
+        log.warning("the upstream stream broke off: %s: %s", type(e).__name__, e)
+    finally:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await close()
 
 
 class SSEParser:
