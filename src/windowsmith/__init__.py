@@ -54,6 +54,7 @@ from .model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSpe
 from .registry import ModelSpec, Registry, load_registry
 from .result_tools import RESULT_TOOLS, ResultTools
 from .retrieval import OpenAIEmbedder, WordLlamaEmbedder
+from .retrieval.memory_tool import MEMORY_TOOL
 from .retrieval.recall import SEARCH_HISTORY_TOOL
 from .session import LoadResult, Session
 from .store import SQLiteStore, Store, open_store
@@ -84,6 +85,7 @@ __all__ = [
     "Knowledge",
     "Layer",
     "LoadResult",
+    "MEMORY_TOOL",
     "Manifest",
     "Memory",
     "MemoryConfig",

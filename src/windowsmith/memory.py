@@ -248,9 +248,9 @@ class Memory:
         got = [c for c in self.store.list_chunks("memory", self.scopes) if c.id == int(item_id)] if self.scopes else []
         return MemoryItem.of(got[0]) if got else None
 
-    def replace(self, item_id: int, text: str) -> MemoryItem | None:
-        """Replace an item's text (redacted; its provenance gains ``edited``); None when this memory does
-        not read it."""
+    def replace(self, item_id: int, text: str, *, meta: dict[str, Any] | None = None) -> MemoryItem | None:
+        """Replace an item's text (redacted; its provenance gains ``edited`` and ``meta``); None when this
+        memory does not read it."""
         if not isinstance(text, str) or not text.strip():
             raise UsageError("memory text must be a non-empty string")
         item = self.get(item_id)
@@ -259,8 +259,8 @@ class Memory:
         text = redact(text.strip()).text if self.config.redact else text.strip()
         if len(text) > MAX_MEMORY_CHARS:
             raise UsageError(f"a memory item holds at most {MAX_MEMORY_CHARS:,} characters, got {len(text):,}")
-        meta = {**item.provenance, "edited": datetime.now(UTC).isoformat()}
-        self.store.update_chunk("memory", item.scope, item.id, text=text, meta=meta)
+        prov = {**item.provenance, **(meta or {}), "edited": datetime.now(UTC).isoformat()}
+        self.store.update_chunk("memory", item.scope, item.id, text=text, meta=prov)
         return self.get(item_id)
 
     def promote(self, item_id: int, scope: str = "project") -> MemoryItem | None:

@@ -281,6 +281,13 @@ class Session:
         ``artifact://`` source and line range of each snippet. A bad call returns an ``error: …`` string."""
         return self._tools.search_history(query, limit)
 
+    def memory_tool(self, command: str, path: str, **args: Any) -> str:
+        """Handler of the ``memory`` tool (:data:`windowsmith.MEMORY_TOOL`, Anthropic's memory tool shape):
+        ``view``, ``create``, ``str_replace`` or ``delete`` on ``/memories/<scope>[/<id>]``. What the agent
+        writes is redacted and untrusted; each change is a ``memory_edit`` event. A bad call returns an
+        ``error: …`` string."""
+        return self._tools.memory_tool(self.memory, {"command": command, "path": path, **args})
+
     def tool_search(self, query: str, limit: int = 5, **_: Any) -> str:
         """Handler of the ``tool_search`` tool (``windowsmith.guidance.tools``): finds deferred tools matching
         ``query``, logs a ``tools_loaded`` event (the next build sends them) and returns their descriptions."""

@@ -1,18 +1,22 @@
 """The handlers of windowsmith's built-in agent tools: ``tool_search`` and ``scope_tools`` (deferred and scoped
-tools, :mod:`windowsmith.guidance.tools`), ``search_history`` (evicted history, :mod:`windowsmith.retrieval.recall`),
+tools, :mod:`windowsmith.guidance.tools`), ``search_history`` (evicted history, :mod:`windowsmith.retrieval.recall`), ``memory`` (the agent's memory,
+:mod:`windowsmith.retrieval.memory_tool`),
 ``compact_context`` and ``result_tools`` (offloaded tool results, :mod:`windowsmith.result_tools`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..build import Builder
 from ..errors import UsageError
 from ..guidance.tools import DeferredToolsLayer, ToolPolicy, describe_found, load_event, select
 from ..log import SessionLog
+from ..memory import Memory
 from ..ports import SessionEngine
 from ..result_tools import ResultTools, page_chars
+from ..retrieval.memory_tool import memory_tool
 from ..retrieval.recall import search_history
 from ..state import SessionState
 from .calls import Calls
@@ -36,6 +40,9 @@ class ToolHandlers:
 
     def search_history(self, query: str, limit: int) -> str:
         return search_history(self, query, limit=limit)  # (what recall reads: this session's id, state, stores)
+
+    def memory_tool(self, memory: Memory, args: dict[str, Any]) -> str:
+        return memory_tool(memory, self.log, args)
 
     def tool_search(self, query: str, limit: int) -> str:
         if not isinstance(query, str) or not query.strip():
