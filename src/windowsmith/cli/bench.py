@@ -37,7 +37,7 @@ def bench_cli() -> ModuleType:
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
               help="Model whose tokenizer, window and prices to use (the published results pass --model claude-sonnet-4-5).")
 @click.option("--strategies", default=None, help="Comma-separated subset of: full, sticky, sliding, sliding-per-turn, "
-              "masking, clear, summarize-langchain, summarize-openhands, windowsmith; or the opt-in variant windowsmith-recall (recall over history).")
+              "masking, clear, summarize-langchain, summarize-openhands, windowsmith; or the opt-in variants windowsmith-recall (recall over history) and anthropic-context-editing (Anthropic's server-side clear_tool_uses edit).")
 @click.option("--split", type=click.Choice(["all", "dev", "validation"]), default="all", show_default=True,
               help="Runs to replay: the dev or validation half (by a hash of the run id), or all.")
 @click.option("--limit-runs", type=click.IntRange(min=1), default=None, help="At most N runs per trace file.")
