@@ -104,7 +104,7 @@ def test_scoped_file_joins_the_tail_when_touched_then_the_cache_at_compaction(
         assert n >= 2 and p2.rendered.parts[:n] == p1.rendered.parts[:n]
         assert "## INSTRUCTIONS" in (p2.neutral.tail or "") and "pkg: keep" in (p2.neutral.tail or "")
         # after a compaction the file is part of the cached session context
-        for i in range(8):
+        for i in range(20):  # enough that the summary is shorter than what it replaces (else compact() does nothing)
             s.assistant([ws.ToolCall(f"r{i}", "run", {"cmd": f"pytest -k case_{i}"})])
             s.tool_result(f"r{i}", f"case_{i} output line\n" * 150)
         s.compact("anthropic")

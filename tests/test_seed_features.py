@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import windowsmith as ws
 
 RUN_TOOL = {"name": "run", "description": "Run a shell command.",
@@ -99,3 +101,60 @@ def test_a_failing_file_artifact_store_keeps_the_result_inline(make_engine, tmp_
         s.tool_result("c1", "line of output\n" * 5000)
     what = s.build().manifest.to_dict()["repairs"][0]["what"]
     assert "StoreError" in what and "kept inline" in what
+
+
+# --------------------------------------------------------------------------- item 11: caps and deferral
+
+
+def test_a_huge_memory_note_is_capped_on_a_large_window(make_engine):
+    from windowsmith.budget import DEFAULT_CAPS
+
+    e = make_engine(window=200_000)
+    s = e.session("memo", goal="Fix the failing test in parser.py")
+    s.user("go")
+    note = " ".join(f"fact{k} parser tokenizer edge case number {k}." for k in range(1500))
+    s.note("memory", note)
+    pack = s.build()
+    used = pack.manifest.to_dict()["layers"]["memory"]["used"]
+    assert 0 < used <= DEFAULT_CAPS["memory"]
+    # a cap is a setting: without one the whole note (over 9,000 tokens) is sent
+    e2 = make_engine(window=200_000, budget=ws.BudgetConfig(caps={}), store=e.store)
+    whole = e2.session("memo").build().manifest.to_dict()["layers"]["memory"]["used"]
+    assert whole > 9_000
+
+
+def test_budget_caps_are_validated():
+    import pytest
+
+    from windowsmith.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="history"):
+        ws.BudgetConfig(caps={"history": 1000})
+    with pytest.raises(ConfigError, match=">= 0"):
+        ws.BudgetConfig(caps={"memory": -1})
+
+
+def _catalog(n: int, size: int) -> list[dict]:
+    return [{"name": f"tool_{i}", "description": f"Tool number {i}. " + "It does a careful thing. " * size,
+             "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}} for i in range(n)]
+
+
+def test_few_but_large_tools_are_deferred_by_budget_share(make_engine):
+    from windowsmith.guidance.tools import ToolPolicy, deferred_layers
+
+    policy = ToolPolicy(core=("tool_0",))
+    e = make_engine(model="gpt-4.1", window=8_000, layers=lambda: deferred_layers(policy))
+    s = e.session("share", goal="Fix the failing test in parser.py")
+    s.tools(_catalog(5, 80))
+    s.user("go")
+    pack = s.build("openai-chat")
+    report = pack.manifest.to_dict()["guidance"]["tools"]
+    assert report["mode"] == "search" and report["deferred"] == 4
+    names = [t["function"]["name"] for t in pack.request["tools"]]
+    assert names == ["tool_0", "tool_search"]
+    assert "[4 tools deferred: search with tool_search]" in json.dumps(pack.request)
+    # by count only: five tools are not deferred
+    e2 = make_engine(model="gpt-4.1", window=8_000, layers=lambda: deferred_layers(ToolPolicy(core=("tool_0",), defer_share=None)),
+                     store=e.store)
+    p2 = e2.session("share").build("openai-chat")
+    assert len(p2.request["tools"]) == 5 and "deferred" not in json.dumps(p2.request["messages"])

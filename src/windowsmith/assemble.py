@@ -258,7 +258,7 @@ def _allocate(gathered: Sequence[tuple[Item, int]], fixed: int, counter: TokenCo
     # optional layers share what is left under the block threshold, so a request is only ever over it
     # when its required layers alone are (the engine refuses that build)
     pool = max(0, config.block_tokens(budget.available) - fixed)
-    alloc = allocate(pool, wants, config.weights)
+    alloc = allocate(pool, wants, config.weights, caps=config.caps)
     prefit = _history_first(gathered, wants, alloc, pool, counter, config)
     if prefit is not None:
         alloc = prefit[1]
@@ -398,7 +398,7 @@ def _history_first(gathered: Sequence[tuple[Item, int]], wants: dict[str, int], 
     wide = fit(it, pool, counter)
     if wide is None or (m := measure(wide, counter)) > pool:
         return (it, shrunk), alloc
-    others = allocate(pool - m, {k: v for k, v in wants.items() if k != name}, config.weights)
+    others = allocate(pool - m, {k: v for k, v in wants.items() if k != name}, config.weights, caps=config.caps)
     return (it, wide), {**others, name: m}
 
 

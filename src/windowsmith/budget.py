@@ -33,6 +33,17 @@ DEFAULT_WEIGHTS: Mapping[str, float] = {
 
 DEFAULT_FLOORS: Mapping[str, int] = {"system": 0, "tools": 0, "task": 0, "history": 0}
 
+#: The most tokens an optional layer takes, whatever the window: weights are fractions of the window, so on a 200K
+#: window a single large memory note (9,006 tokens) took all of it. The history is never capped (it is fitted,
+#: compacted and cut instead); a layer not named here is capped by its weight only.
+DEFAULT_CAPS: Mapping[str, int] = {
+    "memory": 4_000,
+    "knowledge": 8_000,
+    "evidence": 4_000,
+    "skills": 6_000,
+    "instructions": 10_000,
+}
+
 
 @dataclass(frozen=True)
 class BudgetConfig:
@@ -51,6 +62,8 @@ class BudgetConfig:
     compact_at: float = 0.85
     block_at: float = 0.98
     history_low_water: float = 0.7  # when history must shrink, drop down to this share of its cap
+    #: hard caps in tokens per optional layer, whatever the window (``DEFAULT_CAPS``; ``{}`` for none)
+    caps: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_CAPS))
 
     def __post_init__(self) -> None:
         if self.reserved_output is not None and self.reserved_output < 0:
@@ -70,6 +83,12 @@ class BudgetConfig:
         for k, f in self.floors.items():
             if f < 0:
                 raise ConfigError(f"floor of layer {k!r} must be >= 0, got {f}")
+        for k, c in self.caps.items():
+            if c < 0:
+                raise ConfigError(f"cap of layer {k!r} must be >= 0 tokens, got {c}")
+            if k == "history":
+                raise ConfigError("the history layer cannot be capped (it is fitted and compacted instead); "
+                                  "remove 'history' from BudgetConfig(caps=...)")
 
     def block_tokens(self, available: int) -> int:
         """The most tokens a request may use: ``block_at`` of ``available`` (rounded down)."""
@@ -170,7 +189,7 @@ def room_factor(room: float, available: float, tiny: float = TINY_ROOM) -> float
     return max(0.0, min(1.0, room / (tiny * available)))
 
 
-__all__ = ["COMPONENTS", "DROP_ORDER", "TINY_ROOM", "Budget", "BudgetConfig", "allocate", "room_factor", "share"]
+__all__ = ["COMPONENTS", "DEFAULT_CAPS", "DROP_ORDER", "TINY_ROOM", "Budget", "BudgetConfig", "allocate", "room_factor", "share"]
 
 
 #: Which optional layers give up tokens first when everything wanted does not fit.
@@ -179,15 +198,15 @@ DEFAULT_WEIGHT = 0.05
 
 
 def allocate(total: int, wants: Mapping[str, int], weights: Mapping[str, float],
-             drop_order: tuple[str, ...] = DROP_ORDER) -> dict[str, int]:
-    """Allocate ``total`` tokens to optional layers that want ``wants[k]``.
+             drop_order: tuple[str, ...] = DROP_ORDER, caps: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Allocate ``total`` tokens to optional layers that want ``wants[k]``, none more than its cap in ``caps``.
 
     Every layer is guaranteed its weighted share of ``total`` (weights are relative, so the split is
     proportional to the window). If everything fits, every layer gets what it wants. Otherwise layers
     are cut in ``drop_order`` (unknown layers before history, by name): first down to their guaranteed
     share, then, if still over, below it. Deterministic.
     """
-    alloc = {k: max(0, v) for k, v in wants.items()}
+    alloc = {k: max(0, min(v, caps[k]) if caps and k in caps else v) for k, v in wants.items()}
     over = sum(alloc.values()) - max(0, total)
     if over <= 0:
         return alloc

@@ -107,20 +107,40 @@ def select(tools: Sequence[ToolSpec], names: Iterable[str], tags: Mapping[str, S
 
 @dataclass(frozen=True)
 class ToolPolicy:
-    """How tools are deferred. ``core``: tool names (or ``tag:x``) always loaded; ``defer_over``: defer only when
-    more tools than this are declared; ``native``: use the provider's mechanism where there is one;
-    ``tags``: tag → tool names, for ``core`` and step scopes."""
+    """How tools are deferred. ``core``: tool names (or ``tag:x``) always loaded; ``defer_over``: defer when more
+    tools than this are declared; ``defer_share``: defer also when the definitions take more than this share of
+    the available budget, however few they are (None: by count only); ``native``: use the provider's mechanism
+    where there is one; ``tags``: tag → tool names, for ``core`` and step scopes."""
 
     core: tuple[str, ...] = ()
     defer_over: int = 15
     native: bool = True
     tags: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    defer_share: float | None = 0.25
 
     def __post_init__(self) -> None:
         if isinstance(self.core, str):
             raise UsageError("ToolPolicy(core=...) takes a list of tool names or 'tag:x', not a string")
         if self.defer_over < 0:
             raise UsageError(f"defer_over must be >= 0, got {self.defer_over}")
+        if self.defer_share is not None and not 0 < self.defer_share <= 1:
+            raise UsageError(f"defer_share is a share of the available budget in (0, 1] (or None), got {self.defer_share}")
+
+    def defers(self, tools: Sequence[ToolSpec], ctx: BuildContext) -> bool:
+        """Whether ``tools`` are deferred: more than ``defer_over`` of them, or (``defer_share``) definitions over that
+        share of the available budget."""
+        if len(tools) > self.defer_over:
+            return True
+        if self.defer_share is None or not tools or ctx.available <= 0:
+            return False
+        c = ctx.counter
+        raw = sum(c.overheads.per_tool + c.raw_text(t.canonical) for t in tools)
+        return c.scaled(raw) > self.defer_share * ctx.available
+
+
+def deferred_note(n: int) -> str:
+    """The line that tells the model some tools are not in its list yet."""
+    return f"[{n} tool{'s' if n != 1 else ''} deferred: search with tool_search]"
 
 
 def loaded_tools(state: SessionState) -> list[str]:
@@ -178,7 +198,7 @@ class DeferredToolsLayer(Layer):
         fmt = ctx.counter.format
         scope = current_scope(state)
         allowed = set(select(tools, scope, pol.tags)) if scope is not None else None
-        defer = len(tools) > pol.defer_over
+        defer = pol.defers(tools, ctx)
         native = defer and pol.native and fmt in NATIVE_FORMATS
         core = set(select(tools, pol.core, pol.tags))
         loaded = [n for n in loaded_tools(state) if n not in core] if defer else []
@@ -221,6 +241,9 @@ class DeferredToolsLayer(Layer):
         if allowed is not None:
             report["scope"] = sorted(allowed)
         yield from out
+        if defer and report.get("deferred"):
+            yield Item("tools", "tail", "dynamic", deferred_note(report["deferred"]), priority=100, required=True,
+                       provenance="tools-deferred", header="NOTE")
         if allowed is not None and fmt == "anthropic":
             yield Item("tools", "tail", "dynamic", "In this step use only these tools: " + ", ".join(
                 t.name for t in tools if t.name in allowed), priority=100, required=True,
@@ -238,4 +261,4 @@ def deferred_layers(policy: ToolPolicy | None = None, low_water: float = 0.7) ->
 
 
 __all__ = ["NATIVE_FORMATS", "TOOL_SEARCH_SPEC", "TOOL_SEARCH_TOOL", "DeferredToolsLayer", "ToolPolicy", "current_scope",
-           "deferred_layers", "describe_found", "load_event", "loaded_tools", "search_tools", "select", "tool_tags"]
+           "deferred_layers", "deferred_note", "describe_found", "load_event", "loaded_tools", "search_tools", "select", "tool_tags"]
