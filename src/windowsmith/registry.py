@@ -98,6 +98,8 @@ class Prices:
     cache_read: float
     long_context: LongContextPrices | None = None
     cache_write_1h: float | None = None
+    #: explicit context-cache storage, USD per million tokens per hour (Gemini ``cachedContents``), if offered
+    cache_storage_per_hour: float | None = None
 
     def write_1h(self) -> float:
         """The 1-hour cache write price."""
@@ -210,6 +212,7 @@ class _PricesIn(BaseModel):
     cache_read: float = Field(ge=0)
     long_context: _LongContextIn | None = None
     cache_write_1h: float | None = Field(default=None, ge=0)
+    cache_storage_per_hour: float | None = Field(default=None, ge=0)
 
 
 class _ModelIn(BaseModel):
@@ -275,6 +278,7 @@ def _validate(raw: Mapping[str, Any], origin: str) -> ModelSpec:
             cache_read=m.prices.cache_read,
             long_context=None if lc is None else LongContextPrices(**lc.model_dump()),
             cache_write_1h=m.prices.cache_write_1h,
+            cache_storage_per_hour=m.prices.cache_storage_per_hour,
         ),
         min_cacheable_prefix=m.min_cacheable_prefix,
         max_breakpoints=m.max_breakpoints,
