@@ -158,3 +158,64 @@ def test_few_but_large_tools_are_deferred_by_budget_share(make_engine):
                      store=e.store)
     p2 = e2.session("share").build("openai-chat")
     assert len(p2.request["tools"]) == 5 and "deferred" not in json.dumps(p2.request["messages"])
+
+
+# --------------------------------------------------------------------------- item 7: scope_tools, default layers
+
+
+def _two_tools(engine: ws.Engine, model: str | None = None) -> ws.Session:
+    s = engine.session("scoped", goal="Fix the failing test in parser.py")
+    s.tools([RUN_TOOL, {"name": "read_file", "description": "Read a file.",
+                        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}])
+    s.task(step="read the parser")
+    s.user("go")
+    return s
+
+
+def test_scope_tools_works_with_the_default_layers(make_engine):
+    e = make_engine(model="gpt-4.1")
+    s = _two_tools(e)
+    before = s.build("openai-chat").request
+    assert "tool_choice" not in before
+    s.scope_tools(["read_file"])
+    req = s.build("openai-chat").request
+    assert [t["function"]["name"] for t in req["tools"]] == ["run", "read_file"]  # the list stays (cache-safe)
+    assert req["tool_choice"]["type"] == "allowed_tools"
+    assert [t["function"]["name"] for t in req["tool_choice"]["allowed_tools"]["tools"]] == ["read_file"]
+    gem = s.build("gemini", model="gemini-2.5-flash").request
+    assert gem["config"]["tool_config"]["function_calling_config"]["allowed_function_names"] == ["read_file"]
+    anth = s.build("anthropic", model="claude-sonnet-4-5")
+    assert "In this step use only these tools: read_file" in (anth.neutral.tail or "")
+    s.task(step="run the tests")  # a new step: the scope lifts
+    assert "tool_choice" not in s.build("openai-chat").request
+
+
+def test_the_adk_hook_honours_the_step_tool_scope(make_engine):
+    import asyncio
+    from types import SimpleNamespace
+
+    import pytest
+
+    pytest.importorskip("google.adk")
+    from google.adk.models import LlmRequest
+    from google.genai import types as gtypes
+
+    from windowsmith.integrations.adk import WindowsmithPlugin
+
+    e = make_engine(model="gemini-2.5-flash")
+    s = e.session("adk-scope", goal="Fix the failing test in parser.py")
+    s.task(step="read the parser")
+    decls = [gtypes.FunctionDeclaration(name=n, description=f"{n} tool",
+                                        parameters=gtypes.Schema(type="OBJECT", properties={"x": gtypes.Schema(type="STRING")}))
+             for n in ("run", "read_file")]
+    config = gtypes.GenerateContentConfig(tools=[gtypes.Tool(function_declarations=decls)])
+    contents = [gtypes.Content(role="user", parts=[gtypes.Part(text="go")])]
+    plugin = WindowsmithPlugin(s)
+    ctx = SimpleNamespace(session=SimpleNamespace(id="a"), invocation_id="i", agent_name="x")
+    req = LlmRequest(model="gemini-2.5-flash", contents=contents, config=config)
+    asyncio.run(plugin.before_model_callback(callback_context=ctx, llm_request=req))
+    assert req.config.tool_config is None
+    s.scope_tools(["read_file"])
+    req = LlmRequest(model="gemini-2.5-flash", contents=contents, config=config)
+    asyncio.run(plugin.before_model_callback(callback_context=ctx, llm_request=req))
+    assert req.config.tool_config.function_calling_config.allowed_function_names == ["read_file"]

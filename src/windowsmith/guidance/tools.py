@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..layers.base import BuildContext, Item, Layer
+from ..layers.scope import current_scope, scope_line, select, tool_tags
 from ..model import ToolSpec
 
 if TYPE_CHECKING:
@@ -89,22 +90,6 @@ def search_tools(tools: Sequence[ToolSpec], query: str, limit: int = 5) -> list[
     return [tools[i] for _, i in sorted(scored)[:limit]]
 
 
-def tool_tags(spec: ToolSpec, tags: Mapping[str, Sequence[str]]) -> set[str]:
-    """A tool's tags: those ``tags`` give it, and its MCP namespace (``github__create_issue`` → ``github``)."""
-    out = {tag for tag, names in tags.items() if spec.name in names}
-    if "__" in spec.name:
-        out.add(spec.name.split("__", 1)[0])
-    return out
-
-
-def select(tools: Sequence[ToolSpec], names: Iterable[str], tags: Mapping[str, Sequence[str]]) -> list[str]:
-    """Names of ``tools`` picked by ``names`` (tool names, or ``tag:x``), in declared order."""
-    wanted = list(names)
-    by_name = {n for n in wanted if not n.startswith("tag:")}
-    by_tag = {n[4:] for n in wanted if n.startswith("tag:")}
-    return [t.name for t in tools if t.name in by_name or tool_tags(t, tags) & by_tag]
-
-
 @dataclass(frozen=True)
 class ToolPolicy:
     """How tools are deferred. ``core``: tool names (or ``tag:x``) always loaded; ``defer_over``: defer when more
@@ -150,15 +135,6 @@ def loaded_tools(state: SessionState) -> list[str]:
         if ev.get("type") == "tools_loaded":
             out.extend(n for n in ev.get("names", ()) if n not in out)
     return out
-
-
-def current_scope(state: SessionState) -> list[str] | None:
-    """The tool names/tags the current step is restricted to, or None (the newest scope of this step wins)."""
-    step = state.task.step or ""
-    for ev in reversed(state.tool_events):
-        if ev.get("type") == "tool_scope" and (ev.get("step") or "") == step:
-            return list(ev["tools"]) if ev.get("tools") else None
-    return None
 
 
 def load_event(state: SessionState, query: str, limit: int, policy: ToolPolicy) -> tuple[dict[str, Any], list[ToolSpec]]:
@@ -245,9 +221,7 @@ class DeferredToolsLayer(Layer):
             yield Item("tools", "tail", "dynamic", deferred_note(report["deferred"]), priority=100, required=True,
                        provenance="tools-deferred", header="NOTE")
         if allowed is not None and fmt == "anthropic":
-            yield Item("tools", "tail", "dynamic", "In this step use only these tools: " + ", ".join(
-                t.name for t in tools if t.name in allowed), priority=100, required=True,
-                provenance="tool-scope", header="TOOLS")
+            yield scope_line(tools, allowed)
 
     def report(self) -> dict[str, Any] | None:
         return self._report

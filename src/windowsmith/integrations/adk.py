@@ -119,6 +119,8 @@ class WindowsmithPlugin(_plugins.BasePlugin):  # type: ignore[misc, name-defined
         llm_request.contents = [_types.Content.model_validate(c) for c in req["contents"]]
         system = req["config"].get("system_instruction")
         config.system_instruction = _types.Content.model_validate(system) if system else None
+        if req["config"].get("tool_config"):  # the step's tool scope (Session.scope_tools)
+            config.tool_config = _types.ToolConfig.model_validate(req["config"]["tool_config"])
         return None
 
     async def after_model_callback(self, *, callback_context: Any, llm_response: Any) -> None:

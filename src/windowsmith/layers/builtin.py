@@ -15,6 +15,7 @@ from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
 from .evidence import EvidenceLayer
 from .retrieved import KnowledgeLayer, MemoryLayer, RecallLayer
+from .scope import scoped_tools
 from .shrink import PlannedStub, Shrink, apply_shrinks, plan_image_stubs, plan_shrinks
 
 if TYPE_CHECKING:
@@ -52,8 +53,7 @@ class ToolsLayer(Layer):
     name = "tools"
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:
-        for i, t in enumerate(ctx.state.tools):
-            yield Item(self.name, "tools", "stable", t, priority=100, required=True, provenance=f"tool:{t.name}", order=i)
+        return scoped_tools(self.name, ctx)  # honours Session.scope_tools
 
 
 class TaskLayer(Layer):
