@@ -13,6 +13,7 @@ token counting, records, ...) is internal: importable, but it may change in any 
 from .artifacts import ArtifactStore, EmbeddedArtifacts, FileArtifacts, ObjectArtifacts
 from .budget import BudgetConfig
 from .build import Pack
+from .cache import CacheConfig
 from .compaction import (
     COMPACT_CONTEXT_TOOL,
     AnthropicSummarizer,
@@ -24,6 +25,7 @@ from .compaction import (
     Summarizer,
     Summary,
 )
+from .compaction.context_editing import ContextEditing
 from .engine import Engine
 from .errors import (
     BudgetBlockedError,
@@ -44,6 +46,8 @@ from .errors import (
     UsageError,
     WindowsmithError,
 )
+from .formats.gemini_cache import GeminiContextCache
+from .formats.responses_chain import ResponsesChain
 from .ingest.pipeline import IngestConfig
 from .instructions import InstructionFile
 from .knowledge import Knowledge
@@ -68,14 +72,17 @@ __all__ = [
     "BudgetExceededError",
     "BuildContext",
     "COMPACT_CONTEXT_TOOL",
+    "CacheConfig",
     "CompactionConfig",
     "CompactionResult",
     "ConfigError",
     "ConflictError",
+    "ContextEditing",
     "EmbeddedArtifacts",
     "Engine",
     "FakeSummarizer",
     "FileArtifacts",
+    "GeminiContextCache",
     "Image",
     "IngestConfig",
     "InstructionFile",
@@ -101,6 +108,7 @@ __all__ = [
     "ProviderResponseError",
     "RESULT_TOOLS",
     "Registry",
+    "ResponsesChain",
     "ResultTools",
     "RuntimeFailure",
     "SEARCH_HISTORY_TOOL",
