@@ -219,3 +219,70 @@ def test_the_adk_hook_honours_the_step_tool_scope(make_engine):
     req = LlmRequest(model="gemini-2.5-flash", contents=contents, config=config)
     asyncio.run(plugin.before_model_callback(callback_context=ctx, llm_request=req))
     assert req.config.tool_config.function_calling_config.allowed_function_names == ["read_file"]
+
+
+# --------------------------------------------------------------------------- item 5: skills
+
+
+def _skill(base, name: str, description: str, body: str) -> None:
+    d = base / name
+    d.mkdir(parents=True)
+    (d / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{body}\n")
+
+
+def _request_text(pack) -> str:
+    return json.dumps(pack.request)
+
+
+def test_skills_are_listed_in_the_cached_context_and_loaded_on_demand(make_engine, tmp_path):
+    from windowsmith.layers.skills import LOAD_SKILL_TOOL
+
+    root, home = tmp_path / "repo", tmp_path / "home"
+    _skill(root / ".claude" / "skills", "pdf-forms", "Fill in PDF forms with pypdf.", "Use pypdf.PdfWriter; SECRET-PDF-STEP.")
+    _skill(root / ".windowsmith" / "skills", "release", '"Cut a release of the package."', "Bump the version; RELEASE-BODY.")
+    _skill(home / ".claude" / "skills", "release", "The user's own release skill.", "USER-RELEASE")  # the project's wins
+    e = make_engine(model="gpt-4.1")
+    s = e.session("sk", goal="Fix the failing test in parser.py")
+    s.tools([RUN_TOOL, LOAD_SKILL_TOOL])
+    skills = s.skills(root=root, user_dir=home)
+    assert [k.name for k in skills] == ["pdf-forms", "release"]
+    assert skills[1].description == "Cut a release of the package."
+    n = len(s.store.events("sk"))
+    s.skills(root=root, user_dir=home)  # unchanged: nothing logged
+    assert len(s.store.events("sk")) == n
+    s.user("go")
+    p1 = s.build("openai-chat")
+    text = _request_text(p1)
+    assert "- pdf-forms: Fill in PDF forms with pypdf." in text and "SECRET-PDF-STEP" not in text
+    assert "USER-RELEASE" not in text
+    assert p1.manifest.to_dict()["layers"]["skills"]["used"] > 0
+    assert s.load_skill("nope").startswith("error: no skill named 'nope'")
+    assert "loaded" in s.load_skill(name="pdf-forms")
+    s.assistant("loading it")
+    p2 = s.build("openai-chat")
+    assert "SECRET-PDF-STEP" in _request_text(p2) and "RELEASE-BODY" not in _request_text(p2)
+    n = p1.rendered.cache_prefix_parts
+    assert n >= 1 and p2.rendered.parts[:n] == p1.rendered.parts[:n]  # the body is in the tail: the prefix holds
+    s.task(step="run the release skill")  # a step that names a skill loads it too
+    assert "RELEASE-BODY" in _request_text(s.build("openai-chat"))
+
+
+def test_sessions_without_skills_render_as_before(make_engine):
+    e = make_engine(model="gpt-4.1")
+    s = short_session(e)
+    assert "skills" not in s.build("openai-chat").manifest.to_dict()["guidance"]
+
+
+def test_skill_front_matter_is_checked(tmp_path):
+    import pytest
+
+    from windowsmith.errors import UsageError
+    from windowsmith.layers.skills import discover_skills, front_matter
+
+    meta, body = front_matter("---\nname: a-b\ndescription: >\n  folded\n  text\n---\nbody", "x")
+    assert meta == {"name": "a-b", "description": "folded text"} and body == "body"
+    _skill(tmp_path / ".claude" / "skills", "Bad Name", "x", "y")
+    with pytest.raises(UsageError, match="lower-case"):
+        discover_skills(tmp_path, tmp_path / "nohome")
+    with pytest.raises(UsageError, match="front matter"):
+        front_matter("no front matter", "SKILL.md")

@@ -17,6 +17,7 @@ from .evidence import EvidenceLayer
 from .retrieved import KnowledgeLayer, MemoryLayer, RecallLayer
 from .scope import scoped_tools
 from .shrink import PlannedStub, Shrink, apply_shrinks, plan_image_stubs, plan_shrinks
+from .skills import SkillsLayer
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -582,6 +583,7 @@ def default_layers(low_water: float = 0.7, *, recall: bool = False) -> list[Laye
         SystemLayer(),
         ContextLayer(),
         InstructionsLayer(),
+        SkillsLayer(),
         HistoryLayer(low_water),
         TaskLayer(),
         EvidenceLayer(),

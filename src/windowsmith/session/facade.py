@@ -29,6 +29,7 @@ from ..compaction.config import CompactionResult
 from ..compaction.pipeline import Compactor
 from ..compaction.reconstruct import reconstruct
 from ..instructions import InstructionFile
+from ..layers.skills import Skill
 from ..log import SessionLog
 from ..manifest import Manifest
 from ..memory import Memory, MemoryItem
@@ -142,6 +143,16 @@ class Session:
     def note(self, layer: str, text: str, *, source: str | None = None, ref: str | None = None) -> None:
         """Add a note to a tail layer: ``memory``, ``evidence`` or ``knowledge``."""
         self._inputs.note(layer, text, source=source, ref=ref)
+
+    def skills(self, root: str | Path | None = None, user_dir: str | Path | None = None) -> list[Skill]:
+        """Discover the skills (``SKILL.md`` folders) of the project at ``root`` and of the user; their names and
+        descriptions join the cached context, a body the tail when loaded (:mod:`windowsmith.layers.skills`)."""
+        return self._inputs.skills(root, user_dir)
+
+    def load_skill(self, name: str, **_: Any) -> str:
+        """Handler of the ``load_skill`` tool (``windowsmith.layers.skills.LOAD_SKILL_TOOL``): the skill's body
+        joins the tail from the next request on. An unknown name returns an ``error: …`` string."""
+        return self._inputs.load_skill(name)
 
     def remember(self, text: str, *, scope: str = "session", source: str = "user", subject: str | None = None,
                  expires_days: float | None = None) -> MemoryItem | None:

@@ -13,6 +13,7 @@ from ..errors import InvalidMessageError, InvalidToolSchemaError, UsageError
 from ..ingest.messages import redact_spec
 from ..instructions import InstructionFile, discover
 from ..jsonvalues import LOAD_ENVELOPE, check_nesting, clean_text
+from ..layers.skills import Skill, catalog, discover_skills, loaded
 from ..log import SessionLog
 from ..memory import Memory, MemoryItem
 from ..model import ToolSpec
@@ -117,6 +118,24 @@ class Inputs:
         if ref:
             data["ref"] = ref
         self.log.append_event("meta", data)
+
+    def skills(self, root: str | Path | None, user_dir: str | Path | None) -> list[Skill]:
+        found = discover_skills(root, user_dir)
+        listed = [{**sk.to_dict(), "body": self.redact_text(sk.body)} for sk in found]
+        if catalog(self.state.notes_for("skills")) != listed:  # logged once, again only when it changes
+            self.log.append_event("meta", {"type": "note", "layer": "skills", "kind": "catalog", "text": "",
+                                           "skills": listed})
+        return found
+
+    def load_skill(self, name: Any) -> str:
+        notes = self.state.notes_for("skills")
+        known = {str(s["name"]): s for s in catalog(notes)}
+        if not isinstance(name, str) or name not in known:
+            return (f"error: no skill named {name!r}; the skills are: {', '.join(sorted(known)) or 'none'} "
+                    "(discover them with session.skills())")
+        if name not in loaded(notes):
+            self.log.append_event("meta", {"type": "note", "layer": "skills", "kind": "load", "text": "", "skill": name})
+        return f"skill {name!r} loaded: its instructions are in the SKILL section of your context from now on"
 
     def remember(self, text: str, *, scope: str = "session", source: str = "user", subject: str | None = None,
                  expires_days: float | None = None) -> MemoryItem | None:
