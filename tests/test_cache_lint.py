@@ -70,3 +70,7 @@ def test_moved_to_tail_keeps_the_cached_prefix_byte_identical(tmp_path) -> None:
         client.messages.create(**r)
     b1, b2 = mock.bodies
     assert json.dumps(b1["system"]) == json.dumps(b2["system"]) and b1["system"][-1]["cache_control"]
+
+
+def test_stable_hashes_are_not_flagged() -> None:
+    assert scan("Pinned at commit 3f2a9c1d4e5b6a7980112233445566778899aabb; see artifact://" + "ab" * 32) == ()

@@ -38,7 +38,8 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* \d{1,2}, \d{4}\b"
         r"|\b\d{1,2} (?:January|February|March|April|May|June|July|August|September|October|November|December) \d{4}\b")),
     ("request_id", re.compile(
-        r"\b(?:req|request|msg|run|trace|span|call|chatcmpl|resp)[_-][A-Za-z0-9]{8,}\b|\b[0-9a-f]{32,}\b")),
+        r"\b(?:req|request|msg|run|trace|span|call|chatcmpl|resp)[_-][A-Za-z0-9]{8,}\b")),  # (not bare hex: a commit
+    # hash or an artifact's sha256 in an instruction file is stable)
     ("counter", re.compile(
         r"\b(?:turn|call|request|iteration|attempt|run|message|session|invocation)s?"
         r"(?: number| count| no\.?| #|#|:| =)\s*#?\d+\b", re.IGNORECASE)),
