@@ -286,3 +286,66 @@ def test_skill_front_matter_is_checked(tmp_path):
         discover_skills(tmp_path, tmp_path / "nohome")
     with pytest.raises(UsageError, match="front matter"):
         front_matter("no front matter", "SKILL.md")
+
+
+# --------------------------------------------------------------------------- item 6: @path imports
+
+
+def test_instruction_files_expand_at_path_imports(tmp_path):
+    import pytest
+
+    from windowsmith.errors import UsageError
+    from windowsmith.instructions import discover
+
+    root, home = tmp_path / "repo", tmp_path / "home"
+    (root / "docs").mkdir(parents=True)
+    (home / "team").mkdir(parents=True)
+    (root / "AGENTS.md").write_text("Project rules.\nSee @docs/style.md and mail ops@example.com.\n"
+                                    "```\n@docs/never.md\n```\nAlso `@docs/style.md` in code, and @~/team/RULES.md\n")
+    (root / "docs" / "style.md").write_text("STYLE: four spaces. More in @../docs/deep.md\n")
+    (root / "docs" / "deep.md").write_text("DEEP RULE\n")
+    (root / "docs" / "never.md").write_text("NEVER IMPORTED\n")
+    (home / "team" / "RULES.md").write_text("TEAM RULE\n")
+    [f] = discover(root, home_dir=home)
+    assert "STYLE: four spaces" in f.text and "DEEP RULE" in f.text and "TEAM RULE" in f.text
+    assert "NEVER IMPORTED" not in f.text and f.text.count("STYLE: four spaces") == 1
+    assert "[imported from @docs/style.md]" in f.text and "ops@example.com" in f.text
+    # depth: a chain of 7 files stops after 5 imports
+    chain = tmp_path / "chain"
+    chain.mkdir()
+    for i in range(7):
+        (chain / f"f{i}.md").write_text(f"LEVEL{i} @f{i + 1}.md\n" if i < 6 else "LEVEL6\n")
+    (chain / "AGENTS.md").write_text("@f0.md\n")
+    text = discover(chain)[0].text
+    assert "LEVEL4" in text and "LEVEL5" not in text
+    # a cycle is refused, naming it
+    cyc = tmp_path / "cyc"
+    cyc.mkdir()
+    (cyc / "AGENTS.md").write_text("@a.md\n")
+    (cyc / "a.md").write_text("@b.md\n")
+    (cyc / "b.md").write_text("@a.md\n")
+    with pytest.raises(UsageError, match=r"cycle \(AGENTS.md -> a.md -> b.md -> a.md\)"):
+        discover(cyc)
+
+
+def test_instruction_files_are_read_from_the_repository_root_down_to_the_working_directory(make_engine, tmp_path):
+    from windowsmith.instructions import discover
+
+    repo = tmp_path / "repo"
+    work = repo / "services" / "api"
+    work.mkdir(parents=True)
+    (repo / ".git").mkdir()
+    (repo / "CLAUDE.md").write_text("ROOT RULE\n")
+    (repo / "services" / "AGENTS.md").write_text("SERVICES RULE\n")
+    (work / "CLAUDE.md").write_text("API RULE\n")
+    (repo / "web").mkdir()
+    (repo / "web" / "AGENTS.md").write_text("WEB RULE\n")
+    files = discover(cwd=work)
+    assert [(f.path, f.scope) for f in files] == [("CLAUDE.md", ""), ("services/AGENTS.md", ""),
+                                                  ("services/api/CLAUDE.md", ""), ("web/AGENTS.md", "web")]
+    e = make_engine(model="gpt-4.1")
+    s = e.session("cwd")
+    s.instructions(cwd=work)
+    s.user("go")
+    text = json.dumps(s.build("openai-chat").request)
+    assert "ROOT RULE" in text and "SERVICES RULE" in text and "API RULE" in text and "WEB RULE" not in text

@@ -8,7 +8,8 @@ under that folder (a tool call's arguments or a tool result name it).
 
 The order is stable: user files, then root files, then scoped files by depth and path; within a
 folder ``AGENTS.md``, ``CLAUDE.md``, then ``.windowsmith/instructions/*.md`` by name. Files with the
-same text (after whitespace normalisation) are kept once (the first). Each file is capped at
+same text (after whitespace normalisation) are kept once (the first). ``@path`` imports are expanded in place
+(:mod:`windowsmith.instruction_imports`: relative and ``~/`` paths, at most 5 levels, cycles refused). Each file is capped at
 :data:`PER_FILE_CHARS` and the set at :data:`TOTAL_CHARS`, cut on a line with a ``[truncated]`` marker.
 
 ``Session.instructions(root=..., user_dir=...)`` records the set (redacted text, hashes, scopes) as a
@@ -30,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+from .instruction_imports import expand_imports
 from .layers.base import BuildContext, Item, Layer, shrink_text
 
 if TYPE_CHECKING:
@@ -98,12 +100,29 @@ def cap(text: str, limit: int) -> tuple[str, bool]:
 
 
 def discover(root: str | os.PathLike[str] | None = None, user_dir: str | os.PathLike[str] | None = None, *,
-             per_file: int = PER_FILE_CHARS, total: int = TOTAL_CHARS) -> list[InstructionFile]:
+             per_file: int = PER_FILE_CHARS, total: int = TOTAL_CHARS,
+             home_dir: str | os.PathLike[str] | None = None,
+             cwd: str | os.PathLike[str] | None = None) -> list[InstructionFile]:
     """The instruction files under ``root`` and in ``user_dir``, in load order, deduplicated and capped
-    (duplicates are listed with ``duplicate_of`` and no text)."""
-    if root is None and user_dir is None:
-        raise UsageError("give a project root and/or a user_dir to look for instruction files in")
+    (duplicates are listed with ``duplicate_of`` and no text). ``@path`` imports are expanded
+    (:mod:`windowsmith.instruction_imports`; ``~/`` is ``home_dir``, default the home folder). ``cwd``: the agent's
+    working directory; the files of every folder from the root (default: the repository root above ``cwd``) down
+    to it apply to the whole session, as Claude Code loads them."""
+    if root is None and user_dir is None and cwd is None:
+        raise UsageError("give a project root, a working directory (cwd) and/or a user_dir to look for instruction "
+                         "files in")
     found: list[tuple[str, str, str, Path]] = []  # (path shown, scope, origin, file)
+    on_path: set[Path] = set()  # the folders from the root down to cwd: their files apply to the whole session
+    if cwd is not None:
+        here = Path(cwd).resolve()
+        if not here.is_dir():
+            raise UsageError(f"cwd {str(here)!r} is not a folder; pass the agent's working directory")
+        root = root if root is not None else repository_root(here)
+        top = Path(root).resolve()
+        if here != top and top not in here.parents:
+            raise UsageError(f"cwd {str(here)!r} is not under the root {str(top)!r}")
+        on_path = {p for p in (here, *here.parents) if top in p.parents}
+    home = Path(home_dir) if home_dir is not None else Path.home()
     if user_dir is not None:
         ud = Path(user_dir)
         if not ud.is_dir():
@@ -114,8 +133,12 @@ def discover(root: str | os.PathLike[str] | None = None, user_dir: str | os.Path
         if not r.is_dir():
             raise UsageError(f"root {str(r)!r} is not a folder; pass the project folder")
         found += [(p.relative_to(r).as_posix(), "", "root", p) for p in _folder_files(r)]
+        for folder in sorted(on_path, key=lambda f: len(f.parts)):  # root to cwd, as Claude Code walks it
+            found += [(p.relative_to(r.resolve()).as_posix(), "", "root", p) for p in _folder_files(folder)]
         scoped = []
         for folder in _walk(r):
+            if folder.resolve() in on_path:
+                continue
             rel = folder.relative_to(r).as_posix()
             scoped += [(p.relative_to(r).as_posix(), rel, "scoped", p) for p in _folder_files(folder)]
             if len(scoped) > MAX_FILES:
@@ -129,6 +152,8 @@ def discover(root: str | os.PathLike[str] | None = None, user_dir: str | os.Path
         text = _read(p)
         if text is None or not text.strip():
             continue
+        if "@" in text:
+            text = expand_imports(text, p, read=_read, home=home)
         sha = hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
         if sha in seen:
             out.append(InstructionFile(shown, scope, origin, "", len(text), sha, duplicate_of=seen[sha]))
@@ -141,6 +166,14 @@ def discover(root: str | os.PathLike[str] | None = None, user_dir: str | os.Path
         left -= len(body)
         out.append(InstructionFile(shown, scope, origin, body, len(text), sha, cut))
     return out
+
+
+def repository_root(folder: Path) -> Path:
+    """The nearest folder at or above ``folder`` holding ``.git`` (a folder or a worktree's file), else ``folder``."""
+    for f in (folder, *folder.parents):
+        if (f / ".git").exists():
+            return f
+    return folder
 
 
 def touched_paths(text: str) -> Iterator[str]:

@@ -162,13 +162,16 @@ class Session:
         older ones; ``expires_days`` ends an item. See :class:`windowsmith.memory.Memory`."""
         return self._inputs.remember(text, scope=scope, source=source, subject=subject, expires_days=expires_days)
 
-    def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None) -> list[InstructionFile]:
+    def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None, *,
+                     cwd: str | Path | None = None) -> list[InstructionFile]:
         """Load the instruction files (``AGENTS.md``, ``CLAUDE.md``, ``.windowsmith/instructions/*.md``) of
         the project ``root`` and the user-global ``user_dir`` into the session: root and user files as
         cached session context, subfolder files once the session touches a path under them. Redacted,
         deduplicated, capped (see :mod:`windowsmith.instructions`); recorded in the log only when the set
-        changed. Returns the files in load order (duplicates listed, not loaded)."""
-        return self._inputs.instructions(root, user_dir)
+        changed. Returns the files in load order (duplicates listed, not loaded). ``cwd``: the agent's working
+        directory: the files from the repository root down to it apply to the whole session, ``@path`` imports
+        expanded (as Claude Code loads them)."""
+        return self._inputs.instructions(root, user_dir, cwd)
 
     def load(self, messages: Sequence[Any], format: str, *, tools: Sequence[Any] | None = None,
              system: str | None = None, overlap: bool = False, repairs: Sequence[str] = ()) -> LoadResult:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import InvalidMessageError, InvalidToolSchemaError, UsageError
 from ..ingest.messages import redact_spec
-from ..instructions import InstructionFile, discover
+from ..instructions import InstructionFile, discover, repository_root
 from ..jsonvalues import LOAD_ENVELOPE, check_nesting, clean_text
 from ..layers.skills import Skill, catalog, discover_skills, loaded
 from ..log import SessionLog
@@ -142,8 +142,11 @@ class Inputs:
         return self.memory.add(text, scope=scope, source=source, seq=self.state.seq, subject=subject,
                                expires_days=expires_days)
 
-    def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None) -> list[InstructionFile]:
-        files = discover(root, user_dir)
+    def instructions(self, root: str | Path | None = None, user_dir: str | Path | None = None,
+                     cwd: str | Path | None = None) -> list[InstructionFile]:
+        if cwd is not None and root is None:
+            root = repository_root(Path(cwd).resolve())
+        files = discover(root, user_dir, cwd=cwd)
         loaded = [{**f.to_dict(), "text": self.redact_text(f.text)} for f in files if f.duplicate_of is None]
         root_s = str(Path(root).resolve()) if root is not None else ""
         prev = self.state.notes_for("instruction-files")
