@@ -206,12 +206,19 @@ def test_gc_with_no_grace_racing_agent_processes_loses_no_named_artifact(tmp_pat
     collector.start()
     for p in writers:
         p.start()
-    written = [results.get(timeout=120) for _ in writers]
-    for p in writers:
-        p.join(timeout=60)
-    stop.set()
-    rounds, _ = gcs.get(timeout=60)
-    collector.join(timeout=60)
+    try:  # bounded: a writer or the collector that hangs fails the test and is killed, never waited for
+        written = [results.get(timeout=120) for _ in writers]
+        for p in writers:
+            p.join(timeout=60)
+        stop.set()
+        rounds, _ = gcs.get(timeout=60)
+        collector.join(timeout=60)
+    finally:
+        stop.set()
+        for p in [*writers, collector]:
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=10)
     assert all(p.exitcode == 0 for p in [*writers, collector])
     assert sum(written) >= 6 and rounds >= 3, (written, rounds)
     arts = FileArtifacts(folder) if folder else None
@@ -250,3 +257,63 @@ def test_an_append_naming_a_blob_gc_took_meanwhile_stores_it_again(tmp_path, whe
         assert head is not None
         arts.append(st, "s", [("message", {"text": f"now {artifact_uri(later)}"})], expected_parent=head.hash)
         assert arts.get(later) == b"named by a later record"
+
+
+_GC_POINTS = ("before gc", "after gc read the stale references", "before gc's write transaction", "after gc")
+
+
+@pytest.mark.parametrize("first_event", [True, False], ids=["after-first-event", "before-first-event"])
+@pytest.mark.parametrize(("put_at", "append_at"), [(p, a) for p in range(4) for a in range(p, 4)],
+                         ids=lambda i: _GC_POINTS[i].replace(" ", "-").replace("'", ""))
+def test_every_interleaving_of_gc_steps_with_another_writer_keeps_the_named_blob(tmp_path, first_event, put_at,
+                                                                                   append_at):
+    """Another process (its own connection to the file) puts a blob and appends the event naming it, each
+    step at one of gc's four points (before it, after its read of the stale references, after its reads of
+    the events, after its write transaction); gc's cutoff is in the future, so every reference it reads is
+    stale. At every interleaving the named blob is there at the end, and a blob no event names is collected."""
+    from datetime import timedelta
+
+    from windowsmith.store.base import now_utc
+    from windowsmith.store.blobs import collect_blobs
+
+    path = tmp_path / "s.db"
+    with SQLiteStore(path) as writer, SQLiteStore(path) as gc_store:
+        arts = EmbeddedArtifacts(writer)
+        writer.create_session("s", {})
+        head = writer.append("s", "message", {"text": "hello"}, expected_parent=None).hash if first_event else None
+        never = arts.put(b"put and never named", session_id="s")
+        sha = hashlib.sha256(b"an offloaded tool result").hexdigest()
+        steps: dict[int, list] = {p: [] for p in range(4)}
+        steps[put_at].append(lambda: arts.put(b"an offloaded tool result", session_id="s"))
+        steps[append_at].append(lambda: arts.append(writer, "s", [("message", {"text": f"see {artifact_uri(sha)}"})],
+                                                    expected_parent=head))
+        done: list[int] = []
+
+        def reach(point: int) -> None:  # run the writer's steps of every point up to this one, once each
+            for p in range(point + 1):
+                if p not in done:
+                    done.append(p)
+                    for step in steps[p]:
+                        step()
+
+        reads = []
+
+        def rows(sql, params):  # type: ignore[no-untyped-def]
+            if reads:  # the stale references were read: the events reads follow
+                reach(1)
+            reads.append(sql)
+            return gc_store._rows(sql, params)
+
+        def write():  # type: ignore[no-untyped-def]
+            reach(2)
+            return gc_store._write()
+
+        reach(0)
+        cutoff = now_utc() + timedelta(hours=1)
+        collect_blobs(rows, write, gc_store.dialect, gc_store.tenant, cutoff)
+        reach(3)
+        assert done == [0, 1, 2, 3] and len(reads) >= 1
+        assert arts.get(sha) == b"an offloaded tool result" and arts.refs(sha) == ["s"], (put_at, append_at)
+        assert arts.get(never) is None  # gc was not idle: what no event names went
+        collect_blobs(gc_store._rows, gc_store._write, gc_store.dialect, gc_store.tenant, now_utc() + timedelta(hours=1))
+        assert arts.get(sha) == b"an offloaded tool result"

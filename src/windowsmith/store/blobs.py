@@ -12,6 +12,13 @@ names is dropped, and then every blob no reference holds. Two things keep a name
 * the collection (``collect_blobs``) drops references and deletes blobs in one transaction that first
   takes ``lock_blobs`` (which waits for such appends) and reads again the events appended since it first
   looked: an append either committed before (its events are read) or runs after (and stores the blobs again).
+
+The reads a collection makes before its transaction may be stale (on SQLite each is its own snapshot): they
+only pick candidates. What it drops is decided inside the transaction, which sees every committed append
+(SQLite's ``BEGIN IMMEDIATE`` takes the write lock first, so its snapshot is the newest; PostgreSQL reads
+each statement after ``lock_blobs``). A session's seqs only grow, so the events after the last seq it read
+are all that can be new (a session deleted and created again meanwhile holds references newer than the
+cutoff). tests/test_artifacts.py drives every order of these steps against another writer.
 """
 
 from __future__ import annotations
