@@ -349,3 +349,65 @@ def test_instruction_files_are_read_from_the_repository_root_down_to_the_working
     s.user("go")
     text = json.dumps(s.build("openai-chat").request)
     assert "ROOT RULE" in text and "SERVICES RULE" in text and "API RULE" in text and "WEB RULE" not in text
+
+
+# --------------------------------------------------------------------------- item 12: the task tail
+
+
+def test_the_task_tail_can_follow_the_newest_user_text_with_progress(make_engine):
+    from windowsmith.layers.builtin import default_layers
+
+    e = make_engine(model="claude-sonnet-4-5", layers=lambda: default_layers(recite_after_user=True))
+    s = e.session("tail", goal="Fix the failing test in parser.py")
+    s.task(acceptance=["tests pass", "no lint", "changelog", "docs", "review"])
+    for item in ("tests pass", "no lint", "changelog"):
+        s.check(item)
+    s.user("please also update the docs")
+    req = s.build("anthropic").request
+    last = req["messages"][-1]
+    assert last["role"] == "user"
+    texts = [b["text"] for b in last["content"] if b.get("type") == "text"]
+    assert texts[0] == "please also update the docs"  # the user's words first, the recitation after them
+    assert "## ACCEPTANCE\n3/5 done\n- [x] tests pass" in texts[-1]
+    p1 = s.build("anthropic")
+    s.assistant("Updating the docs now.")
+    s.user("thanks, and the changelog entry?")
+    p2 = s.build("anthropic")
+    n = p1.rendered.cache_prefix_parts
+    assert n >= 1 and p2.rendered.parts[:n] == p1.rendered.parts[:n]  # the cached prefix holds across turns
+    oai = s.build("openai-chat", model="gpt-4.1").request["messages"]
+    flat = json.dumps(oai[-2:])
+    assert flat.index("the changelog entry?") < flat.index("3/5 done")
+
+
+def test_the_default_task_tail_still_goes_before_the_user_text(make_engine):
+    e = make_engine(model="claude-sonnet-4-5")
+    s = e.session("tail0", goal="Fix the failing test in parser.py")
+    s.task(acceptance=["tests pass"])
+    s.user("go on")
+    last = s.build("anthropic").request["messages"][-1]
+    texts = [b["text"] for b in last["content"] if b.get("type") == "text"]
+    assert texts[-1] == "go on" and "done\n" not in texts[0]
+
+
+def test_acceptance_items_report_missing_evidence(make_engine):
+    import pytest
+
+    from windowsmith.errors import UsageError
+
+    e = make_engine(model="claude-sonnet-4-5")
+    s = e.session("ev", goal="Refund the double charge")
+    s.task(acceptance=["refund issued", "customer told", "ticket closed"],
+           evidence_needed=["refund issued", "customer told"])
+    s.user("go")
+    pack = s.build("anthropic")
+    report = pack.manifest.to_dict()["guidance"]["task"]
+    assert report == {"evidence_needed": ["refund issued", "customer told"],
+                      "without_evidence": ["refund issued", "customer told"]}
+    assert "- [ ] refund issued (evidence needed)" in (pack.neutral.tail or "")
+    s.check("refund issued", evidence="artifact://" + "a" * 64)
+    pack = s.build("anthropic")
+    assert pack.manifest.to_dict()["guidance"]["task"]["without_evidence"] == ["customer told"]
+    assert "- [x] refund issued\n" in (pack.neutral.tail or "")
+    with pytest.raises(UsageError, match="not acceptance items"):
+        s.task(evidence_needed=["no such item"])

@@ -367,6 +367,7 @@ def _request(slots: _Slots, kept: Sequence[tuple[Item, int]], style: Any, *, mod
         cache_key=cache_key,
         deferred=deferred,
         allowed_tools=allowed,
+        tail_after_user=any(it.meta.get("after_user") for it in slots.tail),
         lineage=slots.lineage,
         head=int(history.meta.get("head", 0)) if history is not None else 0,
         carry=int(history.meta.get("carry", 0)) if history is not None else 0,

@@ -6,7 +6,8 @@ dynamic tail. ``CachePlan`` says where provider cache breakpoints go; renderers 
 Tail placement (every renderer follows it):
 
 * the last message is a ``user`` message holding only text/images → the tail is rendered *before*
-  those blocks in the same message, so the user's request stays verbatim at the very end;
+  those blocks in the same message, so the user's request stays verbatim at the very end (after them, as for
+  tool results, when ``tail_after_user``: the recitation is then the last thing the model reads);
 * the last message is a ``tool`` message (or a user message with tool results) → the tail is
   rendered *after* the tool results (Anthropic: a text block after the ``tool_result`` blocks;
   OpenAI Chat: a ``user`` message after the ``tool`` messages; Responses: a ``message`` item after
@@ -130,6 +131,8 @@ class NeutralRequest:
     #: server-side context editing (Anthropic ``context_management``, sent with its beta header), or None:
     #: the ``{"edits": [...]}`` of :class:`~windowsmith.compaction.context_editing.ContextEditing`
     context_management: Mapping[str, Any] | None = None
+    #: the tail goes after the user's newest text when that is the last message, not before it (TaskLayer(after_user))
+    tail_after_user: bool = False
 
     @property
     def system_text(self) -> str:
@@ -146,7 +149,7 @@ class NeutralRequest:
         if not self.messages:
             return "new"
         last = self.messages[-1]
-        if last.role == "tool" or (last.role == "user" and last.tool_results):
+        if last.role == "tool" or (last.role == "user" and (last.tool_results or self.tail_after_user)):
             return "append"
         if last.role == "user" and all(isinstance(b, Text | Image) for b in last.content):
             return "prepend"

@@ -9,7 +9,7 @@ from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
 from ..budget import room_factor
-from ..errors import BudgetBlockedError, TaskRequiredError
+from ..errors import BudgetBlockedError
 from ..model import Message, Thinking
 from ..text import clip_messages
 from .base import BuildContext, HistoryFit, Item, Layer, shrink_text
@@ -18,6 +18,7 @@ from .retrieved import KnowledgeLayer, MemoryLayer, RecallLayer
 from .scope import scoped_tools
 from .shrink import PlannedStub, Shrink, apply_shrinks, plan_image_stubs, plan_shrinks
 from .skills import SkillsLayer
+from .task import TaskLayer
 
 if TYPE_CHECKING:
     from ..state import SessionState
@@ -55,30 +56,6 @@ class ToolsLayer(Layer):
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:
         return scoped_tools(self.name, ctx)  # honours Session.scope_tools
-
-
-class TaskLayer(Layer):
-    """Goal, current step and acceptance checklist, recited in the dynamic tail every turn."""
-
-    name = "task"
-
-    def items(self, ctx: BuildContext) -> Iterable[Item]:
-        task = ctx.state.task
-        if task.required and not task.declared:
-            raise TaskRequiredError(
-                f"session {ctx.state.session_id!r} requires a task but has no goal or acceptance checklist; "
-                "call session.task(goal=..., acceptance=[...]) before build()"
-            )
-        if task.goal:
-            yield Item(self.name, "tail", "dynamic", task.goal, priority=100, required=True, provenance="task:goal",
-                       header="TASK")
-        if task.step:
-            yield Item(self.name, "tail", "dynamic", task.step, priority=100, required=True, provenance="task:step",
-                       header="STEP")
-        if task.acceptance:
-            lines = "\n".join(f"- [{'x' if done else ' '}] {item}" for item, done in task.acceptance)
-            yield Item(self.name, "tail", "dynamic", lines, priority=100, required=True,
-                       provenance="task:acceptance", header="ACCEPTANCE")
 
 
 class NotesLayer(Layer):
@@ -572,10 +549,11 @@ def usage_note(ctx: BuildContext, history_raw: int) -> str | None:
 
 
 
-def default_layers(low_water: float = 0.7, *, recall: bool = False) -> list[Layer]:
+def default_layers(low_water: float = 0.7, *, recall: bool = False, recite_after_user: bool = False) -> list[Layer]:
     """The built-in layers. ``recall=True`` adds recall over evicted history (the RECALL section): on the
     bench it raises strict recall a little and costs more (its snippets are new input on every call), so it
-    is opt-in: ``Engine(layers=lambda: default_layers(recall=True))``."""
+    is opt-in: ``Engine(layers=lambda: default_layers(recall=True))``. ``recite_after_user=True``: the task tail
+    goes after the user's newest text, with progress counts (:class:`~windowsmith.layers.task.TaskLayer`)."""
     from ..instructions import InstructionsLayer
 
     layers: list[Layer] = [
@@ -585,7 +563,7 @@ def default_layers(low_water: float = 0.7, *, recall: bool = False) -> list[Laye
         InstructionsLayer(),
         SkillsLayer(),
         HistoryLayer(low_water),
-        TaskLayer(),
+        TaskLayer(after_user=recite_after_user, progress=recite_after_user),
         EvidenceLayer(),
         MemoryLayer(),
         KnowledgeLayer(),

@@ -131,14 +131,19 @@ class Session:
         step: str | None = None,
         acceptance: Sequence[str] | None = None,
         required: bool | None = None,
+        evidence_needed: Sequence[str] | None = None,
     ) -> None:
         """Set the task: goal, current step, acceptance checklist. Omitted fields keep their value.
-        Secrets in any of them are redacted before they are stored."""
+        Secrets in any of them are redacted before they are stored. ``evidence_needed``: the acceptance items
+        that need evidence (``check(item, evidence=...)``); the manifest reports those without any yet."""
         self._inputs.task(goal, step=step, acceptance=acceptance, required=required)
+        if evidence_needed is not None:
+            self._inputs.evidence_needed(evidence_needed)
 
-    def check(self, item: str | int, done: bool = True) -> None:
-        """Mark an acceptance item (by text or index) done or not done."""
-        self._inputs.check(item, done)
+    def check(self, item: str | int, done: bool = True, *, evidence: str | None = None) -> None:
+        """Mark an acceptance item (by text or index) done or not done; ``evidence``: what shows it (a result's
+        ``artifact://`` reference, a test run), recorded for the item."""
+        self._inputs.check(item, done, evidence)
 
     def note(self, layer: str, text: str, *, source: str | None = None, ref: str | None = None) -> None:
         """Add a note to a tail layer: ``memory``, ``evidence`` or ``knowledge``."""

@@ -14,6 +14,7 @@ from ..ingest.messages import redact_spec
 from ..instructions import InstructionFile, discover, repository_root
 from ..jsonvalues import LOAD_ENVELOPE, check_nesting, clean_text
 from ..layers.skills import Skill, catalog, discover_skills, loaded
+from ..layers.task import ACCEPTANCE_NOTES, evidence_needed
 from ..log import SessionLog
 from ..memory import Memory, MemoryItem
 from ..model import ToolSpec
@@ -94,13 +95,31 @@ class Inputs:
         if data != cur.to_dict():
             self.log.append_event("task", data)
 
-    def check(self, item: str | int, done: bool = True) -> None:
+    def evidence_needed(self, items: Sequence[str]) -> None:
+        if isinstance(items, str) or not all(isinstance(a, str) for a in items):
+            raise InvalidMessageError("evidence_needed must be a list of acceptance items, e.g. ['refund issued']")
+        names = [a for a, _ in self.state.task.acceptance]
+        wanted = [self.redact_text(a) for a in items]
+        unknown = [a for a in wanted if a not in names]
+        if unknown:
+            raise UsageError(f"evidence_needed: {unknown} are not acceptance items; the checklist is {names}")
+        notes = self.state.notes_for(ACCEPTANCE_NOTES)
+        if wanted != evidence_needed(notes) and (wanted or notes):
+            self.log.append_event("meta", {"type": "note", "layer": ACCEPTANCE_NOTES, "kind": "needed", "text": "",
+                                           "items": wanted})
+
+    def check(self, item: str | int, done: bool = True, evidence: str | None = None) -> None:
         acc = list(self.state.task.acceptance)
         if isinstance(item, str):
             item = self.redact_text(item)  # the checklist is stored redacted
         idx = item if isinstance(item, int) else next((i for i, (a, _) in enumerate(acc) if a == item), None)
         if idx is None or not 0 <= idx < len(acc):
             raise UsageError(f"no acceptance item {item!r}; the checklist is {[a for a, _ in acc]}")
+        if evidence is not None:
+            if not isinstance(evidence, str) or not evidence.strip():
+                raise InvalidMessageError("evidence must be non-empty text, e.g. 'artifact://<sha>' or 'pytest: 40 passed'")
+            self.log.append_event("meta", {"type": "note", "layer": ACCEPTANCE_NOTES, "kind": "evidence",
+                                           "item": acc[idx][0], "text": self.redact_text(evidence)})
         acc[idx] = (acc[idx][0], done)
         data = self.state.task.to_dict()
         data["acceptance"] = [{"item": a, "done": d} for a, d in acc]
