@@ -411,3 +411,32 @@ def test_acceptance_items_report_missing_evidence(make_engine):
     assert "- [x] refund issued\n" in (pack.neutral.tail or "")
     with pytest.raises(UsageError, match="not acceptance items"):
         s.task(evidence_needed=["no such item"])
+
+
+# --------------------------------------------------------------------------- item 13: estimate_cache_savings
+
+
+def test_estimate_cache_savings_prices_a_change_of_cache_plan_and_of_layers(make_engine):
+    import dataclasses
+
+    from windowsmith.cache_estimate import estimate_cache_savings
+    from windowsmith.request import CachePlan
+
+    e = make_engine(model="claude-sonnet-4-5")
+    s = e.session("est", goal="Fix the failing test in parser.py")
+    s.system("You are a careful coding agent. " * 300)
+    s.tools([RUN_TOOL])
+    s.user("go")
+    pack = s.build("anthropic")
+    counter = s.counter("anthropic")
+    no_cache = dataclasses.replace(pack.neutral, cache=CachePlan())
+    est = estimate_cache_savings(e.spec, "anthropic", counter, pack.neutral, no_cache, calls=10)
+    assert est.current_cached_tokens > 2_000 and est.proposed_cached_tokens == 0
+    assert est.savings_usd < 0 and "costs" in est.describe()  # dropping the cache plan costs more per call
+    # the same request is free to keep
+    same = estimate_cache_savings(e.spec, "anthropic", counter, pack.neutral, pack.neutral)
+    assert same.savings_usd == 0
+    # a layer change: the same request without its long system prompt (the system layer left out)
+    shorter = dataclasses.replace(pack.neutral, system=())
+    cut = estimate_cache_savings(e.spec, "anthropic", counter, pack.neutral, shorter, calls=1)
+    assert cut.savings_usd > 0 and cut.proposed_tokens < cut.current_tokens
