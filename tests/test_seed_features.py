@@ -440,3 +440,29 @@ def test_estimate_cache_savings_prices_a_change_of_cache_plan_and_of_layers(make
     shorter = dataclasses.replace(pack.neutral, system=())
     cut = estimate_cache_savings(e.spec, "anthropic", counter, pack.neutral, shorter, calls=1)
     assert cut.savings_usd > 0 and cut.proposed_tokens < cut.current_tokens
+
+
+# --------------------------------------------------------------------------- item 9: drift without false alarms
+
+
+def test_an_on_task_session_is_not_told_it_drifts(make_engine):
+    from windowsmith.guidance.recitation import RecitationLayer
+    from windowsmith.layers.builtin import default_layers
+
+    e = make_engine(model="claude-sonnet-4-5", layers=lambda: [*default_layers(), RecitationLayer()])
+    s = e.session("ontask", goal="fix the failing test in parser.py")
+    s.tools([RUN_TOOL])
+    s.user("the CI is red")
+    actions = ["pytest tests/ -x", "cat src/tokenize.py", "pytest -k tokenizer -q", "grep -n def src/lexer.py",
+               "pytest tests/ -q", "git diff"]
+    for i, cmd in enumerate(actions):
+        s.assistant("Running it.", tool_calls=[{"id": f"c{i}", "name": "run", "arguments": {"command": cmd}}])
+        s.tool_result(f"c{i}", "3 failed, 40 passed")
+        report = s.build("anthropic").manifest.to_dict()["guidance"]["recitation"]
+        assert not report["drift"], (cmd, report)
+    # an agent that wanders off (invoices, e-mail) is still caught
+    for i, cmd in enumerate(["open invoices dashboard", "send marketing email", "browse weather forecast",
+                             "order lunch delivery"]):
+        s.assistant("Doing something else.", tool_calls=[{"id": f"d{i}", "name": "run", "arguments": {"command": cmd}}])
+        s.tool_result(f"d{i}", "ok")
+    assert s.build("anthropic").manifest.to_dict()["guidance"]["recitation"]["drift"]

@@ -49,6 +49,29 @@ def terms(text: str) -> set[str]:
     return out
 
 
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def stem(term: str) -> str:
+    """``term`` without one common English suffix (failing, failed, fails → fail; tests → test), kept at 3+ letters."""
+    for suf in _SUFFIXES:
+        if term.endswith(suf) and len(term) - len(suf) >= 3:
+            return term[: -len(suf)]
+    return term
+
+
+def related(goal_term: str, action_term: str) -> bool:
+    """Whether an action's term is about a goal's term: the same stem, or (4+ letters) one inside the other
+    (``pytest`` runs a ``test``, ``parser`` is read as ``test_parser``): exact matching alone flagged on-task sessions
+    (running ``pytest tests/`` to fix a failing test) as drifting."""
+    if goal_term == action_term:
+        return True
+    g, a = stem(goal_term), stem(action_term)
+    if g == a:
+        return True
+    return len(g) >= 4 and len(a) >= 4 and (g in a or a in g)
+
+
 def action_text(m: Message) -> str:
     """What an assistant message did, as text: its words, and each call's name and argument values."""
     parts = [m.text]
@@ -110,8 +133,8 @@ class RecitationLayer(Layer):
         recent = terms("\n".join(self._recent))
         if not recent:
             return None, []
-        shared = goal & recent
-        return len(shared) / min(len(goal), len(recent)), sorted(recent - goal)[:6]
+        shared = {g for g in goal if any(related(g, r) for r in recent)}
+        return len(shared) / min(len(goal), len(recent)), sorted(r for r in recent if not any(related(g, r) for g in goal))[:6]
 
     def items(self, ctx: BuildContext) -> Iterable[Item]:
         state = ctx.state
@@ -150,4 +173,4 @@ class RecitationLayer(Layer):
         return self._report
 
 
-__all__ = ["STOPWORDS", "RecitationLayer", "action_text", "terms"]
+__all__ = ["STOPWORDS", "RecitationLayer", "action_text", "related", "stem", "terms"]
