@@ -175,7 +175,7 @@ def test_recitation_on_schedule_and_on_drift(make_engine):
     rep = pack.manifest.guidance["recitation"]
     assert rep == {"turn": 7, "period": 4, "overlap": 0.0, "drift": True, "recited": True, "reason": "drift"}
     tail = pack.neutral.tail
-    assert tail.rstrip().splitlines()[-1].startswith("Drift: the last 3 actions (checking, get_weather, oslo, weather) share 0%")
+    assert tail.rstrip().splitlines()[-1].startswith("Drift: the last 3 actions (checking, get_weather, oslo, rain, weather) share 0%")  # results count
     assert tail.index("## FOCUS") > tail.index("## ACCEPTANCE")
 
 
