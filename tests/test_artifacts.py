@@ -91,6 +91,11 @@ def test_put_get_dedupe_refs_and_gc(arts):
     else:
         assert arts.gc(live_sessions={"b"}) == 0  # a's reference is younger than the grace period
         assert arts.refs(other) == ["a"]
+        # with no grace, what was written before the gc started goes; "before" is read on the store's own clock,
+        # whose tick is a second on S3 (Last-Modified): wait for the tick after the writes to be sure
+        written = arts.clock()
+        while arts.clock() <= written:
+            time.sleep(0.05)
         assert arts.gc(live_sessions={"b"}, grace_seconds=0) == 1
     assert arts.get(other) is None
     assert arts.get(sha) == data and arts.refs(sha) == ["b"]
@@ -317,3 +322,20 @@ def test_every_interleaving_of_gc_steps_with_another_writer_keeps_the_named_blob
         assert arts.get(never) is None  # gc was not idle: what no event names went
         collect_blobs(gc_store._rows, gc_store._write, gc_store.dialect, gc_store.tenant, now_utc() + timedelta(hours=1))
         assert arts.get(sha) == b"an offloaded tool result"
+
+
+def test_a_reference_written_in_the_tick_gc_started_is_kept(tmp_path):
+    """gc compares write times with its start on the store's own clock (a file's mtime comes from the kernel's
+    coarse clock, which lags ``time.time()``): a reference written after the start, even in the same clock tick,
+    is never old enough to drop with no grace; one written in an earlier tick is."""
+    from windowsmith.artifacts import FileArtifacts
+
+    arts = FileArtifacts(tmp_path / "blobs")
+    before = arts.put(b"named by nothing, written before", session_id="s")
+    written = arts.clock()
+    while arts.clock() <= written:  # the next clock tick
+        pass
+    started = arts.clock()
+    after = arts.put(b"named by an event appended after gc read the events", session_id="s")
+    assert arts.gc({"s": set()}, grace_seconds=0, started=started) == 1  # the earlier one goes, only
+    assert arts.get(before) is None and arts.get(after) is not None

@@ -188,6 +188,13 @@ class ArtifactStore(ABC):
         written after the mapping was read is dropped on its account.
         Safe while other processes ``put()``: a blob that gains a reference during the collection is kept."""
 
+    def clock(self) -> float:
+        """The store's own "now", on the clock its write times are read from (``time.time()`` here): what
+        :func:`collect_garbage` passes to :meth:`gc` as ``started``, so a reference written after it is never
+        taken for an older one (a file's modification time comes from the kernel's coarse clock, which lags
+        ``time.time()`` by up to a tick)."""
+        return time.time()
+
     def references(self, ref: str, session_id: str) -> bool:
         """Whether ``session_id`` references the blob behind ``ref`` (a reference or a sha)."""
         sha = parse_ref(ref) if ref.startswith("artifact://") else _check_sha(ref)
@@ -307,16 +314,27 @@ class _KeyedArtifacts(ArtifactStore):
         """Move ``key`` to ``to`` (replacing it); False if ``key`` was gone."""
 
     @abstractmethod
-    def _age(self, key: str) -> float | None:
-        """Seconds since ``key`` was last written, or None if it is gone."""
+    def _mtime(self, key: str) -> float | None:
+        """When ``key`` was last written, on the store's own clock (see :meth:`clock`), or None if it is gone."""
+
+    def clock(self) -> float:
+        """A marker written and read back: its write time is "now" on the clock the store stamps keys with."""
+        marker = f"clock/{uuid.uuid4().hex}"
+        self._write(marker, b"")
+        try:
+            stamp = self._mtime(marker)
+        finally:
+            self._delete(marker)
+        return time.time() if stamp is None else stamp
 
     #: Whether ``_move`` keeps a key's age (a rename does; an object store's copy + delete does not).
     _MOVE_KEEPS_AGE = False
 
-    @staticmethod
-    def _min_age(grace: float, t0: float) -> float:
-        """The age (now) of a key written ``grace`` seconds before ``t0``."""
-        return grace + max(0.0, time.time() - t0)
+    def _old(self, key: str, grace: float, t0: float) -> bool:
+        """Whether ``key`` was written more than ``grace`` seconds before ``t0`` (strictly: a key written in the
+        same clock tick as ``t0`` is young). False if it is gone."""
+        written = self._mtime(key)
+        return written is not None and written < t0 - grace
 
     def _drop_ref(self, key: str, grace: float, t0: float) -> bool:
         """Delete an old reference; False if a ``put()`` renewed it meanwhile (then it stays).
@@ -330,8 +348,7 @@ class _KeyedArtifacts(ArtifactStore):
         aside = f"{key}%gc-{uuid.uuid4().hex}"
         if not self._move(key, aside):
             return True
-        age = self._age(aside)
-        if age is not None and age < self._min_age(grace, t0):  # renewed meanwhile: back, unless a newer one exists
+        if self._mtime(aside) is not None and not self._old(aside, grace, t0):  # renewed meanwhile: back, unless a newer one exists
             if self._exists(key):
                 self._delete(aside)
             else:
@@ -380,7 +397,7 @@ class _KeyedArtifacts(ArtifactStore):
     def gc(self, live_sessions: LiveSessions | None = None, *, grace_seconds: float = GC_GRACE_SECONDS,
            started: float | None = None) -> int:
         grace = _check_grace(grace_seconds)
-        t0 = time.time() if started is None else float(started)
+        t0 = self.clock() if started is None else float(started)
         named: Mapping[str, Collection[str]] | None = None
         live: set[str] | None = None
         if isinstance(live_sessions, Mapping):
@@ -392,8 +409,7 @@ class _KeyedArtifacts(ArtifactStore):
             live = set(live_sessions)
 
         def old(key: str) -> bool:  # written before t0 - grace
-            age = self._age(key)
-            return age is not None and age >= self._min_age(grace, t0)
+            return self._old(key, grace, t0)
 
         referenced: set[str] = set()
         for key in self._list("refs/"):
@@ -505,9 +521,9 @@ class FileArtifacts(_KeyedArtifacts):
         except FileNotFoundError:
             return False
 
-    def _age(self, key: str) -> float | None:
+    def _mtime(self, key: str) -> float | None:
         try:
-            return time.time() - self._path(key).stat().st_mtime
+            return self._path(key).stat().st_mtime
         except FileNotFoundError:
             return None
 
@@ -561,12 +577,12 @@ class ObjectArtifacts(_KeyedArtifacts):
         except FileNotFoundError:
             return False
 
-    def _age(self, key: str) -> float | None:
+    def _mtime(self, key: str) -> float | None:
         try:
             meta = self._obs.head(self.store, self.prefix + key)
         except FileNotFoundError:
             return None
-        return time.time() - meta["last_modified"].timestamp()
+        return float(meta["last_modified"].timestamp())
 
 
 def collect_garbage(store: Store, artifacts: ArtifactStore | None = None, *,
@@ -578,7 +594,7 @@ def collect_garbage(store: Store, artifacts: ArtifactStore | None = None, *,
     grace = _check_grace(grace_seconds)
     external = 0
     if artifacts is not None and not isinstance(artifacts, EmbeddedArtifacts):
-        started = time.time()  # before the events are read: what an append names after this, gc keeps
+        started = artifacts.clock()  # before the events are read: what an append names after this, gc keeps
         live = {r.id: store.named_artifacts(r.id) for r in store.list_sessions()}
         external = artifacts.gc(live, grace_seconds=grace, started=started)
     report = store.gc(grace_seconds=grace, vacuum=vacuum)
