@@ -25,11 +25,9 @@ finished before (and the blobs are back) or it sees the events.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tempfile
-import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -43,6 +41,7 @@ from .model import Event
 from .refs import ARTIFACT_RE
 from .store import Store
 from .store.base import check_session_id
+from .unnamed_blobs import UnnamedBlobs
 
 SHA_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -84,55 +83,16 @@ def _check_grace(grace_seconds: Any) -> float:
     return float(grace_seconds)
 
 
-#: The most bytes of blobs put and not yet named by an appended event that a store keeps in memory (all its
-#: sessions together) to write again with the event naming them; the oldest beyond it are left to the grace period.
-UNNAMED_BYTES = 64 * 1024 * 1024
-
-
-class _Unnamed:
-    """The blobs a store put per session that no appended event named yet, oldest first, bounded."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_session: dict[str, dict[str, bytes]] = {}
-        self.total = 0
-
-    def add(self, session_id: str, sha: str, data: bytes) -> None:
-        with self.lock:
-            blobs = self.by_session.pop(session_id, {})
-            self.by_session[session_id] = blobs  # the session moves to the newest end
-            self.total -= len(blobs.pop(sha, b""))
-            blobs[sha] = data
-            self.total += len(data)
-            while self.total > UNNAMED_BYTES and (len(self.by_session) > 1 or len(blobs) > 1):
-                oldest_sid = next(iter(self.by_session))
-                oldest = self.by_session[oldest_sid]
-                self.total -= len(oldest.pop(next(iter(oldest))))
-                if not oldest:
-                    del self.by_session[oldest_sid]
-
-    def named_by(self, session_id: str, items: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, bytes]:
-        """The blobs of ``session_id`` that ``items`` name, taken out of the set."""
-        with self.lock:
-            blobs = self.by_session.get(session_id)
-            if not blobs:
-                return {}
-            text = json.dumps([d for _, d in items], default=str)
-            named = {sha: blobs.pop(sha) for sha in [sha for sha in blobs if sha in text]}
-            self.total -= sum(map(len, named.values()))
-            if not blobs:
-                del self.by_session[session_id]
-            return named
 
 
 class ArtifactStore(ABC):
     """Content-addressed blob storage with per-session references."""
 
     @property
-    def _unnamed(self) -> _Unnamed:
-        found: _Unnamed | None = self.__dict__.get("_unnamed_blobs")
+    def _unnamed(self) -> UnnamedBlobs:
+        found: UnnamedBlobs | None = self.__dict__.get("_unnamed_blobs")
         if found is None:
-            found = self.__dict__.setdefault("_unnamed_blobs", _Unnamed())
+            found = self.__dict__.setdefault("_unnamed_blobs", UnnamedBlobs())
         return found
 
     def append(self, store: Store, session_id: str, items: Sequence[tuple[str, Mapping[str, Any]]], *,
