@@ -15,6 +15,24 @@ from .base import Migrations
 migration: Migrations[sqlite3.Connection] = Migrations()
 
 
+def _create_chunks_fts(conn: sqlite3.Connection) -> None:
+    """The stemmed full-text index over ``chunks`` and the triggers that keep it in step, built from the rows
+    already there. m009 and m011 both (re)build it with exactly this: a later change to the index is a new
+    migration, never an edit here."""
+    conn.execute(
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
+    conn.execute("CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+    conn.execute("CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END")
+    conn.execute("CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN "
+                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); "
+                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+
+
 @migration
 def m001_initial(conn: sqlite3.Connection) -> None:
     conn.execute(
@@ -234,18 +252,7 @@ def m009_retrieval_tenants(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE chunks_t RENAME TO chunks")
     conn.execute("CREATE INDEX chunks_by_doc ON chunks (tenant, namespace, scope, doc)")
     conn.execute("CREATE INDEX chunks_by_session ON chunks (session_id)")
-    conn.execute(
-        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
-        "tokenize='porter unicode61 remove_diacritics 2')"
-    )
-    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
-    conn.execute("CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN "
-                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
-    conn.execute("CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN "
-                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END")
-    conn.execute("CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN "
-                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); "
-                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+    _create_chunks_fts(conn)
 
 
 @migration
@@ -348,15 +355,4 @@ def m011_session_keys_per_tenant(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX blob_refs_by_session ON blob_refs (tenant, session_id)")
     conn.execute("CREATE INDEX chunks_by_doc ON chunks (tenant, namespace, scope, doc)")
     conn.execute("CREATE INDEX chunks_by_session ON chunks (tenant, session_id)")
-    conn.execute(
-        "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
-        "tokenize='porter unicode61 remove_diacritics 2')"
-    )
-    conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')")
-    conn.execute("CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN "
-                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
-    conn.execute("CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN "
-                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END")
-    conn.execute("CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN "
-                 "INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); "
-                 "INSERT INTO chunks_fts (rowid, text) VALUES (new.id, new.text); END")
+    _create_chunks_fts(conn)
