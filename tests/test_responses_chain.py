@@ -35,6 +35,15 @@ class Server:
         return openai.OpenAI(api_key="t", http_client=httpx2.Client(transport=httpx2.MockTransport(self)), max_retries=0)
 
 
+def _coding_session(e: ws.Engine) -> ws.Session:
+    """The session each test drives: a coding agent with one tool, asked to fix a failing test."""
+    s = e.session("st")
+    s.system("You are a coding agent.")
+    s.tools([TOOL])
+    s.user("Fix the failing test in parser.py")
+    return s
+
+
 def _turn(s: ws.Session, chain: ResponsesChain, client: openai.OpenAI) -> dict:
     pack = s.build("openai-responses")
     resp = client.responses.create(**chain.request(pack.request))
@@ -49,10 +58,7 @@ def test_stateful_mode_sends_only_the_new_items_and_keeps_reasoning_in_order(tmp
     server, chain = Server(), ResponsesChain()
     client = server.client()
     with ws.Engine(model="gpt-4.1", store=tmp_path / "w.db") as e:
-        s = e.session("st")
-        s.system("You are a coding agent.")
-        s.tools([TOOL])
-        s.user("Fix the failing test in parser.py")
+        s = _coding_session(e)
         fulls = [_turn(s, chain, client) for _ in range(3)]
     first, second, third = server.bodies
     assert first["store"] is True and "previous_response_id" not in first
@@ -72,10 +78,7 @@ def test_a_rewritten_history_or_a_broken_chain_sends_the_whole_request(tmp_path)
     server, chain = Server(), ResponsesChain()
     client = server.client()
     with ws.Engine(model="gpt-4.1", store=tmp_path / "w.db") as e:
-        s = e.session("st")
-        s.system("You are a coding agent.")
-        s.tools([TOOL])
-        s.user("Fix the failing test in parser.py")
+        s = _coding_session(e)
         _turn(s, chain, client)
         s.system("You are a careful coding agent.")  # the prefix changed: the server's copy is stale
         full = _turn(s, chain, client)
@@ -94,10 +97,7 @@ def test_a_compaction_falls_back_to_a_full_request(tmp_path) -> None:
     server, chain = Server(), ResponsesChain()
     client = server.client()
     with ws.Engine(model="gpt-4.1", store=tmp_path / "w.db", window=9000) as e:
-        s = e.session("st")
-        s.system("You are a coding agent.")
-        s.tools([TOOL])
-        s.user("Fix the failing test in parser.py")
+        s = _coding_session(e)
         compacted = None
         for k in range(40):
             pack = s.build("openai-responses")
