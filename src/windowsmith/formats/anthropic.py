@@ -26,7 +26,7 @@ from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSp
 from ..request import NeutralRequest
 from .base import WORKAROUND, ParsedResponse, as_int, expect, to_plain
 from .reader import Builder, Ctx, History, tools_from, usage_from
-from .units import UnitRenderer
+from .units import UnitRenderer, tool_decl
 
 EPHEMERAL = {"type": "ephemeral"}
 TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
@@ -74,10 +74,7 @@ class AnthropicRenderer(UnitRenderer):
     merge_same_role = True
 
     def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
-        d: dict[str, Any] = {"name": tool.name, "input_schema": dict(tool.parameters)}
-        if tool.description:
-            d["description"] = tool.description
-        return d
+        return tool_decl(tool, "input_schema")
 
     def render_system(self, kind: str, text: str) -> dict[str, Any]:
         return {"type": "text", "text": text}

@@ -33,7 +33,7 @@ from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSp
 from ..request import NeutralRequest
 from .base import ParsedResponse, as_int, expect, to_plain
 from .reader import Builder, Ctx, History, image_from_url
-from .units import UnitRenderer, tool_names
+from .units import UnitRenderer, tool_decl, tool_names
 
 SIGNATURE = "thought_signature"
 
@@ -57,10 +57,7 @@ class GeminiRenderer(UnitRenderer):
     content_key = "parts"
 
     def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
-        d: dict[str, Any] = {"name": tool.name, "parameters_json_schema": dict(tool.parameters)}
-        if tool.description:
-            d["description"] = tool.description
-        return d
+        return tool_decl(tool, "parameters_json_schema")
 
     def render_system(self, kind: str, text: str) -> dict[str, Any]:
         return {"text": text}

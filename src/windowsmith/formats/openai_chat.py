@@ -25,7 +25,7 @@ from ..model import Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage,
 from ..request import NeutralRequest
 from .base import ParsedResponse, as_int, expect, to_plain
 from .reader import Builder, Ctx, History, as_dict, image_from_url, tools_from, usage_from
-from .units import UnitRenderer, data_uri
+from .units import UnitRenderer, data_uri, tool_decl
 
 ERROR_PREFIX = "Error: "
 
@@ -45,10 +45,7 @@ class OpenAIChatRenderer(UnitRenderer):
     system_in_messages = True
 
     def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
-        fn: dict[str, Any] = {"name": tool.name, "parameters": dict(tool.parameters)}
-        if tool.description:
-            fn["description"] = tool.description
-        return {"type": "function", "function": fn}
+        return {"type": "function", "function": tool_decl(tool, "parameters")}
 
     def render_system(self, kind: str, text: str) -> dict[str, Any]:
         return {"role": "system", "content": text}

@@ -24,7 +24,7 @@ from ..request import NeutralRequest
 from .base import WORKAROUND, ParsedResponse, as_int, expect, to_plain
 from .openai_chat import ERROR_PREFIX, chat_parts
 from .reader import Builder, Ctx, History, tools_from
-from .units import UnitRenderer, data_uri
+from .units import UnitRenderer, data_uri, tool_decl
 
 
 def _part(b: Text | Image) -> dict[str, Any]:
@@ -47,10 +47,7 @@ class OpenAIResponsesRenderer(UnitRenderer):
     system_in_messages = True
 
     def render_tool(self, tool: ToolSpec) -> dict[str, Any]:
-        d: dict[str, Any] = {"type": "function", "name": tool.name, "parameters": dict(tool.parameters), "strict": False}
-        if tool.description:
-            d["description"] = tool.description
-        return d
+        return {"type": "function", **tool_decl(tool, "parameters", strict=False)}
 
     def defer_tool(self, rendered: dict[str, Any]) -> dict[str, Any]:
         return {**rendered, "defer_loading": True}

@@ -505,6 +505,15 @@ def data_uri(image: Image) -> str:
     return f"data:{image.media_type};base64,{image.data}"
 
 
+def tool_decl(tool: ToolSpec, schema_key: str, **extra: Any) -> dict[str, Any]:
+    """A tool's declaration: ``name``, its parameters schema under ``schema_key``, then ``extra``, then the
+    ``description`` when it has one (the key order is part of the rendered bytes)."""
+    d: dict[str, Any] = {"name": tool.name, schema_key: dict(tool.parameters), **extra}
+    if tool.description:
+        d["description"] = tool.description
+    return d
+
+
 def tool_names(req: NeutralRequest) -> dict[str, str]:
     names: dict[str, str] = {}
     for m in req.messages:
