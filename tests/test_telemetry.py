@@ -110,8 +110,11 @@ def test_compaction_stages_that_ran_are_children_of_the_build(make_engine: Calla
     stages = [s for s in spans if s.name.startswith("windowsmith.compaction.")]
     assert stages, "a compaction ran at this window"
     builds = {s.context.span_id: s for s in spans if s.name == "windowsmith.build"}
-    assert all(s.parent.span_id in builds and s.attributes["windowsmith.compaction.records"] > 0 for s in stages)
-    assert len(session.state.compactions) >= len(stages)
+    assert all(s.parent.span_id in builds for s in stages)
+    # each compaction record a stage wrote is counted by that stage's span (a "truncate" record is the build's own
+    # history fit, written outside the stages)
+    staged = [c for c in session.state.compactions if c["type"] != "truncate"]
+    assert sum(s.attributes["windowsmith.compaction.records"] for s in stages) == len(staged)
 
 
 def test_without_a_provider_configured_nothing_breaks(make_engine: Callable[..., ws.Engine]) -> None:
