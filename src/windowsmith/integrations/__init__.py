@@ -71,6 +71,15 @@ def _fork_message(what: str) -> str:
             "first (it compacts the window itself) or remove the framework's context tool")
 
 
+def _replacement(session: Any, msgs: list[Message], what: str, kw: dict[str, Any]) -> tuple[list[Message], list[Any]]:
+    """The new tail of a history a framework tool rewrote, and the repairs its load records (``kw``'s own
+    ``repairs`` taken out of it, then ``REWRITTEN``); a history that shares no turn with the log is refused."""
+    tail = rewritten_tail(session.messages, msgs)
+    if tail is None:
+        raise UsageError(_fork_message(what)) from None
+    return tail, [*kw.pop("repairs", ()), REWRITTEN]
+
+
 def load_history(session: Any, msgs: list[Message], *, what: str, **kw: Any) -> None:
     """``session.load(msgs, "neutral", ...)``; a history a framework tool rewrote before the adapter (it does
     not continue the log) is treated as a replacement: its new tail is appended and a repair says so."""
@@ -80,10 +89,7 @@ def load_history(session: Any, msgs: list[Message], *, what: str, **kw: Any) -> 
     except UsageError as exc:
         if "does not continue" not in str(exc):
             raise
-    tail = rewritten_tail(session.messages, msgs)
-    if tail is None:
-        raise UsageError(_fork_message(what)) from None
-    repairs = [*kw.pop("repairs", ()), REWRITTEN]
+    tail, repairs = _replacement(session, msgs, what, kw)
     session.load(tail, "neutral", overlap=True, repairs=repairs, **kw)
 
 
@@ -95,10 +101,7 @@ async def aload_history(session: Any, msgs: list[Message], *, what: str, **kw: A
     except UsageError as exc:
         if "does not continue" not in str(exc):
             raise
-    tail = rewritten_tail(session.messages, msgs)
-    if tail is None:
-        raise UsageError(_fork_message(what)) from None
-    repairs = [*kw.pop("repairs", ()), REWRITTEN]
+    tail, repairs = _replacement(session, msgs, what, kw)
     await session.aload(tail, "neutral", overlap=True, repairs=repairs, **kw)
 
 
