@@ -24,7 +24,7 @@ from ..errors import ProviderResponseError
 from ..model import Image, Message, Text, ToolCall, ToolResult, ToolSpec, Usage, parse_arguments
 from ..request import NeutralRequest
 from .base import ParsedResponse, as_int, expect, to_plain
-from .reader import Builder, Ctx, History, as_dict, image_from_url, tools_from, usage_from
+from .reader import Builder, Ctx, History, as_dict, image_from_url, tools_from, usage_from, usage_less_cache
 from .units import UnitRenderer, data_uri, tool_decl
 
 ERROR_PREFIX = "Error: "
@@ -125,12 +125,7 @@ def read_usage(usage: Mapping[str, Any]) -> Usage:
     details = usage.get("prompt_tokens_details") or {}
     cached = as_int(details.get("cached_tokens"))
     written = as_int(details.get("cache_write_tokens"))
-    return Usage(
-        input_tokens=max(0, as_int(usage.get("prompt_tokens")) - cached - written),
-        output_tokens=as_int(usage.get("completion_tokens")),
-        cache_read_tokens=cached,
-        cache_write_tokens=written,
-    )
+    return usage_less_cache(as_int(usage.get("prompt_tokens")), cached, written, as_int(usage.get("completion_tokens")))
 
 
 def usage_counts(usage: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ..model import Image, Message, Text, Thinking, ToolCall, ToolResult, ToolSp
 from ..request import NeutralRequest
 from .base import WORKAROUND, ParsedResponse, as_int, expect, to_plain
 from .openai_chat import ERROR_PREFIX, chat_parts
-from .reader import Builder, Ctx, History, tools_from
+from .reader import Builder, Ctx, History, tools_from, usage_less_cache
 from .units import UnitRenderer, data_uri, tool_decl
 
 
@@ -144,12 +144,7 @@ def read_usage(usage: Mapping[str, Any]) -> Usage:
     details = usage.get("input_tokens_details") or {}
     cached = as_int(details.get("cached_tokens"))
     written = as_int(details.get("cache_write_tokens"))
-    return Usage(
-        input_tokens=max(0, as_int(usage.get("input_tokens")) - cached - written),
-        output_tokens=as_int(usage.get("output_tokens")),
-        cache_read_tokens=cached,
-        cache_write_tokens=written,
-    )
+    return usage_less_cache(as_int(usage.get("input_tokens")), cached, written, as_int(usage.get("output_tokens")))
 
 
 # -- history ---------------------------------------------------------------------------------------

@@ -155,6 +155,14 @@ def usage_including_cache(total: int, read: int, write: int, output: int) -> Usa
                  cache_write_tokens=write)
 
 
+def usage_less_cache(total: int, read: int, write: int, output: int) -> Usage:
+    """Usage from a provider response whose input count includes its cache reads and writes (OpenAI chat and
+    Responses): the input is what is left, floored at 0, and the cache counts are kept as reported (unlike
+    :func:`usage_including_cache`, which clamps them to the total)."""
+    return Usage(input_tokens=max(0, total - read - write), output_tokens=output, cache_read_tokens=read,
+                 cache_write_tokens=write)
+
+
 def usage_from(d: Any) -> Usage | None:
     """Billed usage from an OpenAI chat, OpenAI Responses, Anthropic, OpenHands, Inspect AI or LangChain
     (``usage_metadata``) usage object. (Pydantic AI's usage has the key names of windowsmith's own ``Usage`` with
