@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import windowsmith as ws
+from windowsmith.store import SQLiteStore, Store
 
 #: The real traces (tau-bench, tau2-bench, SWE-agent, mini-swe-agent, OpenHands) shared by the team.
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
@@ -51,6 +52,42 @@ def new_pg_schema() -> Iterator[str]:
 def pg_schema() -> Iterator[str]:
     """A fresh PostgreSQL schema for one test (see :func:`new_pg_schema`)."""
     yield from new_pg_schema()
+
+
+def open_backend(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    if kind == "sqlite":
+        return SQLiteStore(tmp_path / "ws.db")
+    from windowsmith.store.postgres import PostgresStore
+
+    schema = request.getfixturevalue("pg_schema")
+    store = PostgresStore(PG_DSN, schema=schema)
+    pg_truncate(schema)  # one schema per run: each test starts from empty tables
+    return store
+
+
+def pg_truncate(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    tables = ["sessions", "events", "packs", "blobs", "blob_refs", "kv", "chunks"]
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("TRUNCATE {} CASCADE").format(sql.SQL(", ").join(sql.Identifier(schema, t) for t in tables))
+        )
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    s = open_backend(backend, tmp_path, request)
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 @pytest.fixture

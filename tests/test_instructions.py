@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 import windowsmith as ws
-from test_store import open_backend, pg_schema  # noqa: F401  (fixture)
+from conftest import open_backend
+from test_store import pg_schema  # noqa: F401  (fixture)
 from windowsmith.cli import main
 from windowsmith.errors import UsageError
 from windowsmith.instructions import PER_FILE_CHARS, TOTAL_CHARS, TRUNCATED, cap, discover, in_scope

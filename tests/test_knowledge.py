@@ -4,27 +4,17 @@ and PostgreSQL; offline vectors (WordLlama's shipped weights) for hybrid retriev
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import windowsmith as ws
-from test_store import open_backend, pg_schema  # noqa: F401  (fixture)
+from test_store import pg_schema  # noqa: F401  (fixture: one schema per run for conftest's store)
 from windowsmith.errors import UsageError
 from windowsmith.knowledge import chunk_markdown, chunk_python
 from windowsmith.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = open_backend(request.param, tmp_path, request)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_markdown_chunks_follow_headings_of_the_internals_doc() -> None:

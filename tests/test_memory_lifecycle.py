@@ -5,26 +5,15 @@ project lesson from one session injected in a later session when relevant and no
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 import windowsmith as ws
-from test_store import open_backend, pg_schema  # noqa: F401  (fixture)
+from test_store import pg_schema  # noqa: F401  (fixture: one schema per run for conftest's store)
 from windowsmith.errors import UsageError
 from windowsmith.memory import Memory, MemoryConfig
 from windowsmith.store import Store
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = open_backend(request.param, tmp_path, request)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_a_superseded_item_never_comes_back(store: Store) -> None:

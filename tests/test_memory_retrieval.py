@@ -4,24 +4,10 @@ question), near-duplicates dropped, and ``memory.add`` reading its item back by 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from test_store import open_backend, pg_schema  # noqa: F401  (fixture)
+from test_store import pg_schema  # noqa: F401  (fixture: one schema per run for conftest's store)
 from windowsmith.memory import Memory, MemoryConfig
 from windowsmith.store import Store
 from windowsmith.store.chunks_sql import chunk_by_key, neighbour_chunks
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = open_backend(request.param, tmp_path, request)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _memory(store: Store, **cfg: object) -> Memory:

@@ -3,24 +3,10 @@ file and on PostgreSQL: scoped paths, redaction, untrusted marking, an event per
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 import windowsmith as ws
-from test_store import open_backend, pg_schema  # noqa: F401  (fixture)
+from test_store import pg_schema  # noqa: F401  (fixture: one schema per run for conftest's store)
 from windowsmith.memory import MemoryConfig
 from windowsmith.store import Store
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = open_backend(request.param, tmp_path, request)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_the_agent_views_creates_edits_and_deletes_its_memory(store: Store) -> None:

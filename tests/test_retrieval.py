@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import windowsmith as ws
-from test_store import PG_DSN, open_backend, pg_schema  # noqa: F401  (fixture)
+from test_store import PG_DSN, pg_schema  # noqa: F401  (fixture: one schema per run for conftest's store)
 from windowsmith.errors import UsageError
 from windowsmith.layers.retrieved import fence
 from windowsmith.memory import Memory, MemoryConfig
@@ -27,15 +26,6 @@ from windowsmith.store.chunks import NewChunk, fts5_query, tsquery
 from windowsmith.traces import load_traces
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = open_backend(request.param, tmp_path, request)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _engine(store: Store, window: int = 8000, **kw: object) -> ws.Engine:

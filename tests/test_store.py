@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import PG_DSN, new_pg_schema
+from conftest import PG_DSN, new_pg_schema, open_backend
 from windowsmith.errors import ConflictError, InvalidMessageError, StoreError, UsageError
 from windowsmith.hashing import canonical_json, chain_hash
 from windowsmith.model import EVENT_KINDS
@@ -23,42 +23,6 @@ from windowsmith.store import SQLiteStore, Store
 def pg_schema() -> Iterator[str]:
     """One fresh schema for this test run (the stores' tests share it)."""
     yield from new_pg_schema()
-
-
-def open_backend(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:
-    if kind == "sqlite":
-        return SQLiteStore(tmp_path / "ws.db")
-    from windowsmith.store.postgres import PostgresStore
-
-    schema = request.getfixturevalue("pg_schema")
-    store = PostgresStore(PG_DSN, schema=schema)
-    pg_truncate(schema)  # one schema per run: each test starts from empty tables
-    return store
-
-
-def pg_truncate(schema: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    tables = ["sessions", "events", "packs", "blobs", "blob_refs", "kv", "chunks"]
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("TRUNCATE {} CASCADE").format(sql.SQL(", ").join(sql.Identifier(schema, t) for t in tables))
-        )
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture
-def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
-    s = open_backend(backend, tmp_path, request)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 @pytest.fixture
