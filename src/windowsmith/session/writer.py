@@ -176,8 +176,9 @@ class Writer:
             response = resolve(pack.format, response)  # streams, final messages, event lists
             parsed = self.engine.renderer(pack.format).parse_response(response)
             message, usage = parsed.message, parsed.usage
-            telemetry.annotate(self.log, {"gen_ai.response.finish_reasons": telemetry.finish_reasons(pack.format, response)
-                                          or None})
+            if telemetry.open_call(self.log):  # (no span to annotate: the response is not read again)
+                telemetry.annotate(self.log, {"gen_ai.response.finish_reasons":
+                                              telemetry.finish_reasons(pack.format, response) or None})
         msg = None
         if message is not None and message.content:
             msg = self.add(message)
